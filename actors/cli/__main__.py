@@ -1,0 +1,5 @@
+import sys
+
+from actors.cli import main
+
+sys.exit(main())

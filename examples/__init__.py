@@ -1,0 +1,1 @@
+"""Runnable examples (the billing world of the demo)."""

@@ -1,0 +1,1 @@
+"""Deterministic failover simulation driving the production state machines."""

@@ -1,0 +1,1 @@
+"""The wire contract of kafkron: topic names, topic configs, message types, codec."""

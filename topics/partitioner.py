@@ -1,0 +1,51 @@
+"""Key to partition, as the clients that write `{ns}.commands` compute it.
+
+Java clients and aiokafka use murmur2 of the key bytes (Kafka's default
+partitioner); librdkafka (kcat, confluent-kafka) defaults to CRC32
+(``consistent_random``). A shard owns the keys whose *murmur2* partition is its
+own; a command that arrived elsewhere (e.g. from kcat) is forwarded there.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+_M = 0x5BD1E995
+_SEED = 0x9747B28C
+_MASK32 = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 (``org.apache.kafka.common.utils.Utils.murmur2``), unsigned 32-bit."""
+    length = len(data)
+    h = (_SEED ^ length) & _MASK32
+    tail = length & ~3
+    for i in range(0, tail, 4):
+        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+        k = (k * _M) & _MASK32
+        k ^= k >> 24
+        k = (k * _M) & _MASK32
+        h = (h * _M) & _MASK32
+        h ^= k
+    extra = length & 3
+    if extra >= 3:
+        h ^= data[tail + 2] << 16
+    if extra >= 2:
+        h ^= data[tail + 1] << 8
+    if extra >= 1:
+        h ^= data[tail]
+        h = (h * _M) & _MASK32
+    h ^= h >> 13
+    h = (h * _M) & _MASK32
+    h ^= h >> 15
+    return h
+
+
+def murmur2_partition(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner picks for a non-null key."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def crc32_partition(key: bytes, partitions: int) -> int:
+    """The partition librdkafka's default ``consistent_random`` picks for a non-empty key."""
+    return zlib.crc32(key) % partitions

@@ -1,0 +1,39 @@
+"""What crosses the boundary between a pure actor and the Kafka runtime.
+
+An actor is handed `InRecord`s and returns `OutRecord`s; the runtime writes the
+returned records (plus the consumed offsets) in one transaction. Nothing in here
+touches a socket, so the simulation uses the same types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from topics.names import TopicKind
+
+
+@dataclass(frozen=True, slots=True)
+class InRecord:
+    """A record consumed from one of our topics."""
+
+    topic: TopicKind
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OutRecord:
+    """A record an actor asks the runtime to write.
+
+    ``value=None`` is a tombstone (compacted changelog deletes). ``partition=None``
+    lets the producer's default partitioner (murmur2 of the key) choose, which is
+    what every shard-keyed write wants; forwards and changelog writes set it.
+    """
+
+    topic: TopicKind
+    key: bytes | None
+    value: bytes | None
+    partition: int | None = None
