@@ -1,0 +1,241 @@
+"""Start, stop and inspect the local broker process.
+
+The broker runs detached (its own session) so it outlives the command that
+started it; the pid file in the data dir is how later commands find it. A pid is
+only trusted if that process's command line names this data dir's
+``server.properties``, so a recycled pid is never signalled.
+
+Guarantees:
+
+- `start` returns only once a metadata request succeeds, and succeeds at once
+  when this data dir's broker already answers.
+- `stop` sends SIGTERM (Kafka shuts down cleanly, flushing its logs), waits
+  `grace_s`, then SIGKILLs the process group; it returns once the process is gone.
+- Every failure is a `BrokerError` whose message says what to do next.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker import config, probe, provision
+from broker.errors import BrokerError
+from broker.layout import HOST, BrokerLayout
+
+DEFAULT_START_TIMEOUT_S = 120.0
+DEFAULT_STOP_GRACE_S = 30.0
+_POLL_S = 0.25
+
+# Children started by this interpreter, kept so they are reaped (not left as zombies
+# that still look alive to os.kill) and so Popen does not warn when collected.
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatus:
+    """What `start` and `status` found. `answering` is the only proof of life."""
+
+    answering: bool
+    pid: int | None
+    layout: BrokerLayout
+    already_running: bool = False
+
+    def describe(self) -> str:
+        where = f"{self.layout.bootstrap} (pid {self.pid}, data {self.layout.data_dir})"
+        if self.answering:
+            return f"broker running on {where}"
+        if self.pid is not None:
+            return f"broker process alive but not answering on {where}; see {self.layout.log_file}"
+        return f"no broker answering on {self.layout.bootstrap}"
+
+
+def _alive(pid: int) -> bool:
+    child = _children.get(pid)
+    if child is not None:
+        if child.poll() is None:
+            return True
+        del _children[pid]
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError):
+        # A zombie still accepts signal 0; its state letter follows the "(comm)" field.
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+def _is_our_broker(pid: int, layout: BrokerLayout) -> bool:
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    try:
+        args = cmdline.read_bytes().split(b"\0")
+    except OSError:
+        # No /proc (macOS): trust the pid file as long as the process lives.
+        return _alive(pid)
+    return str(layout.server_properties).encode() in args and _alive(pid)
+
+
+def _read_pid(layout: BrokerLayout) -> int | None:
+    """The pid of this data dir's running broker, clearing a stale pid file."""
+    try:
+        pid = int(layout.pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if _is_our_broker(pid, layout):
+        return pid
+    layout.pid_file.unlink(missing_ok=True)
+    return None
+
+
+def status(layout: BrokerLayout) -> BrokerStatus:
+    pid = _read_pid(layout)
+    return BrokerStatus(answering=probe.answers(layout.bootstrap), pid=pid, layout=layout)
+
+
+def _cluster_id() -> str:
+    # Kafka's Uuid.toString: url-safe base64 of 16 random bytes without padding.
+    # Kafka refuses ids that start with "-" (they read as a command-line flag).
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _java_command(java: str, lib: Path, layout: BrokerLayout, main: str) -> list[str]:
+    return [
+        java,
+        "-Xms256m",
+        "-Xmx1g",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={layout.log4j2_config}",
+        "-cp",
+        str(lib / "*"),
+        main,
+    ]
+
+
+def _format_storage(java: str, lib: Path, layout: BrokerLayout) -> None:
+    """Format KRaft storage once; a formatted dir (meta.properties) is reused as is."""
+    if (layout.log_dirs / "meta.properties").exists():
+        return
+    command = [
+        *_java_command(java, lib, layout, "kafka.tools.StorageTool"),
+        "format",
+        "-t",
+        _cluster_id(),
+        "-c",
+        str(layout.server_properties),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
+        raise BrokerError(
+            f"formatting Kafka storage in {layout.log_dirs} failed: {last[0].strip()}"
+            f" (remove {layout.data_dir} to start from scratch)"
+        )
+
+
+def _wait_until_answering(layout: BrokerLayout, pid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            layout.pid_file.unlink(missing_ok=True)
+            raise BrokerError(f"the broker exited while starting; see {layout.log_file}")
+        if probe.answers(layout.bootstrap, timeout_s=2.0):
+            return
+        time.sleep(_POLL_S)
+    _terminate(pid, DEFAULT_STOP_GRACE_S)
+    layout.pid_file.unlink(missing_ok=True)
+    raise BrokerError(
+        f"the broker did not answer on {layout.bootstrap} within {timeout_s:.0f} s and was"
+        f" stopped; see {layout.log_file} (a busy machine may need --timeout)"
+    )
+
+
+def start(layout: BrokerLayout, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> BrokerStatus:
+    """Start the broker of `layout` (or find it running) and wait until it answers."""
+    pid = _read_pid(layout)
+    if pid is not None:
+        already = probe.answers(layout.bootstrap)
+        if not already:  # Started by someone else a moment ago: wait for it.
+            _wait_until_answering(layout, pid, timeout_s)
+        return BrokerStatus(answering=True, pid=pid, layout=layout, already_running=already)
+
+    for port in (layout.port, layout.controller_port):
+        if probe.port_in_use(HOST, port):
+            raise BrokerError(
+                f"port {port} on {HOST} is in use by another process (not the broker of"
+                f" {layout.data_dir}): stop it, or pick another port with --port or"
+                " KAFKRON_BROKER_PORT (the controller takes port + 1)"
+            )
+
+    java = provision.find_java()
+    lib = provision.ensure_jars()
+    layout.data_dir.mkdir(parents=True, exist_ok=True)
+    layout.server_properties.write_text(config.server_properties(layout))
+    layout.log4j2_config.write_text(config.log4j2_properties())
+    _format_storage(java, lib, layout)
+
+    command = [*_java_command(java, lib, layout, "kafka.Kafka"), str(layout.server_properties)]
+    with layout.log_file.open("ab") as log:
+        log.write(f"\n=== kafkron broker start {time.strftime('%Y-%m-%dT%H:%M:%S')} ===\n".encode())
+        log.flush()
+        child = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=layout.data_dir,
+            start_new_session=True,
+        )
+    _children[child.pid] = child
+    layout.pid_file.write_text(f"{child.pid}\n")
+    _wait_until_answering(layout, child.pid, timeout_s)
+    return BrokerStatus(answering=True, pid=child.pid, layout=layout)
+
+
+def _wait_gone(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(_POLL_S)
+    return not _alive(pid)
+
+
+def _terminate(pid: int, grace_s: float) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if _wait_gone(pid, grace_s):
+        return
+    # The broker runs in its own session, so its process group id is its pid.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    if not _wait_gone(pid, 10.0):
+        raise BrokerError(f"broker pid {pid} survived SIGKILL; check it with ps")
+
+
+def stop(layout: BrokerLayout, grace_s: float = DEFAULT_STOP_GRACE_S) -> int | None:
+    """Stop this data dir's broker; return its pid, or None if none was running."""
+    pid = _read_pid(layout)
+    if pid is None:
+        return None
+    _terminate(pid, grace_s)
+    layout.pid_file.unlink(missing_ok=True)
+    return pid
