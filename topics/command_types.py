@@ -1,0 +1,247 @@
+"""The typed commands of ``{ns}.commands``: what `topics.commands.decode_command` returns.
+
+Every field carries its default and meaning, in the manner of Temporal's schedule
+types, because this is the public schema a user writes by hand. All types are
+frozen and slotted: a decoded command is a value, shared freely between the shard's
+state, its changelog and the simulation.
+
+Defaults (what an omitted field means):
+
+=================  ===========================================================
+field              default
+=================  ===========================================================
+spec.tz            ``UTC``
+misfire            ``run_once`` with ``grace_s`` 300 (``catch_up_max`` 100)
+overlap            ``skip``
+dst                ``{"gap": "shift", "fold": "once"}`` (cronie's rule)
+spread.window_s    0 (fire exactly on the spec)
+retry              1 s initial, ×2, capped at 100 s, full jitter, 5 attempts
+timeout_s          3600
+start / end        none (the spec alone bounds the schedule)
+job.args           ``{}``
+max_active_runs    1 (DAG runs do not overlap)
+=================  ===========================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from actors.timespec import CompiledSpec
+else:  # the time engineer's module is imported lazily (see topics.commands)
+    CompiledSpec = Any
+
+OVERLAP_POLICIES = ("allow", "skip", "buffer_one", "buffer_all", "cancel_other")
+"""What to do when an occurrence comes due while the previous run is still going.
+
+``allow``: run both. ``skip``: drop the new one (reported as a ``skipped`` result).
+``buffer_one``: start the newest waiting one after the current run ends, dropping
+older waiting ones. ``buffer_all``: start every waiting one, in order.
+``cancel_other``: cancel the running one and start the new one.
+"""
+
+MISFIRE_POLICIES = ("run_once", "catch_up", "skip")
+"""What to do with occurrences missed while no shard owned the schedule.
+
+``run_once``: fire the latest missed occurrence once if it is within ``grace_s``,
+report the others ``missed``. ``catch_up``: fire every missed occurrence within
+``grace_s`` (at most ``catch_up_max``), report the rest ``missed``. ``skip``: fire
+none, report all ``missed``.
+"""
+
+JITTER_MODES = ("full", "none")
+DST_GAP_POLICIES = ("shift", "skip")
+DST_FOLD_POLICIES = ("once", "twice")
+DEFAULT_DST: Mapping[str, str] = {"gap": "shift", "fold": "once"}
+DEFAULT_TIMEOUT_S = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a failed or timed-out attempt is retried (the owning shard holds the timer).
+
+    Attempt n+1 waits ``min(initial_s * coefficient ** (n - 1), max_interval_s)``
+    seconds; with ``jitter="full"`` the wait is drawn uniformly in ``[0, that]``,
+    deterministically from the run id and attempt so a simulation replays it.
+    """
+
+    max_attempts: int = 5
+    """Attempts in total, the first included; 1 means never retry."""
+    initial_s: float = 1.0
+    """Wait before the second attempt, in seconds."""
+    coefficient: float = 2.0
+    """Growth of the wait from one retry to the next (>= 1)."""
+    max_interval_s: float = 100.0
+    """Cap of the wait between attempts, in seconds."""
+    jitter: str = "full"
+    """``full`` (uniform in [0, wait]: spreads a thundering herd) or ``none``."""
+    non_retryable: tuple[str, ...] = ()
+    """Error types (the result's ``error.type``) that go straight to the DLQ."""
+
+
+@dataclass(frozen=True, slots=True)
+class MisfirePolicy:
+    """What to do with occurrences that came due while the schedule had no owner."""
+
+    policy: str = "run_once"
+    """One of `MISFIRE_POLICIES`."""
+    grace_s: int = 300
+    """How late an occurrence may still fire; older ones are reported ``missed``."""
+    catch_up_max: int = 100
+    """``catch_up`` fires at most this many missed occurrences; the rest are ``missed``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """The work a run asks a worker to do."""
+
+    name: str
+    """The registered job name (``@job("billing.invoice_nightly")``)."""
+    args: Mapping[str, Any]
+    """Keyword arguments, any JSON object; ``{}`` when omitted."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleUpsert:
+    """``schedule.upsert``: create or replace the schedule ``id``."""
+
+    id: str
+    """The schedule id, also the Kafka key of every record about it."""
+    spec: Mapping[str, Any]
+    """When it fires, as written: ``{"cron", "tz"?}``, ``{"every", "anchor"?}`` or ``{"at"}``."""
+    compiled: CompiledSpec
+    """``actors.timespec.compile_spec`` of ``spec`` with dst, spread, start and end applied."""
+    job: Job
+    """What each run does."""
+    misfire: MisfirePolicy
+    """Missed occurrences after downtime; default run_once, grace 300 s."""
+    overlap: str
+    """One of `OVERLAP_POLICIES`; default ``skip``."""
+    dst: Mapping[str, str]
+    """``{"gap": shift|skip, "fold": once|twice}``, both keys always present."""
+    spread_window_s: int
+    """Stable per-id offset inside this window (EventBridge's flexible window); default 0."""
+    retry: RetryPolicy
+    """Retries of failed attempts; default like Temporal."""
+    timeout_s: int
+    """An attempt running longer is cancelled and counts as ``timed_out``; default 3600."""
+    start_ms: int | None
+    """No occurrence before this instant (``start``), or None."""
+    end_ms: int | None
+    """No occurrence after this instant (``end``), or None."""
+    raw: Mapping[str, Any]
+    """The decoded command object as received, kept in the changelog to rebuild."""
+
+
+@dataclass(frozen=True, slots=True)
+class DagTask:
+    """One task of a DAG: a job that runs once all of ``after`` succeeded."""
+
+    job: Job
+    """What the task does."""
+    after: tuple[str, ...]
+    """Names of the tasks it waits for (deduplicated, declaration order); () for roots."""
+    retry: RetryPolicy
+    """The task's own ``retry``, else the DAG's, else the default."""
+    timeout_s: int
+    """The task's own ``timeout_s``, else the DAG's, else 3600."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DagUpsert:
+    """``dag.upsert``: create or replace the DAG ``id``; each occurrence runs its tasks."""
+
+    id: str
+    """The DAG id (a schedule id: same rules, same key)."""
+    spec: Mapping[str, Any]
+    """When a DAG run starts; as in `ScheduleUpsert.spec`."""
+    compiled: CompiledSpec
+    """``actors.timespec.compile_spec`` of ``spec``."""
+    misfire: MisfirePolicy
+    """Missed DAG runs after downtime; default run_once, grace 300 s."""
+    dst: Mapping[str, str]
+    """As in `ScheduleUpsert.dst`."""
+    spread_window_s: int
+    """As in `ScheduleUpsert.spread_window_s`."""
+    start_ms: int | None
+    """No DAG run before this instant, or None."""
+    end_ms: int | None
+    """No DAG run after this instant, or None."""
+    tasks: Mapping[str, DagTask]
+    """The tasks by name, in declaration order (1 to 1000, no cycle)."""
+    topo_order: tuple[str, ...]
+    """Every task after its dependencies; ties broken by declaration order."""
+    max_active_runs: int = 1
+    """DAG runs allowed at once; an occurrence beyond it is reported ``skipped``."""
+    raw: Mapping[str, Any]
+    """The decoded command object as received."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleDelete:
+    """``schedule.delete``: forget the schedule (or DAG); its changelog gets a tombstone."""
+
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulePause:
+    """``schedule.pause``: stop firing; occurrences while paused are not run later."""
+
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleResume:
+    """``schedule.resume``: fire again from the next occurrence after now."""
+
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleTrigger:
+    """``schedule.trigger``: fire once now, in addition to the spec (overlap applies)."""
+
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DagClear:
+    """``dag.clear``: re-run ``task`` of the DAG run ``run_id`` and what runs after it."""
+
+    id: str
+    run_id: str
+    """The DAG run's id, ``{id}@{scheduled_at}``."""
+    task: str
+
+
+@dataclass(frozen=True, slots=True)
+class DlqReplay:
+    """``dlq.replay``: run a dead-lettered run again, attempts counted afresh."""
+
+    id: str
+    run_id: str
+    """The dead run's id as in the DLQ record (``{id}@{scheduled_at}`` or ``.../{task}``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A command that cannot be applied; it goes to ``{ns}.rejected`` with ``reason``."""
+
+    reason: str
+    """A sentence a person can act on, naming the field."""
+
+
+Command = (
+    ScheduleUpsert
+    | ScheduleDelete
+    | SchedulePause
+    | ScheduleResume
+    | ScheduleTrigger
+    | DagUpsert
+    | DagClear
+    | DlqReplay
+)
