@@ -1,0 +1,125 @@
+"""The SQLite schema of the history database.
+
+Four tables mirror four topics, one summary table answers "what happened to each
+run", and ``offsets`` records how far into each topic partition the database has
+read. Offsets are written in the same SQLite transaction as the rows they produced,
+so the database, not the consumer group, is the source of truth about where to
+resume: a redelivered record is an upsert that changes nothing, and an empty
+database means "read every topic from the beginning" (a rebuild).
+
+Instants are ``INTEGER`` milliseconds since the epoch UTC, like everywhere else in
+kafkron. Every row is keyed by what makes it unique on the wire:
+
+- ``attempts``: one row per (run_id, attempt). The run record (from ``{ns}.runs``)
+  fills the firing columns, the result record (from ``{ns}.results``) the outcome
+  columns; either may arrive first, because the topics are read independently.
+- ``dead_letters`` and ``rejections``: one row per record, keyed by the record's
+  own position (partition, offset) in its topic.
+- ``runs``: derived from the three above, one row per run_id, recomputed whenever
+  one of its inputs changes. ``kafkron history`` reads only this and ``attempts``.
+
+WAL mode lets ``kafkron history`` read while ``kafkron recorder`` writes.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+# Pragmas applied to every connection: WAL for concurrent readers, NORMAL sync
+# (WAL keeps the database consistent on power loss; at worst the last transactions
+# are lost, and they are re-read from Kafka because their offsets were lost too).
+PRAGMAS: tuple[str, ...] = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA foreign_keys=OFF",
+    "PRAGMA busy_timeout=5000",
+)
+
+DDL: tuple[str, ...] = (
+    """
+    CREATE TABLE IF NOT EXISTS meta (
+        name  TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS offsets (
+        topic       TEXT    NOT NULL,
+        partition   INTEGER NOT NULL,
+        next_offset INTEGER NOT NULL,
+        PRIMARY KEY (topic, partition)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS attempts (
+        run_id          TEXT    NOT NULL,
+        attempt         INTEGER NOT NULL,
+        schedule_id     TEXT    NOT NULL,
+        task            TEXT,
+        job_name        TEXT,
+        scheduled_ms    INTEGER,
+        fired_ms        INTEGER,
+        deadline_ms     INTEGER,
+        started_ms      INTEGER,
+        finished_ms     INTEGER,
+        status          TEXT,
+        worker          TEXT,
+        error_type      TEXT,
+        error_message   TEXT,
+        PRIMARY KEY (run_id, attempt)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS dead_letters (
+        partition       INTEGER NOT NULL,
+        offset          INTEGER NOT NULL,
+        run_id          TEXT    NOT NULL,
+        schedule_id     TEXT    NOT NULL,
+        task            TEXT,
+        job_name        TEXT,
+        error_type      TEXT,
+        error_message   TEXT,
+        attempts        INTEGER NOT NULL,
+        dead_at_ms      INTEGER NOT NULL,
+        PRIMARY KEY (partition, offset)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS rejections (
+        partition          INTEGER NOT NULL,
+        offset             INTEGER NOT NULL,
+        key                BLOB,
+        reason             TEXT    NOT NULL,
+        original           BLOB,
+        original_topic     TEXT,
+        original_partition INTEGER,
+        original_offset    INTEGER,
+        rejected_ms        INTEGER NOT NULL,
+        PRIMARY KEY (partition, offset)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS runs (
+        run_id          TEXT PRIMARY KEY,
+        schedule_id     TEXT    NOT NULL,
+        task            TEXT,
+        job_name        TEXT,
+        scheduled_ms    INTEGER,
+        fired_ms        INTEGER,
+        started_ms      INTEGER,
+        finished_ms     INTEGER,
+        status          TEXT    NOT NULL,
+        attempts        INTEGER NOT NULL,
+        worker          TEXT,
+        error_type      TEXT,
+        error_message   TEXT,
+        dead_at_ms      INTEGER
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS runs_by_schedule ON runs (schedule_id, scheduled_ms)",
+    "CREATE INDEX IF NOT EXISTS runs_by_time ON runs (scheduled_ms)",
+    "CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, scheduled_ms)",
+    "CREATE INDEX IF NOT EXISTS attempts_by_schedule ON attempts (schedule_id, scheduled_ms)",
+    "CREATE INDEX IF NOT EXISTS dead_letters_by_run ON dead_letters (run_id)",
+    "CREATE INDEX IF NOT EXISTS rejections_by_time ON rejections (rejected_ms)",
+)

@@ -1,0 +1,543 @@
+"""The history database: idempotent writes from the topics, queries for people.
+
+Guarantees:
+
+- **Idempotent.** Every write is an upsert keyed by what is unique on the wire
+  (``(run_id, attempt)`` for runs and results, the record's own (partition, offset)
+  for dead letters and rejections). Writing the same batch twice leaves the same
+  database, so a redelivered record after a crash changes nothing.
+- **Atomic with its offsets.** `HistoryStore.write` applies a batch of rows and the
+  next offsets of the partitions they came from in one SQLite transaction. The
+  recorder resumes from `HistoryStore.offsets`, so the database never holds a row
+  whose offset it forgot, nor an offset whose rows it lost.
+- **Order-free.** A result may be written before its run record (the topics are
+  read independently); both halves of an attempt row are merged whichever comes
+  first, and the ``runs`` summary is recomputed from all inputs each time.
+
+The store knows nothing about Kafka or the wire format: the recorder turns records
+into the row types below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from actors.history.schema import DDL, PRAGMAS, SCHEMA_VERSION
+
+RUNNING = "running"
+DEAD_LETTERED = "dead_lettered"
+
+# The order in which `kafkron history` lists runs: what needs a person first.
+STATUS_RANK: Mapping[str, int] = {
+    DEAD_LETTERED: 0,
+    "failed": 1,
+    "timed_out": 1,
+    "upstream_failed": 2,
+    "missed": 2,
+    "cancelled": 2,
+    RUNNING: 3,
+    "skipped": 4,
+    "succeeded": 5,
+}
+FAILURE_STATUSES = frozenset({DEAD_LETTERED, "failed", "timed_out", "upstream_failed", "missed"})
+
+
+class HistoryError(Exception):
+    """The database cannot be used as asked; the message says what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFired:
+    """An attempt emitted to ``{ns}.runs``."""
+
+    run_id: str
+    attempt: int
+    schedule_id: str
+    task: str | None
+    job_name: str
+    scheduled_ms: int
+    fired_ms: int
+    deadline_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFinished:
+    """A result from ``{ns}.results`` (a worker's outcome, or a shard's missed/skipped)."""
+
+    run_id: str
+    attempt: int
+    schedule_id: str
+    task: str | None
+    status: str
+    scheduled_ms: int | None
+    started_ms: int | None
+    finished_ms: int | None
+    worker: str | None
+    error_type: str | None
+    error_message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterRow:
+    """A record of ``{ns}.dlq`` at (partition, offset)."""
+
+    partition: int
+    offset: int
+    run_id: str
+    schedule_id: str
+    task: str | None
+    job_name: str | None
+    error_type: str | None
+    error_message: str | None
+    attempts: int
+    dead_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class RejectionRow:
+    """A record of ``{ns}.rejected`` at (partition, offset)."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    reason: str
+    original: bytes | None
+    original_topic: str | None
+    original_partition: int | None
+    original_offset: int | None
+    rejected_ms: int
+
+
+Row = AttemptFired | AttemptFinished | DeadLetterRow | RejectionRow
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """One run (all attempts of one run_id) as `kafkron history` shows it."""
+
+    run_id: str
+    schedule_id: str
+    task: str | None
+    job_name: str | None
+    scheduled_ms: int | None
+    fired_ms: int | None  # first attempt's firing instant
+    started_ms: int | None  # latest attempt
+    finished_ms: int | None  # latest attempt
+    status: str
+    attempts: int
+    worker: str | None
+    error_type: str | None
+    error_message: str | None
+    dead_at_ms: int | None
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.started_ms is None or self.finished_ms is None:
+            return None
+        return self.finished_ms - self.started_ms
+
+    @property
+    def lateness_ms(self) -> int | None:
+        """How late the first attempt was fired after its scheduled instant."""
+        if self.fired_ms is None or self.scheduled_ms is None:
+            return None
+        return self.fired_ms - self.scheduled_ms
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptView:
+    run_id: str
+    attempt: int
+    schedule_id: str
+    task: str | None
+    scheduled_ms: int | None
+    fired_ms: int | None
+    started_ms: int | None
+    finished_ms: int | None
+    status: str
+    worker: str | None
+    error_type: str | None
+    error_message: str | None
+
+
+def summarize(
+    run_id: str, attempts: Sequence[AttemptView], dead_letters: Sequence[DeadLetterRow]
+) -> RunView | None:
+    """The run a person sees, from its attempts and its dead letters (pure).
+
+    Status is the latest attempt's: its result if one arrived, else ``running``. A
+    dead letter written after every attempt was fired makes it ``dead_lettered``;
+    one followed by a newer attempt (a replay) does not.
+    """
+    if not attempts and not dead_letters:
+        return None
+    ordered = sorted(attempts, key=lambda a: a.attempt)
+    latest = ordered[-1] if ordered else None
+    finished = [a for a in ordered if a.status != RUNNING]
+    fired = [a.fired_ms for a in ordered if a.fired_ms is not None]
+    last_dl = max(dead_letters, key=lambda d: (d.dead_at_ms, d.offset), default=None)
+
+    status = latest.status if latest is not None else RUNNING
+    error_type = finished[-1].error_type if finished else None
+    error_message = finished[-1].error_message if finished else None
+    attempt_count = latest.attempt if latest is not None else 0
+    dead_at_ms: int | None = None
+    if last_dl is not None and (not fired or last_dl.dead_at_ms >= max(fired)):
+        status = DEAD_LETTERED
+        dead_at_ms = last_dl.dead_at_ms
+        error_type = last_dl.error_type or error_type
+        error_message = last_dl.error_message or error_message
+        attempt_count = max(attempt_count, last_dl.attempts)
+
+    first = ordered[0] if ordered else None
+    scheduled = next((a.scheduled_ms for a in ordered if a.scheduled_ms is not None), None)
+    return RunView(
+        run_id=run_id,
+        schedule_id=first.schedule_id if first else last_dl.schedule_id,  # type: ignore[union-attr]
+        task=first.task if first else (last_dl.task if last_dl else None),
+        job_name=last_dl.job_name if last_dl and last_dl.job_name else None,
+        scheduled_ms=scheduled,
+        fired_ms=min(fired) if fired else None,
+        started_ms=latest.started_ms if latest else None,
+        finished_ms=latest.finished_ms if latest else None,
+        status=status,
+        attempts=attempt_count,
+        worker=latest.worker if latest else None,
+        error_type=error_type,
+        error_message=error_message,
+        dead_at_ms=dead_at_ms,
+    )
+
+
+_ATTEMPT_COLUMNS = (
+    "run_id, attempt, schedule_id, task, scheduled_ms, fired_ms, started_ms, finished_ms, "
+    "COALESCE(status, 'running'), worker, error_type, error_message"
+)
+_RUN_COLUMNS = (
+    "run_id, schedule_id, task, job_name, scheduled_ms, fired_ms, started_ms, finished_ms, "
+    "status, attempts, worker, error_type, error_message, dead_at_ms"
+)
+_DL_COLUMNS = (
+    "partition, offset, run_id, schedule_id, task, job_name, error_type, error_message, "
+    "attempts, dead_at_ms"
+)
+
+
+def _run_view(row: Iterable[Any]) -> RunView:
+    return RunView(*row)
+
+
+class HistoryStore:
+    """An open history database. Use `open`; close with `close` (or ``async with``)."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path, namespace: str | None) -> None:
+        self._db = db
+        self.path = path
+        self.namespace = namespace
+
+    @classmethod
+    async def open(
+        cls, path: Path | str, *, namespace: str | None = None, readonly: bool = False
+    ) -> HistoryStore:
+        """Open (or create, unless ``readonly``) the database at ``path``.
+
+        A database remembers the namespace it was built from; opening it for another
+        namespace raises `HistoryError` rather than mixing two clusters' histories.
+        """
+        path = Path(path)
+        if readonly:
+            if not path.exists():
+                raise HistoryError(
+                    f"no history database at {path}; run `kafkron recorder` to build one, "
+                    "or pass --db (env KAFKRON_HISTORY_DB) to point at it"
+                )
+            db = await aiosqlite.connect(f"file:{path}?mode=ro", uri=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = await aiosqlite.connect(path)
+        try:
+            for pragma in PRAGMAS[1:] if readonly else PRAGMAS:
+                await db.execute(pragma)
+            if not readonly:
+                for statement in DDL:
+                    await db.execute(statement)
+                await db.commit()
+            store = cls(db, path, None)
+            store.namespace = await store._check_meta(namespace, readonly)
+            return store
+        except BaseException:
+            await db.close()
+            raise
+
+    async def _check_meta(self, namespace: str | None, readonly: bool) -> str | None:
+        try:
+            rows = await self._db.execute_fetchall("SELECT name, value FROM meta")
+        except aiosqlite.OperationalError as exc:
+            raise HistoryError(
+                f"{self.path} is not a kafkron history database ({exc}); "
+                "pass --db with the recorder's path"
+            ) from None
+        meta = {str(name): str(value) for name, value in rows}
+        stored = meta.get("namespace")
+        version = meta.get("schema_version")
+        if version is not None and int(version) != SCHEMA_VERSION:
+            raise HistoryError(
+                f"{self.path} has schema version {version}, this kafkron writes "
+                f"{SCHEMA_VERSION}; rebuild it with `kafkron recorder --rebuild`"
+            )
+        if namespace is not None and stored is not None and stored != namespace:
+            raise HistoryError(
+                f"{self.path} holds the history of namespace {stored!r}, not {namespace!r}; "
+                "pass another --db, or `kafkron recorder --rebuild` to start it over"
+            )
+        if not readonly and stored is None and namespace is not None:
+            await self._db.executemany(
+                "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
+                [("namespace", namespace), ("schema_version", str(SCHEMA_VERSION))],
+            )
+            await self._db.commit()
+            stored = namespace
+        return stored
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def __aenter__(self) -> HistoryStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def clear(self) -> None:
+        """Forget everything (rows and offsets): the next read starts at the beginning."""
+        for table in ("offsets", "attempts", "dead_letters", "rejections", "runs"):
+            await self._db.execute(f"DELETE FROM {table}")
+        await self._db.commit()
+
+    # ---------------------------------------------------------------- writes
+
+    async def write(self, rows: Sequence[Row], next_offsets: Mapping[tuple[str, int], int]) -> None:
+        """Apply ``rows`` and record ``next_offsets`` in one transaction (idempotent)."""
+        touched: set[str] = set()
+        db = self._db
+        for row in rows:
+            if isinstance(row, AttemptFired):
+                await db.execute(
+                    "INSERT INTO attempts (run_id, attempt, schedule_id, task, job_name, "
+                    "scheduled_ms, fired_ms, deadline_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (run_id, attempt) DO UPDATE SET "
+                    "schedule_id = excluded.schedule_id, task = excluded.task, "
+                    "job_name = excluded.job_name, scheduled_ms = excluded.scheduled_ms, "
+                    "fired_ms = excluded.fired_ms, deadline_ms = excluded.deadline_ms",
+                    (
+                        row.run_id,
+                        row.attempt,
+                        row.schedule_id,
+                        row.task,
+                        row.job_name,
+                        row.scheduled_ms,
+                        row.fired_ms,
+                        row.deadline_ms,
+                    ),
+                )
+                touched.add(row.run_id)
+            elif isinstance(row, AttemptFinished):
+                await db.execute(
+                    "INSERT INTO attempts (run_id, attempt, schedule_id, task, scheduled_ms, "
+                    "started_ms, finished_ms, status, worker, error_type, error_message) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (run_id, attempt) DO UPDATE SET "
+                    "scheduled_ms = COALESCE(attempts.scheduled_ms, excluded.scheduled_ms), "
+                    "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
+                    "status = excluded.status, worker = excluded.worker, "
+                    "error_type = excluded.error_type, error_message = excluded.error_message",
+                    (
+                        row.run_id,
+                        row.attempt,
+                        row.schedule_id,
+                        row.task,
+                        row.scheduled_ms,
+                        row.started_ms,
+                        row.finished_ms,
+                        row.status,
+                        row.worker,
+                        row.error_type,
+                        row.error_message,
+                    ),
+                )
+                touched.add(row.run_id)
+            elif isinstance(row, DeadLetterRow):
+                await db.execute(
+                    f"INSERT OR REPLACE INTO dead_letters ({_DL_COLUMNS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        row.partition,
+                        row.offset,
+                        row.run_id,
+                        row.schedule_id,
+                        row.task,
+                        row.job_name,
+                        row.error_type,
+                        row.error_message,
+                        row.attempts,
+                        row.dead_at_ms,
+                    ),
+                )
+                touched.add(row.run_id)
+            else:
+                await db.execute(
+                    "INSERT OR REPLACE INTO rejections (partition, offset, key, reason, "
+                    "original, original_topic, original_partition, original_offset, "
+                    "rejected_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        row.partition,
+                        row.offset,
+                        row.key,
+                        row.reason,
+                        row.original,
+                        row.original_topic,
+                        row.original_partition,
+                        row.original_offset,
+                        row.rejected_ms,
+                    ),
+                )
+        for run_id in touched:
+            await self._refresh_run(run_id)
+        await db.executemany(
+            "INSERT INTO offsets (topic, partition, next_offset) VALUES (?, ?, ?) "
+            "ON CONFLICT (topic, partition) DO UPDATE SET "
+            "next_offset = MAX(offsets.next_offset, excluded.next_offset)",
+            [(topic, partition, offset) for (topic, partition), offset in next_offsets.items()],
+        )
+        await db.commit()
+
+    async def _refresh_run(self, run_id: str) -> None:
+        attempts = [
+            AttemptView(*r)
+            for r in await self._db.execute_fetchall(
+                f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ?", (run_id,)
+            )
+        ]
+        dead_letters = [
+            DeadLetterRow(*r)
+            for r in await self._db.execute_fetchall(
+                f"SELECT {_DL_COLUMNS} FROM dead_letters WHERE run_id = ?", (run_id,)
+            )
+        ]
+        view = summarize(run_id, attempts, dead_letters)
+        if view is None:
+            return
+        job_rows = await self._db.execute_fetchall(
+            "SELECT job_name FROM attempts WHERE run_id = ? AND job_name IS NOT NULL LIMIT 1",
+            (run_id,),
+        )
+        job_name = next((str(r[0]) for r in job_rows), view.job_name)
+        await self._db.execute(
+            f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                view.run_id,
+                view.schedule_id,
+                view.task,
+                job_name,
+                view.scheduled_ms,
+                view.fired_ms,
+                view.started_ms,
+                view.finished_ms,
+                view.status,
+                view.attempts,
+                view.worker,
+                view.error_type,
+                view.error_message,
+                view.dead_at_ms,
+            ),
+        )
+
+    # --------------------------------------------------------------- queries
+
+    async def offsets(self) -> dict[tuple[str, int], int]:
+        """The next offset to read per (topic, partition); empty for a new database."""
+        rows = await self._db.execute_fetchall("SELECT topic, partition, next_offset FROM offsets")
+        return {(str(t), int(p)): int(o) for t, p, o in rows}
+
+    async def latest_per_schedule(self) -> list[RunView]:
+        """The latest run of every schedule (every task of a DAG's latest run), failures first."""
+        rows = await self._db.execute_fetchall(
+            f"SELECT {', '.join('r.' + c.strip() for c in _RUN_COLUMNS.split(','))} "
+            "FROM runs r JOIN (SELECT schedule_id, MAX(scheduled_ms) AS m FROM runs "
+            "GROUP BY schedule_id) l ON r.schedule_id = l.schedule_id AND r.scheduled_ms = l.m"
+        )
+        views = [_run_view(r) for r in rows]
+        views.sort(key=lambda v: (v.schedule_id, v.task or ""))
+        views.sort(key=lambda v: STATUS_RANK.get(v.status, 3))
+        return views
+
+    async def runs(
+        self,
+        *,
+        schedule_id: str | None = None,
+        status: str | None = None,
+        since_ms: int | None = None,
+        limit: int = 20,
+    ) -> list[RunView]:
+        """Runs newest first (by scheduled instant), filtered as given."""
+        where: list[str] = []
+        params: list[Any] = []
+        if schedule_id is not None:
+            where.append("schedule_id = ?")
+            params.append(schedule_id)
+        if status is not None:
+            where.append("status = ?")
+            params.append(status)
+        if since_ms is not None:
+            where.append("scheduled_ms >= ?")
+            params.append(since_ms)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = await self._db.execute_fetchall(
+            f"SELECT {_RUN_COLUMNS} FROM runs {clause} ORDER BY scheduled_ms DESC, task LIMIT ?",
+            (*params, limit),
+        )
+        return [_run_view(r) for r in rows]
+
+    async def run(self, run_id: str) -> RunView | None:
+        rows = list(
+            await self._db.execute_fetchall(
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+            )
+        )
+        return _run_view(rows[0]) if rows else None
+
+    async def attempts(self, run_id: str) -> list[AttemptView]:
+        rows = await self._db.execute_fetchall(
+            f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ? ORDER BY attempt",
+            (run_id,),
+        )
+        return [AttemptView(*r) for r in rows]
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetterRow]:
+        rows = await self._db.execute_fetchall(
+            f"SELECT {_DL_COLUMNS} FROM dead_letters ORDER BY dead_at_ms DESC LIMIT ?", (limit,)
+        )
+        return [DeadLetterRow(*r) for r in rows]
+
+    async def rejections(self, limit: int = 100) -> list[RejectionRow]:
+        rows = await self._db.execute_fetchall(
+            "SELECT partition, offset, key, reason, original, original_topic, "
+            "original_partition, original_offset, rejected_ms FROM rejections "
+            "ORDER BY rejected_ms DESC, partition, offset LIMIT ?",
+            (limit,),
+        )
+        return [RejectionRow(*r) for r in rows]
+
+    async def status_counts(self) -> dict[str, int]:
+        """How many runs end in each status, plus ``retried`` (runs with more than one attempt)."""
+        rows = await self._db.execute_fetchall("SELECT status, COUNT(*) FROM runs GROUP BY status")
+        counts = {str(s): int(n) for s, n in rows}
+        retried = await self._db.execute_fetchall("SELECT COUNT(*) FROM runs WHERE attempts > 1")
+        counts["retried"] = int(next(iter(retried))[0])
+        return counts
