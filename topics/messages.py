@@ -1,0 +1,434 @@
+"""The records kafkron writes: runs, results, dead letters and rejections.
+
+Builders sit on the firing path (hundreds of thousands of runs per second across a
+cluster), so each builds one dict and hands it to orjson: no dataclass, no
+validation beyond what costs nothing. Parsers sit on the reading side (workers,
+the history actor, tests, users) and are strict: they return a frozen dataclass
+with instants as ``*_ms`` ints, or raise ``ValueError`` naming the bad field.
+
+Every value carries ``"v": 1``; instants are RFC 3339 UTC with milliseconds
+(`topics.timefmt.format_ms`). Every record is keyed by the schedule id (UTF-8);
+a rejection is keyed by the rejected record's original key.
+
+Run ids are deterministic, ``{schedule_id}@{scheduled_at}`` plus ``/{task}`` for a
+DAG task: the same occurrence always has the same id, on any shard, after any
+failover, and every attempt of it keeps it. Ids cannot contain ``@`` or ``/``
+(`topics.command_fields.identifier`), so a run id splits back unambiguously.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from topics.command_types import Job
+from topics.timefmt import format_ms, parse_instant
+
+STATUSES = (
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "skipped",
+    "missed",
+    "upstream_failed",
+)
+"""Result statuses. The shard itself writes ``skipped`` (overlap), ``missed`` (misfire)
+and ``upstream_failed`` (a DAG dependency failed); workers write the others."""
+
+_STATUS_SET = frozenset(STATUSES)
+
+
+# --- run ids and idempotency keys -------------------------------------------------
+
+
+def run_id_for(schedule_id: str, scheduled_ms: int, task: str | None = None) -> str:
+    """``{schedule_id}@{scheduled_at}``, plus ``/{task}`` for a DAG task."""
+    if task is None:
+        return f"{schedule_id}@{format_ms(scheduled_ms)}"
+    return f"{schedule_id}@{format_ms(scheduled_ms)}/{task}"
+
+
+def parse_run_id(run_id: str) -> tuple[str, int, str | None]:
+    """``(schedule_id, scheduled_ms, task)`` of a run id; ``ValueError`` if it is not one."""
+    schedule_id, at, rest = run_id.partition("@")
+    if not at or not schedule_id:
+        raise ValueError(f"{run_id!r} is not a run id (expected id@2026-10-10T00:00:00.000Z)")
+    scheduled, slash, task = rest.partition("/")
+    if slash and not task:
+        raise ValueError(f"{run_id!r} has an empty task after '/'")
+    return schedule_id, parse_instant(scheduled), task if slash else None
+
+
+def idempotency_key(run_id: str, *parts: str) -> str:
+    """A stable key for one side effect of a run: the same on every attempt.
+
+    sha256 over the run id and the parts, each length-prefixed so that
+    ``("a", "bc")`` and ``("ab", "c")`` differ; 64 hex characters. The same
+    ``(run_id, parts)`` gives the same key in any process, on any machine.
+    """
+    digest = hashlib.sha256()
+    for text in (run_id, *parts):
+        data = text.encode("utf-8")
+        digest.update(len(data).to_bytes(4, "big"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+# --- runs --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One attempt of one occurrence, as a worker receives it from ``{ns}.runs``."""
+
+    run_id: str
+    schedule_id: str
+    task: str | None
+    """The DAG task name, or None for a plain schedule."""
+    scheduled_ms: int
+    """The occurrence's instant (what the run id names), not when it was fired."""
+    fired_ms: int
+    """When the shard emitted this attempt."""
+    attempt: int
+    """1 for the first attempt."""
+    job: Job
+    idempotency_key: str
+    """Stable across attempts: ``idempotency_key(run_id)``."""
+    deadline_ms: int
+    """The attempt is cancelled and reported ``timed_out`` past this instant."""
+    logical_date_ms: int | None = None
+    """The data date a DAG run processes (Airflow's logical date), if any."""
+    data_interval: tuple[int, int] | None = None
+    """``(start_ms, end_ms)`` of the data a DAG run covers, if any."""
+
+
+def run_value(
+    *,
+    run_id: str,
+    schedule_id: str,
+    task: str | None,
+    scheduled_ms: int,
+    fired_ms: int,
+    attempt: int,
+    job: Job,
+    idempotency_key: str,
+    deadline_ms: int,
+    logical_date_ms: int | None = None,
+    data_interval: tuple[int, int] | None = None,
+) -> bytes:
+    """The ``{ns}.runs`` value of one attempt."""
+    args = job.args
+    record: dict[str, Any] = {
+        "v": 1,
+        "run_id": run_id,
+        "schedule_id": schedule_id,
+        "scheduled_at": format_ms(scheduled_ms),
+        "fired_at": format_ms(fired_ms),
+        "attempt": attempt,
+        "job": {"name": job.name, "args": args if type(args) is dict else dict(args)},
+        "idempotency_key": idempotency_key,
+        "deadline": format_ms(deadline_ms),
+    }
+    if task is not None:
+        record["task"] = task
+    if logical_date_ms is not None:
+        record["logical_date"] = format_ms(logical_date_ms)
+    if data_interval is not None:
+        record["data_interval"] = {
+            "start": format_ms(data_interval[0]),
+            "end": format_ms(data_interval[1]),
+        }
+    return orjson.dumps(record)
+
+
+def parse_run(value: bytes) -> Run:
+    fields = _Fields(value, "run")
+    interval = fields.optional_object("data_interval")
+    return Run(
+        run_id=fields.string("run_id"),
+        schedule_id=fields.string("schedule_id"),
+        task=fields.optional_string("task"),
+        scheduled_ms=fields.instant("scheduled_at"),
+        fired_ms=fields.instant("fired_at"),
+        attempt=fields.integer("attempt"),
+        job=fields.job("job"),
+        idempotency_key=fields.string("idempotency_key"),
+        deadline_ms=fields.instant("deadline"),
+        logical_date_ms=fields.optional_instant("logical_date"),
+        data_interval=None
+        if interval is None
+        else (
+            _Fields.of(interval, "run.data_interval").instant("start"),
+            _Fields.of(interval, "run.data_interval").instant("end"),
+        ),
+    )
+
+
+# --- results -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """The outcome of one attempt; exactly one is visible per (run_id, attempt)."""
+
+    run_id: str
+    schedule_id: str
+    task: str | None
+    attempt: int
+    status: str
+    """One of `STATUSES`."""
+    scheduled_ms: int
+    started_ms: int | None
+    """None when the attempt never started (missed, skipped, upstream_failed)."""
+    finished_ms: int | None
+    worker: str
+    """Who wrote it: a worker's id, or ``shard-{p}`` for results the shard decides."""
+    error: Mapping[str, str] | None
+    """``{"type", "message"}`` of a failure, else None."""
+
+
+def result_value(
+    *,
+    run_id: str,
+    schedule_id: str,
+    task: str | None,
+    attempt: int,
+    status: str,
+    scheduled_ms: int,
+    started_ms: int | None,
+    finished_ms: int | None,
+    worker: str,
+    error: Mapping[str, str] | None,
+) -> bytes:
+    """The ``{ns}.results`` value of one attempt; ``ValueError`` on an unknown status."""
+    if status not in _STATUS_SET:
+        raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
+    record: dict[str, Any] = {
+        "v": 1,
+        "run_id": run_id,
+        "schedule_id": schedule_id,
+        "attempt": attempt,
+        "status": status,
+        "scheduled_at": format_ms(scheduled_ms),
+        "started_at": None if started_ms is None else format_ms(started_ms),
+        "finished_at": None if finished_ms is None else format_ms(finished_ms),
+        "worker": worker,
+    }
+    if task is not None:
+        record["task"] = task
+    if error is not None:
+        record["error"] = {"type": error["type"], "message": error["message"]}
+    return orjson.dumps(record)
+
+
+def parse_result(value: bytes) -> Result:
+    fields = _Fields(value, "result")
+    status = fields.string("status")
+    if status not in _STATUS_SET:
+        raise ValueError(f"result.status: {status!r} is not one of {', '.join(STATUSES)}")
+    return Result(
+        run_id=fields.string("run_id"),
+        schedule_id=fields.string("schedule_id"),
+        task=fields.optional_string("task"),
+        attempt=fields.integer("attempt"),
+        status=status,
+        scheduled_ms=fields.instant("scheduled_at"),
+        started_ms=fields.optional_instant("started_at"),
+        finished_ms=fields.optional_instant("finished_at"),
+        worker=fields.string("worker"),
+        error=fields.error("error"),
+    )
+
+
+# --- dead letters ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A run that exhausted its attempts or failed with a non-retryable error."""
+
+    run_id: str
+    schedule_id: str
+    task: str | None
+    job: Job
+    last_error: Mapping[str, str] | None
+    """``{"type", "message"}`` of the last attempt (None if it timed out silently)."""
+    attempts: tuple[Mapping[str, Any], ...]
+    """The attempt history as the shard recorded it, oldest first."""
+    dead_at_ms: int
+
+
+def dlq_value(
+    *,
+    run_id: str,
+    schedule_id: str,
+    task: str | None,
+    job: Job,
+    last_error: Mapping[str, str] | None,
+    attempts: list[Mapping[str, Any]],
+    dead_at_ms: int,
+) -> bytes:
+    """The ``{ns}.dlq`` value; ``attempts`` entries must be JSON objects (dicts)."""
+    args = job.args
+    record: dict[str, Any] = {
+        "v": 1,
+        "run_id": run_id,
+        "schedule_id": schedule_id,
+        "job": {"name": job.name, "args": args if type(args) is dict else dict(args)},
+        "last_error": None
+        if last_error is None
+        else {"type": last_error["type"], "message": last_error["message"]},
+        "attempts": [dict(entry) for entry in attempts],
+        "dead_at": format_ms(dead_at_ms),
+    }
+    if task is not None:
+        record["task"] = task
+    return orjson.dumps(record)
+
+
+def parse_dlq(value: bytes) -> DeadLetter:
+    fields = _Fields(value, "dlq")
+    attempts = fields.raw("attempts")
+    if not isinstance(attempts, list) or not all(isinstance(a, dict) for a in attempts):
+        raise ValueError("dlq.attempts: expected a list of objects")
+    return DeadLetter(
+        run_id=fields.string("run_id"),
+        schedule_id=fields.string("schedule_id"),
+        task=fields.optional_string("task"),
+        job=fields.job("job"),
+        last_error=fields.error("last_error"),
+        attempts=tuple(attempts),
+        dead_at_ms=fields.instant("dead_at"),
+    )
+
+
+# --- rejections --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A record a shard could not accept, and why; the partition moved on."""
+
+    reason: str
+    original: bytes | None
+    """The rejected value, byte for byte (None for a null value)."""
+    topic: str
+    partition: int
+    offset: int
+
+
+def rejected_value(
+    *, reason: str, original: bytes | None, topic: str, partition: int, offset: int
+) -> bytes:
+    """The ``{ns}.rejected`` value; the original bytes travel base64-encoded."""
+    return orjson.dumps(
+        {
+            "v": 1,
+            "reason": reason,
+            "original": None if original is None else base64.b64encode(original).decode("ascii"),
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+        }
+    )
+
+
+def parse_rejected(value: bytes) -> Rejected:
+    fields = _Fields(value, "rejected")
+    encoded = fields.optional_string("original")
+    try:
+        original = None if encoded is None else base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("rejected.original: not valid base64") from None
+    return Rejected(
+        reason=fields.string("reason"),
+        original=original,
+        topic=fields.string("topic"),
+        partition=fields.integer("partition"),
+        offset=fields.integer("offset"),
+    )
+
+
+# --- strict field reading ----------------------------------------------------------
+
+
+class _Fields:
+    """Typed access to a decoded record; every failure is a ``ValueError`` naming the field."""
+
+    __slots__ = ("_data", "_what")
+
+    def __init__(self, value: bytes, what: str) -> None:
+        try:
+            data = orjson.loads(value)
+        except (orjson.JSONDecodeError, TypeError) as error:
+            raise ValueError(f"{what}: not valid JSON ({error})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{what}: expected a JSON object")
+        if data.get("v") != 1 or isinstance(data.get("v"), bool):
+            raise ValueError(f"{what}.v: expected 1, got {data.get('v')!r}")
+        self._data: dict[str, Any] = data
+        self._what = what
+
+    @classmethod
+    def of(cls, data: dict[str, Any], what: str) -> _Fields:
+        fields = cls.__new__(cls)
+        fields._data = data
+        fields._what = what
+        return fields
+
+    def raw(self, name: str) -> Any:
+        if name not in self._data:
+            raise ValueError(f"{self._what}.{name}: missing")
+        return self._data[name]
+
+    def string(self, name: str) -> str:
+        value = self.raw(name)
+        if not isinstance(value, str):
+            raise ValueError(f"{self._what}.{name}: expected a string, got {value!r}")
+        return value
+
+    def optional_string(self, name: str) -> str | None:
+        return None if self._data.get(name) is None else self.string(name)
+
+    def integer(self, name: str) -> int:
+        value = self.raw(name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{self._what}.{name}: expected an integer, got {value!r}")
+        return value
+
+    def instant(self, name: str) -> int:
+        try:
+            return parse_instant(self.string(name))
+        except ValueError as error:
+            raise ValueError(f"{self._what}.{name}: {error}") from None
+
+    def optional_instant(self, name: str) -> int | None:
+        return None if self._data.get(name) is None else self.instant(name)
+
+    def optional_object(self, name: str) -> dict[str, Any] | None:
+        value = self._data.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"{self._what}.{name}: expected an object, got {value!r}")
+        return value
+
+    def job(self, name: str) -> Job:
+        value = self.raw(name)
+        if not isinstance(value, dict):
+            raise ValueError(f"{self._what}.{name}: expected an object, got {value!r}")
+        inner = _Fields.of(value, f"{self._what}.{name}")
+        args = inner.optional_object("args")
+        return Job(inner.string("name"), {} if args is None else args)
+
+    def error(self, name: str) -> Mapping[str, str] | None:
+        value = self.optional_object(name)
+        if value is None:
+            return None
+        inner = _Fields.of(value, f"{self._what}.{name}")
+        return {"type": inner.string("type"), "message": inner.string("message")}
