@@ -14,7 +14,8 @@ kafkron. Every row is keyed by what makes it unique on the wire:
   fills the firing columns, the result record (from ``{ns}.results``) the outcome
   columns; either may arrive first, because the topics are read independently.
 - ``dead_letters`` and ``rejections``: one row per record, keyed by the record's
-  own position (partition, offset) in its topic.
+  own position (partition, offset) in its topic, and unique by what they describe
+  (a run's dead letter at one instant; the rejected command's own position).
 - ``runs``: derived from the three above, one row per run_id, recomputed whenever
   one of its inputs changes. ``kafkron history`` reads only this and ``attempts``.
 
@@ -120,6 +121,11 @@ DDL: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS runs_by_time ON runs (scheduled_ms)",
     "CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, scheduled_ms)",
     "CREATE INDEX IF NOT EXISTS attempts_by_schedule ON attempts (schedule_id, scheduled_ms)",
-    "CREATE INDEX IF NOT EXISTS dead_letters_by_run ON dead_letters (run_id)",
+    # A dead letter or rejection written twice (a producer retry outside a
+    # transaction) is still one fact: the unique keys below make the copy replace it.
+    "CREATE UNIQUE INDEX IF NOT EXISTS dead_letters_once ON dead_letters "
+    "(run_id, attempts, dead_at_ms)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS rejections_once ON rejections "
+    "(original_topic, original_partition, original_offset)",
     "CREATE INDEX IF NOT EXISTS rejections_by_time ON rejections (rejected_ms)",
 )

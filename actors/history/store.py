@@ -242,12 +242,18 @@ class HistoryStore:
 
     @classmethod
     async def open(
-        cls, path: Path | str, *, namespace: str | None = None, readonly: bool = False
+        cls,
+        path: Path | str,
+        *,
+        namespace: str | None = None,
+        readonly: bool = False,
+        reset: bool = False,
     ) -> HistoryStore:
         """Open (or create, unless ``readonly``) the database at ``path``.
 
         A database remembers the namespace it was built from; opening it for another
         namespace raises `HistoryError` rather than mixing two clusters' histories.
+        ``reset`` empties it first (rows, offsets and namespace): a rebuild.
         """
         path = Path(path)
         if readonly:
@@ -268,6 +274,10 @@ class HistoryStore:
                     await db.execute(statement)
                 await db.commit()
             store = cls(db, path, None)
+            if reset and not readonly:
+                await store.clear()
+                await db.execute("DELETE FROM meta")
+                await db.commit()
             store.namespace = await store._check_meta(namespace, readonly)
             return store
         except BaseException:
