@@ -1,0 +1,99 @@
+"""`kafkron topics create|check`: the six topics of the contract (see `topics.admin`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from topics.admin import DEFAULT_PARTITIONS, TopicsError, check_topics, create_topics
+from topics.names import Settings
+
+_EPILOG = """\
+examples:
+  kafkron topics create                   # 6 shards in namespace $KAFKRON_NAMESPACE (kafkron)
+  kafkron topics create --partitions 12 --runs-partitions 24
+  KAFKRON_NAMESPACE=staging kafkron topics check
+
+The shard count (partitions of commands, schedules and results) is fixed at creation.
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "topics",
+        help="create or check the namespace's Kafka topics",
+        description="Create or check the six topics of kafkron's contract.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="topics_action", metavar="ACTION", required=True)
+    create = actions.add_parser(
+        "create",
+        help="create missing topics (idempotent)",
+        epilog="example: kafkron topics create --partitions 6",
+    )
+    create.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="shard count: partitions of commands, schedules and results"
+        f" (default {DEFAULT_PARTITIONS})",
+    )
+    create.add_argument(
+        "--runs-partitions",
+        type=int,
+        default=None,
+        help="partitions of the runs topic, i.e. worker parallelism (default: --partitions)",
+    )
+    create.set_defaults(func=run_create)
+    check = actions.add_parser(
+        "check",
+        help="name every difference from the contract; exit 1 if any",
+        epilog="example: kafkron topics check --partitions 6",
+    )
+    check.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="expected shard count (default: whatever the sharded topics agree on)",
+    )
+    check.set_defaults(func=run_check)
+
+
+def run_create(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    # An explicit --partitions is also checked against topics that already existed.
+    partitions = DEFAULT_PARTITIONS if args.partitions is None else args.partitions
+    if partitions < 1 or (args.runs_partitions is not None and args.runs_partitions < 1):
+        print("kafkron topics create: partition counts must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        created = asyncio.run(create_topics(settings, partitions, args.runs_partitions))
+        problems = asyncio.run(check_topics(settings, args.partitions))
+    except TopicsError as exc:
+        print(f"kafkron topics create: {exc}", file=sys.stderr)
+        return 1
+    for name in created:
+        print(f"created {name}")
+    if not created:
+        print(f"all topics of namespace {settings.namespace!r} already exist")
+    for problem in problems:
+        print(f"mismatch: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    try:
+        problems = asyncio.run(check_topics(settings, args.partitions))
+    except TopicsError as exc:
+        print(f"kafkron topics check: {exc}", file=sys.stderr)
+        return 1
+    for problem in problems:
+        print(problem)
+    if problems:
+        return 1
+    print(f"topics of namespace {settings.namespace!r} on {settings.bootstrap} match the contract")
+    return 0

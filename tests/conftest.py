@@ -1,0 +1,105 @@
+"""Shared fixtures: a unique Kafka namespace per test, on the real local broker.
+
+Tests that need Kafka take the `kafka_settings` fixture (or `make_kafka_settings`
+for a custom partition count, or several namespaces) or carry
+``@pytest.mark.broker``. Either way they are marked `broker`, so
+``pytest -m "not broker"`` runs the pure tests alone, and they FAIL (never skip)
+when no broker answers, with the command that starts one.
+
+Each namespace is ``t-<8 hex>``: tests never see each other's records, and the
+namespace's topics are deleted at teardown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from broker.probe import metadata_ok
+from topics.admin import create_topics, delete_topics
+from topics.names import Settings
+
+DEFAULT_TEST_PARTITIONS = 3
+_KAFKA_FIXTURES = frozenset({"kafka_settings", "make_kafka_settings"})
+_broker_seen_up = False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "kafka_partitions(n, runs=None): partition count of the kafka_settings fixture",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.broker)
+
+
+def _broker_down_message(bootstrap: str) -> str:
+    return (
+        f"no Kafka broker answers on {bootstrap}: run `kafkron broker start`"
+        " (or set KAFKRON_BOOTSTRAP to a running broker), then rerun the tests"
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail a broker test at once, with advice, instead of hanging in a client."""
+    global _broker_seen_up
+    if _broker_seen_up or item.get_closest_marker("broker") is None:
+        return
+    bootstrap = Settings.from_env().bootstrap
+    if not asyncio.run(metadata_ok(bootstrap, timeout_s=10.0)):
+        pytest.fail(_broker_down_message(bootstrap), pytrace=False)
+    _broker_seen_up = True
+
+
+def unique_namespace() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+MakeKafkaSettings = Callable[..., Awaitable[Settings]]
+
+
+@pytest.fixture
+async def make_kafka_settings() -> AsyncIterator[MakeKafkaSettings]:
+    """Factory: ``await make_kafka_settings(partitions=4, runs_partitions=2)``.
+
+    Each call creates a fresh namespace with all six topics; all are deleted at
+    teardown.
+    """
+    made: list[Settings] = []
+
+    async def make(
+        partitions: int = DEFAULT_TEST_PARTITIONS, runs_partitions: int | None = None
+    ) -> Settings:
+        settings = Settings.from_env(namespace=unique_namespace())
+        made.append(settings)
+        await create_topics(settings, partitions=partitions, runs_partitions=runs_partitions)
+        return settings
+
+    yield make
+    for settings in made:
+        await delete_topics(settings)
+
+
+@pytest.fixture
+async def kafka_settings(
+    request: pytest.FixtureRequest, make_kafka_settings: MakeKafkaSettings
+) -> Settings:
+    """Settings of a fresh namespace whose six topics exist with 3 partitions.
+
+    ``@pytest.mark.kafka_partitions(6, runs=2)`` on the test changes the counts.
+    """
+    marker = request.node.get_closest_marker("kafka_partitions")
+    partitions = DEFAULT_TEST_PARTITIONS
+    runs_partitions: int | None = None
+    if marker is not None:
+        partitions = int(marker.args[0]) if marker.args else partitions
+        runs = marker.kwargs.get("runs")
+        runs_partitions = None if runs is None else int(runs)
+    return await make_kafka_settings(partitions, runs_partitions)

@@ -1,0 +1,287 @@
+"""Create and check the six topics of the contract (DESIGN.md §2).
+
+The shard count is fixed when the topics are created, like Temporal's history
+shards: ``commands``, ``schedules`` and ``results`` share it so that a schedule
+id hashes to the same partition ``p`` of each, and shard ``p`` owns its commands,
+its changelog and its results. Kafka can add partitions to a topic later, but that
+would move keys between shards, so a mismatch is an error to fix by hand, never
+something to repair silently: the scheduler refuses to start on it (`shard_count`).
+
+Guarantees:
+
+- `create_topics` is idempotent: existing topics are left as they are (and
+  reported by `check_topics` if they differ from the contract).
+- `create_topics` returns once every topic has a leader for every partition, so a
+  producer started right after it does not race the metadata.
+- `check_topics` never raises for a mismatch; it returns one line per problem.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import KafkaConnectionError, KafkaError
+
+from topics.names import SHARDED_KINDS, Settings, TopicKind
+
+DEFAULT_PARTITIONS = 6
+DAY_MS = 24 * 3600 * 1000
+# Dead letters wait for a person; give them a quarter of a year.
+DLQ_RETENTION_MS = 90 * DAY_MS
+# Tombstones stay readable this long, so a shard restoring its changelog sees deletes.
+SCHEDULES_DELETE_RETENTION_MS = DAY_MS
+
+_TOPIC_ALREADY_EXISTS = 36
+_UNKNOWN_TOPIC = 3
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """The contract of one topic: its cleanup policy and any other configs we set."""
+
+    kind: TopicKind
+    cleanup_policy: str
+    configs: Mapping[str, str] = field(default_factory=dict)
+    # A config checked as "at least": users may keep dead letters longer, never shorter.
+    min_retention_ms: int | None = None
+
+
+TOPIC_SPECS: dict[TopicKind, TopicSpec] = {
+    TopicKind.COMMANDS: TopicSpec(TopicKind.COMMANDS, "delete"),
+    TopicKind.SCHEDULES: TopicSpec(
+        TopicKind.SCHEDULES,
+        "compact",
+        {
+            # Roll and clean often: a new owner restores by reading the whole partition.
+            "segment.ms": str(3600 * 1000),
+            "min.cleanable.dirty.ratio": "0.1",
+            "delete.retention.ms": str(SCHEDULES_DELETE_RETENTION_MS),
+        },
+    ),
+    # The broker stamps runs on append, so a shard can compare its clock with the broker's.
+    TopicKind.RUNS: TopicSpec(
+        TopicKind.RUNS, "delete", {"message.timestamp.type": "LogAppendTime"}
+    ),
+    TopicKind.RESULTS: TopicSpec(TopicKind.RESULTS, "delete"),
+    TopicKind.DLQ: TopicSpec(
+        TopicKind.DLQ,
+        "delete",
+        {"retention.ms": str(DLQ_RETENTION_MS)},
+        min_retention_ms=DLQ_RETENTION_MS,
+    ),
+    TopicKind.REJECTED: TopicSpec(TopicKind.REJECTED, "delete"),
+}
+
+
+class TopicsError(Exception):
+    """The broker is unreachable or the topics break the contract; the text says what to do."""
+
+
+@contextlib.asynccontextmanager
+async def admin_client(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]:
+    """A started admin client, closed on exit; `TopicsError` if no broker answers."""
+    client = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, client_id="kafkron-admin")
+    aiokafka_log = logging.getLogger("aiokafka")
+    level = aiokafka_log.level
+    # A refused connection becomes our one-line TopicsError; aiokafka's own error
+    # line about it would only repeat it less helpfully.
+    aiokafka_log.setLevel(logging.CRITICAL)
+    try:
+        await client.start()
+    except (KafkaConnectionError, KafkaError, OSError) as exc:
+        with contextlib.suppress(Exception):
+            await client.close()
+        raise TopicsError(
+            f"no Kafka broker answers on {settings.bootstrap}: start one with"
+            " `kafkron broker start`, or set KAFKRON_BOOTSTRAP to your cluster"
+        ) from exc
+    finally:
+        aiokafka_log.setLevel(level)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def _validate_counts(partitions: int, runs_partitions: int | None) -> int:
+    if partitions < 1:
+        raise ValueError(f"partitions must be at least 1, got {partitions}")
+    runs = partitions if runs_partitions is None else runs_partitions
+    if runs < 1:
+        raise ValueError(f"runs_partitions must be at least 1, got {runs}")
+    return runs
+
+
+async def create_topics(
+    settings: Settings, partitions: int = DEFAULT_PARTITIONS, runs_partitions: int | None = None
+) -> list[str]:
+    """Create the topics of `settings.namespace` that do not exist yet.
+
+    `partitions` is the shard count (commands, schedules, results, and by default
+    every other topic); `runs_partitions` lets the work topic have its own count,
+    since workers scale independently of shards. Returns the names created now.
+    """
+    runs_count = _validate_counts(partitions, runs_partitions)
+    new_topics = [
+        NewTopic(
+            settings.topic(kind),
+            runs_count if kind is TopicKind.RUNS else partitions,
+            1,
+            topic_configs={"cleanup.policy": spec.cleanup_policy, **spec.configs},
+        )
+        for kind, spec in TOPIC_SPECS.items()
+    ]
+    created: list[str] = []
+    async with admin_client(settings) as admin:
+        response = await admin.create_topics(new_topics)
+        for name, error_code, error_message in response.topic_errors:
+            if error_code == 0:
+                created.append(name)
+            elif error_code != _TOPIC_ALREADY_EXISTS:
+                raise TopicsError(
+                    f"could not create topic {name}: {error_message} (Kafka error {error_code})"
+                )
+        await _wait_for_leaders(admin, [t.name for t in new_topics])
+    return sorted(created)
+
+
+async def _wait_for_leaders(
+    admin: AIOKafkaAdminClient, names: list[str], timeout_s: float = 30.0
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        described = await admin.describe_topics(names)
+        if all(_has_leaders(topic) for topic in described):
+            return
+        if time.monotonic() > deadline:
+            raise TopicsError(f"topics {names} have no leader after {timeout_s:.0f} s")
+        await asyncio.sleep(0.1)
+
+
+def _has_leaders(topic: Mapping[str, Any]) -> bool:
+    partitions = topic["partitions"]
+    return (
+        topic["error_code"] == 0
+        and bool(partitions)
+        and all(p["error_code"] == 0 and p["leader"] >= 0 for p in partitions)
+    )
+
+
+async def delete_topics(settings: Settings) -> None:
+    """Delete the namespace's topics (tests and demos clean up with this)."""
+    names = [settings.topic(kind) for kind in TopicKind]
+    async with admin_client(settings) as admin:
+        await admin.delete_topics(names)
+
+
+async def _describe(
+    admin: AIOKafkaAdminClient, names: list[str]
+) -> tuple[dict[str, int], dict[str, dict[str, str]]]:
+    """Partition counts and configs of the topics among `names` that exist."""
+    counts: dict[str, int] = {}
+    for topic in await admin.describe_topics(names):
+        if topic["error_code"] == 0:
+            counts[topic["topic"]] = len(topic["partitions"])
+    configs: dict[str, dict[str, str]] = {}
+    if counts:
+        resources = [
+            ConfigResource(ConfigResourceType.TOPIC, name, {key: None for key in _CHECKED_KEYS})
+            for name in counts
+        ]
+        for response in await admin.describe_configs(resources):
+            for error_code, _message, _type, name, entries in response.resources:
+                if error_code == 0:
+                    configs[name] = {entry[0]: entry[1] for entry in entries}
+    return counts, configs
+
+
+_CHECKED_KEYS = ("cleanup.policy", "retention.ms")
+
+
+def _problems(
+    settings: Settings,
+    counts: Mapping[str, int],
+    configs: Mapping[str, Mapping[str, str]],
+    partitions: int | None,
+) -> list[str]:
+    problems: list[str] = []
+    for kind, spec in TOPIC_SPECS.items():
+        name = settings.topic(kind)
+        if name not in counts:
+            problems.append(f"{name}: missing (run `kafkron topics create`)")
+            continue
+        topic_configs = configs.get(name, {})
+        policy = topic_configs.get("cleanup.policy")
+        if policy != spec.cleanup_policy:
+            problems.append(
+                f"{name}: cleanup.policy is {policy}, expected {spec.cleanup_policy}"
+                f" (kafka-configs --alter --add-config cleanup.policy={spec.cleanup_policy})"
+            )
+        if spec.min_retention_ms is not None:
+            retention_ms = int(topic_configs.get("retention.ms", "-1"))
+            if 0 <= retention_ms < spec.min_retention_ms:
+                problems.append(
+                    f"{name}: retention.ms is {retention_ms}, expected at least"
+                    f" {spec.min_retention_ms} ({spec.min_retention_ms // DAY_MS} days)"
+                )
+    sharded = {
+        settings.topic(k): counts[settings.topic(k)]
+        for k in SHARDED_KINDS
+        if settings.topic(k) in counts
+    }
+    expected = partitions if partitions is not None else _majority(list(sharded.values()))
+    for name, count in sharded.items():
+        if expected is not None and count != expected:
+            listing = ", ".join(f"{n}={c}" for n, c in sharded.items())
+            problems.append(
+                f"{name}: {count} partitions, expected {expected} (commands, schedules and"
+                f" results must share the shard count; found {listing}). Partitions cannot be"
+                " removed: recreate the namespace's topics, or use a new KAFKRON_NAMESPACE"
+            )
+    return problems
+
+
+def _majority(values: list[int]) -> int | None:
+    """The most common count (ties: the smallest), the reference for naming outliers."""
+    if not values:
+        return None
+    return min(set(values), key=lambda v: (-values.count(v), v))
+
+
+async def check_topics(settings: Settings, partitions: int | None = None) -> list[str]:
+    """Every way the namespace's topics differ from the contract; empty means fine.
+
+    Checks existence, cleanup policy, the dead-letter retention and that the sharded
+    topics share one partition count (`partitions`, if given, or else their most
+    common count, so the odd one out is the one named).
+    """
+    names = [settings.topic(kind) for kind in TopicKind]
+    async with admin_client(settings) as admin:
+        counts, configs = await _describe(admin, names)
+    return _problems(settings, counts, configs, partitions)
+
+
+async def shard_count(settings: Settings) -> int:
+    """The shard count of the namespace; `TopicsError` unless the topics match the contract.
+
+    The scheduler calls this before it joins its group and refuses to start on an
+    error: shards on mismatched topics would silently lose commands or results.
+    """
+    names = [settings.topic(kind) for kind in TopicKind]
+    async with admin_client(settings) as admin:
+        counts, configs = await _describe(admin, names)
+    problems = _problems(settings, counts, configs, None)
+    if problems:
+        raise TopicsError(
+            f"the topics of namespace {settings.namespace!r} do not match the contract; "
+            + "; ".join(problems)
+        )
+    return counts[settings.topic(TopicKind.COMMANDS)]
