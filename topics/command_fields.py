@@ -65,11 +65,20 @@ def obj(value: Any, path: str, example: str) -> dict[str, Any]:
     return value
 
 
-def check_keys(value: Mapping[str, Any], path: str, allowed: Collection[str]) -> None:
-    """Refuse unknown keys, suggesting the closest known one (typos must not be silent)."""
+def check_keys(
+    value: Mapping[str, Any],
+    path: str,
+    allowed: Collection[str],
+    aliases: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse unknown keys, suggesting the closest known one (typos must not be silent).
+
+    ``aliases`` maps names people commonly write (``timezone``) to ours (``tz``).
+    """
     for key in value:
         if key not in allowed:
-            close = difflib.get_close_matches(key, list(allowed), n=1)
+            alias = aliases.get(key) if aliases else None
+            close = [alias] if alias else difflib.get_close_matches(key, list(allowed), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             where = f"{path}." if path else ""
             raise FieldError(

@@ -31,6 +31,7 @@ Field defaults are documented on the types, in `topics.command_types`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +130,9 @@ _DAG_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "tasks", "max_active_runs"
 _TASK_KEYS = frozenset(("job", "after", "retry", "timeout_s"))
 _SPEC_KINDS = ("cron", "every", "at")
 _SPEC_KEYS = frozenset((*_SPEC_KINDS, "tz", "anchor"))
+_SPEC_ALIASES = {"timezone": "tz", "time_zone": "tz", "zone": "tz", "interval": "every"}
+
+_FIELD_PATH = re.compile(r"[a-z_]+(\.[a-z_]+)*: ")
 
 _EXAMPLE_COMMAND = '{"v": 1, "type": "schedule.delete", "id": "invoice-nightly"}'
 _EXAMPLE_SPEC = '{"cron": "0 0 * * *", "tz": "Europe/London"}'
@@ -139,16 +143,7 @@ def decode_command(key: bytes | None, value: bytes | None, now_ms: int) -> Comma
     """Decode one ``{ns}.commands`` record. Never raises, whatever the bytes."""
     try:
         key_text = _key_text(key)
-        body = _parse_body(value)
-        command = _decode(body, now_ms)
-        if isinstance(command, Rejection):
-            return command
-        if key_text is not None and key_text != command.id:
-            return Rejection(
-                f"key: the record key {key_text!r} differs from id {command.id!r}; produce the "
-                "command keyed by its id (or with a null key) so the shard owning it applies it"
-            )
-        return command
+        return _decode(_parse_body(value), now_ms, key_text)
     except FieldError as error:
         return Rejection(str(error))
     except Exception as error:  # the promise is "never raises": a bug here must not stall a shard
@@ -227,7 +222,9 @@ def _parse_body(value: bytes | None) -> dict[str, Any]:
     return obj(body, "value", _EXAMPLE_COMMAND)
 
 
-def _decode(body: dict[str, Any], now_ms: int | None) -> Command | Rejection:
+def _decode(
+    body: dict[str, Any], now_ms: int | None, key_text: str | None = None
+) -> Command | Rejection:
     if "v" not in body:
         raise FieldError('v: missing; add "v": 1 (the version of the command schema)')
     version = body["v"]
@@ -250,6 +247,11 @@ def _decode(body: dict[str, Any], now_ms: int | None) -> Command | Rejection:
             'such as "id": "invoice-nightly"'
         )
     schedule_id = identifier(body["id"], "id")
+    if key_text is not None and key_text != schedule_id:
+        raise FieldError(
+            f"key: the record key {key_text!r} differs from id {schedule_id!r}; produce the "
+            "command keyed by its id (or with a null key) so the shard owning it applies it"
+        )
     if kind == "schedule.upsert":
         return _schedule_upsert(body, schedule_id, now_ms)
     if kind == "dag.upsert":
@@ -412,7 +414,7 @@ def _spec_shape(value: Any) -> dict[str, Any]:
     if value is None:
         raise FieldError(f'spec: missing; say when it fires, such as "spec": {_EXAMPLE_SPEC}')
     spec = obj(value, "spec", _EXAMPLE_SPEC)
-    check_keys(spec, "spec", _SPEC_KEYS)
+    check_keys(spec, "spec", _SPEC_KEYS, _SPEC_ALIASES)
     kinds = [kind for kind in _SPEC_KINDS if kind in spec]
     if len(kinds) != 1:
         found = f"got {' and '.join(kinds)}" if kinds else "got none"
@@ -463,8 +465,10 @@ def _compile(
             end_ms=end_ms,
         )
     except SpecError as error:
+        # SpecError messages start with the field path ("spec.cron: ...", "dst.gap: ...").
         message = str(error)
-        raise FieldError(message if message.startswith("spec") else f"spec: {message}") from None
+        named = _FIELD_PATH.match(message) is not None
+        raise FieldError(message if named else f"spec: {message}") from None
 
 
 def _job(value: Any, path: str) -> Job:
