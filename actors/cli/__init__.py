@@ -16,7 +16,15 @@ from collections.abc import Sequence
 
 # Modules of this package that define subcommands, in the order `--help` lists them.
 # Add a module here when you add a subcommand.
-COMMAND_MODULES: tuple[str, ...] = ("broker_cmd", "topics_cmd")
+COMMAND_MODULES: tuple[str, ...] = (
+    "broker_cmd",
+    "topics_cmd",
+    "schedule_cmd",
+    "submit_cmd",
+    "recorder_cmd",
+    "history_cmd",
+    "rejected_cmd",
+)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

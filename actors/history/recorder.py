@@ -152,6 +152,10 @@ def describe_bytes(data: bytes | None, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
+class RecorderError(Exception):
+    """The recorder cannot start; the message says what to do."""
+
+
 class _SeekToStore(ConsumerRebalanceListener):  # type: ignore[misc]
     """On assignment, resume each partition where the database says (or at the start)."""
 
@@ -205,8 +209,20 @@ class Recorder:
 
     async def run(self, stop: asyncio.Event) -> None:
         consumer = self._consumer()
-        await consumer.start()
         try:
+            await consumer.start()
+        except KafkaError as exc:
+            raise RecorderError(
+                f"cannot reach Kafka at {self.settings.bootstrap} ({exc}); start it with "
+                "`kafkron broker start` or set KAFKRON_BOOTSTRAP"
+            ) from None
+        try:
+            missing = sorted(set(self._kinds) - await consumer.topics())
+            if missing:
+                raise RecorderError(
+                    f"topics {', '.join(missing)} do not exist; create them with "
+                    f"`KAFKRON_NAMESPACE={self.settings.namespace} kafkron topics create`"
+                )
             consumer.subscribe(
                 topics=list(self._kinds), listener=_SeekToStore(consumer, self.store)
             )

@@ -1,0 +1,179 @@
+"""`kafkron schedule add|rm|pause|resume|trigger`: produce one schedule command.
+
+``add`` builds a ``schedule.upsert`` from flags; only the flags given are written,
+so every other field keeps the documented default the shard applies. ``--print``
+shows the command instead of sending it (pipe it to kcat or keep it in a file for
+`kafkron submit`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from actors.cli import output
+from actors.cli.submit_cmd import encode, produce
+from topics import codec
+from topics.commands import MISFIRE_POLICIES, OVERLAP_POLICIES
+from topics.names import Settings
+
+_EPILOG = """\
+examples:
+  kafkron schedule add invoice-nightly --cron '0 0 * * *' --tz Europe/London \\
+      --job billing.invoice_nightly --args '{"region": "eu"}'
+  kafkron schedule add fx-rates --every 5m --job billing.fx_rates --overlap skip
+  kafkron schedule add remind-42 --at 2026-12-04T14:05:00Z --job billing.remind
+  kafkron schedule add charge --every 1h --job billing.charge --max-attempts 3 --print
+  kafkron schedule pause invoice-nightly
+  kafkron schedule trigger invoice-nightly    # fire once, now
+  kafkron schedule rm invoice-nightly
+"""
+
+_SIMPLE_ACTIONS = {
+    "rm": ("schedule.delete", "delete a schedule (its pending retries stop)"),
+    "pause": ("schedule.pause", "stop firing until resumed"),
+    "resume": ("schedule.resume", "fire again (misfire policy decides what was missed)"),
+    "trigger": ("schedule.trigger", "fire once, now, outside the schedule"),
+}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "schedule",
+        help="add, remove, pause, resume or trigger a schedule",
+        description="Produce a schedule command to {ns}.commands.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="schedule_action", metavar="ACTION", required=True)
+    _register_add(actions)
+    for name, (kind, summary) in _SIMPLE_ACTIONS.items():
+        simple = actions.add_parser(
+            name, help=summary, description=summary, epilog=f"example: kafkron schedule {name} ID"
+        )
+        simple.add_argument("id", help="schedule id")
+        simple.add_argument("--print", action="store_true", help="print the command, send nothing")
+        simple.set_defaults(func=run_simple, command_type=kind)
+
+
+def _register_add(actions: Any) -> None:
+    add = actions.add_parser(
+        "add",
+        help="create or replace a schedule",
+        description="Create or replace a schedule (schedule.upsert).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add.add_argument("id", help="schedule id (the record key)")
+    when = add.add_mutually_exclusive_group(required=True)
+    when.add_argument(
+        "--cron", metavar="EXPR", help="cron expression (5 fields, or 6 with seconds)"
+    )
+    when.add_argument("--every", metavar="D", help="fixed interval, e.g. 90s, 5m, 1h30m")
+    when.add_argument("--at", metavar="T", help="once, at an RFC 3339 instant")
+    add.add_argument("--tz", metavar="ZONE", help="IANA time zone of --cron (default UTC)")
+    add.add_argument("--anchor", metavar="T", help="instant --every counts from (default epoch)")
+    add.add_argument("--job", required=True, metavar="NAME", help="registered job name")
+    add.add_argument("--args", metavar="JSON", help="job arguments, a JSON object")
+    add.add_argument("--misfire", choices=MISFIRE_POLICIES, help="after downtime (run_once)")
+    add.add_argument("--grace-s", type=int, metavar="N", help="misfire grace in seconds (300)")
+    add.add_argument("--catch-up-max", type=int, metavar="N", help="catch_up fires at most N")
+    add.add_argument("--overlap", choices=OVERLAP_POLICIES, help="if still running (skip)")
+    add.add_argument("--spread-s", type=int, metavar="N", help="spread window in seconds (0)")
+    add.add_argument("--dst-gap", choices=("shift", "skip"), help="nonexistent wall time (shift)")
+    add.add_argument("--dst-fold", choices=("once", "twice"), help="repeated wall time (once)")
+    add.add_argument("--max-attempts", type=int, metavar="N", help="attempts before DLQ (5)")
+    add.add_argument("--initial-s", type=float, metavar="S", help="first retry backoff (1)")
+    add.add_argument("--coefficient", type=float, metavar="X", help="backoff growth (2.0)")
+    add.add_argument("--max-interval-s", type=float, metavar="S", help="backoff cap (100)")
+    add.add_argument("--jitter", choices=("full", "none"), help="backoff jitter (full)")
+    add.add_argument(
+        "--non-retryable",
+        action="append",
+        metavar="ERROR",
+        help="error type that goes straight to the DLQ (repeatable)",
+    )
+    add.add_argument("--timeout-s", type=int, metavar="N", help="attempt timeout (3600)")
+    add.add_argument("--start", metavar="T", help="no fires before this instant")
+    add.add_argument("--end", metavar="T", help="no fires after this instant")
+    add.add_argument("--print", action="store_true", help="print the command, send nothing")
+    add.set_defaults(func=run_add)
+
+
+def _pick(**fields: Any) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def build_upsert(args: argparse.Namespace) -> dict[str, Any]:
+    """The schedule.upsert object of ``args``; ``ValueError`` on a bad --args."""
+    job_args: Any = {}
+    if args.args is not None:
+        try:
+            job_args = codec.loads(args.args)
+        except ValueError:
+            raise ValueError(
+                f"--args {args.args!r} is not JSON; write an object like '{{\"k\": 1}}'"
+            ) from None
+        if not isinstance(job_args, dict):
+            raise ValueError('--args must be a JSON object, like \'{"customer": "c-42"}\'')
+    if args.tz is not None and args.cron is None:
+        raise ValueError("--tz applies to --cron only (--every and --at are instants)")
+    if args.anchor is not None and args.every is None:
+        raise ValueError("--anchor applies to --every only")
+    spec = _pick(cron=args.cron, tz=args.tz, every=args.every, anchor=args.anchor, at=args.at)
+    command: dict[str, Any] = {
+        "v": 1,
+        "type": "schedule.upsert",
+        "id": args.id,
+        "spec": spec,
+        "job": {"name": args.job, "args": job_args},
+    }
+    misfire = _pick(policy=args.misfire, grace_s=args.grace_s, catch_up_max=args.catch_up_max)
+    dst = _pick(gap=args.dst_gap, fold=args.dst_fold)
+    retry = _pick(
+        max_attempts=args.max_attempts,
+        initial_s=args.initial_s,
+        coefficient=args.coefficient,
+        max_interval_s=args.max_interval_s,
+        jitter=args.jitter,
+        non_retryable=args.non_retryable,
+    )
+    command.update(
+        _pick(
+            misfire=misfire or None,
+            overlap=args.overlap,
+            dst=dst or None,
+            spread={"window_s": args.spread_s} if args.spread_s is not None else None,
+            retry=retry or None,
+            timeout_s=args.timeout_s,
+            start=args.start,
+            end=args.end,
+        )
+    )
+    return command
+
+
+def _send_or_print(command_name: str, command: dict[str, Any], print_only: bool) -> int:
+    try:
+        record = encode(command, int(time.time() * 1000))
+    except ValueError as exc:
+        return output.fail(command_name, str(exc), 2)
+    if print_only:
+        sys.stdout.write(record[1].decode("utf-8") + "\n")
+        return 0
+    return produce(command_name, Settings.from_env(), [record])
+
+
+def run_add(args: argparse.Namespace) -> int:
+    try:
+        command = build_upsert(args)
+    except ValueError as exc:
+        return output.fail("schedule add", str(exc), 2)
+    return _send_or_print("schedule add", command, args.print)
+
+
+def run_simple(args: argparse.Namespace) -> int:
+    command = {"v": 1, "type": args.command_type, "id": args.id}
+    return _send_or_print(f"schedule {args.schedule_action}", command, args.print)
