@@ -1,0 +1,429 @@
+"""The worker's behaviour as a pure state machine: runs in, results and offsets out.
+
+Rules of this file: no asyncio, no Kafka, no clock reads. Everything that decides
+what a worker does lives here; the runtime (``runtime.py``) and the simulation feed
+it events with the time passed in and carry out the actions it returns.
+
+Theory of operation
+-------------------
+Inputs (methods)                         Outputs
+  assign(p, committed, metadata)           -
+  receive(run record)                      StartJob / Discarded
+  job_exited(key, outcome)                 StartJob (the freed slot's next run)
+  advance(now)                             CancelJob(timeout) / LeaseLost + CancelJob
+  lease_renewed(now)                       -
+  revoke(p)                                CancelJob(revoked)
+  take_commit(p) / commit_done / _failed   Commit(results, offset, metadata)
+
+A run record goes through: delivered -> queued (waiting for one of ``concurrency``
+slots) -> running -> decided (its result is recorded) -> committed (result and
+offset written by the runtime in one transaction). The offset bookkeeping is
+``offsets.PartitionOffsets``: a result is recorded and its offset finished in the
+same step, so any commit taken afterwards covers both or neither.
+
+Decisions made here:
+- A run whose ``deadline`` passes while it runs is ``timed_out`` at that instant
+  (never earlier); the job is asked to stop, and its slot stays taken until it has
+  actually exited (a thread cannot be killed), whatever it returns is ignored.
+  A run whose deadline passed before a slot was free is ``timed_out`` without
+  starting.
+- A run naming a job this worker does not have fails with ``UnknownJob`` (retried
+  by the schedule actor with backoff, time enough to deploy a worker that has it).
+- A revoked partition's runs are cancelled and their results are dropped, committed
+  or not yet: the next owner starts from the committed offset and runs them again.
+- Lease: Kafka's group membership is the worker's lease on its partitions. If no
+  heartbeat has succeeded for ``lease_loss_ms`` (the runtime reports successes via
+  ``lease_renewed``), the worker must assume its partitions are being given to
+  someone else, so it cancels everything and drops every partition (Dropbox ATF's
+  rule: stop after consecutive failed heartbeats). The runtime re-establishes what
+  it still owns once the coordinator answers again.
+- A partition holding ``max_open_per_partition`` unfinished runs should be paused
+  (``paused()``), which bounds memory and the commit metadata.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from actors.worker.offsets import MAX_OPEN_PER_PARTITION, PartitionOffsets
+from topics.messages import Run, parse_run, result_value
+from topics.names import TopicKind
+from topics.records import InRecord, OutRecord
+from topics.timefmt import format_ms
+
+RunKey = tuple[int, int]
+"""(partition, offset) of a run record: unique within an assignment."""
+
+JOB_STATUSES = ("succeeded", "failed", "cancelled")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a job exited, as the executor saw it."""
+
+    status: str  # one of JOB_STATUSES
+    error: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StartJob:
+    key: RunKey
+    run: Run
+
+
+@dataclass(frozen=True, slots=True)
+class CancelJob:
+    key: RunKey
+    reason: str  # "timeout" | "revoked" | "lease lost"
+
+
+@dataclass(frozen=True, slots=True)
+class Discarded:
+    """A record that cannot be a run (malformed); acknowledged without a result."""
+
+    key: RunKey
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseLost:
+    partitions: tuple[int, ...]
+    silent_ms: int
+
+
+Action = StartJob | CancelJob | Discarded | LeaseLost
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """Write ``results`` and commit ``offset`` (with ``metadata``) in one transaction."""
+
+    partition: int
+    offset: int
+    metadata: str
+    results: tuple[OutRecord, ...]
+
+
+@dataclass(slots=True)
+class _Running:
+    run: Run
+    started_ms: int
+    decided: bool = False  # result already recorded (timed out); ignore the exit outcome
+    dropped: bool = False  # partition gone; never record a result
+
+
+@dataclass(slots=True)
+class _Partition:
+    offsets: PartitionOffsets
+    results: list[OutRecord] = field(default_factory=list)
+    in_commit: Commit | None = None
+    dirty: bool = False  # something finished since the last commit was taken
+
+
+class WorkerCore:
+    """Runs received from ``{ns}.runs`` partitions, decided into results."""
+
+    def __init__(
+        self,
+        *,
+        worker: str,
+        concurrency: int,
+        known_job: Callable[[str], bool],
+        now_ms: int,
+        lease_loss_ms: int,
+        max_open_per_partition: int = MAX_OPEN_PER_PARTITION,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        if not 1 <= max_open_per_partition <= MAX_OPEN_PER_PARTITION:
+            raise ValueError(
+                f"max_open_per_partition must be in 1..{MAX_OPEN_PER_PARTITION}, "
+                f"got {max_open_per_partition}"
+            )
+        self._worker = worker
+        self._concurrency = concurrency
+        self._known_job = known_job
+        self._lease_loss_ms = lease_loss_ms
+        self._lease_renewed_ms = now_ms
+        self._max_open = max_open_per_partition
+        self._partitions: dict[int, _Partition] = {}
+        self._queue: deque[tuple[RunKey, Run]] = deque()
+        self._running: dict[RunKey, _Running] = {}
+        self._deadlines: list[tuple[int, RunKey]] = []
+        self.counts: dict[str, int] = {
+            "received": 0,
+            "started": 0,
+            "succeeded": 0,
+            "failed": 0,
+            "timed_out": 0,
+            "cancelled": 0,
+            "dropped": 0,
+            "discarded": 0,
+            "leases_lost": 0,
+        }
+
+    # --- assignment ---------------------------------------------------------------
+
+    def assign(self, partition: int, committed: int, metadata: str | None, now_ms: int) -> None:
+        """``partition`` is ours from ``committed`` on (with that commit's metadata)."""
+        if partition in self._partitions:
+            return
+        self._partitions[partition] = _Partition(PartitionOffsets(committed, metadata))
+        self._lease_renewed_ms = max(self._lease_renewed_ms, now_ms)
+
+    def revoke(self, partition: int, reason: str = "revoked") -> list[Action]:
+        """``partition`` is no longer ours: cancel its runs, drop its results."""
+        if self._partitions.pop(partition, None) is None:
+            return []
+        if any(key[0] == partition for key, _ in self._queue):
+            self._queue = deque(item for item in self._queue if item[0][0] != partition)
+        actions: list[Action] = []
+        for key, running in self._running.items():
+            if key[0] == partition and not running.dropped:
+                running.dropped = True
+                self.counts["dropped"] += 1
+                actions.append(CancelJob(key, reason))
+        return actions
+
+    @property
+    def assigned(self) -> frozenset[int]:
+        return frozenset(self._partitions)
+
+    def fetch_position(self, partition: int) -> int | None:
+        """Where the consumer should fetch ``partition`` from (None if not ours)."""
+        part = self._partitions.get(partition)
+        return None if part is None else part.offsets.fetch_from()
+
+    def paused(self) -> frozenset[int]:
+        """Partitions that must not be fetched until some of their runs finish."""
+        limit = self._max_open
+        return frozenset(
+            p for p, part in self._partitions.items() if part.offsets.open_count() >= limit
+        )
+
+    # --- runs ---------------------------------------------------------------------
+
+    def receive(self, record: InRecord, now_ms: int) -> list[Action]:
+        part = self._partitions.get(record.partition)
+        if part is None or not part.offsets.deliver(record.offset):
+            return []  # not ours any more, or already finished before
+        self.counts["received"] += 1
+        key = (record.partition, record.offset)
+        try:
+            if record.value is None:
+                raise ValueError("the record has no value")
+            run = parse_run(record.value)
+        except ValueError as exc:
+            self._finish(part, record.offset)
+            self.counts["discarded"] += 1
+            return [Discarded(key, f"not a run record: {exc}")]
+        if not self._known_job(run.job.name):
+            self._record(
+                part,
+                record.offset,
+                run,
+                "failed",
+                now_ms,
+                now_ms,
+                {
+                    "type": "UnknownJob",
+                    "message": (
+                        f"worker {self._worker} has no job named {run.job.name!r}; "
+                        "start workers with --jobs naming the module that defines it"
+                    ),
+                },
+            )
+            return []
+        self._queue.append((key, run))
+        return self._fill(now_ms)
+
+    def job_exited(self, key: RunKey, outcome: Outcome, now_ms: int) -> list[Action]:
+        """The job of ``key`` returned, raised or was cancelled; its slot is free."""
+        running = self._running.pop(key, None)
+        if running is None:
+            return []
+        if not running.decided and not running.dropped:
+            part = self._partitions.get(key[0])
+            if part is not None:
+                self._record(
+                    part,
+                    key[1],
+                    running.run,
+                    outcome.status,
+                    running.started_ms,
+                    now_ms,
+                    outcome.error,
+                )
+        return self._fill(now_ms)
+
+    def advance(self, now_ms: int) -> list[Action]:
+        """Time passed: enforce deadlines and the lease."""
+        actions: list[Action] = []
+        silent_ms = now_ms - self._lease_renewed_ms
+        if self._partitions and silent_ms > self._lease_loss_ms:
+            self.counts["leases_lost"] += 1
+            lost = tuple(sorted(self._partitions))
+            actions.append(LeaseLost(lost, silent_ms))
+            for partition in lost:
+                actions.extend(self.revoke(partition, "lease lost"))
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now_ms:
+            _, key = heapq.heappop(deadlines)
+            running = self._running.get(key)
+            if running is None or running.decided or running.dropped:
+                continue
+            running.decided = True
+            part = self._partitions[key[0]]
+            self._record(
+                part,
+                key[1],
+                running.run,
+                "timed_out",
+                running.started_ms,
+                now_ms,
+                _timeout_error(running.run),
+            )
+            actions.append(CancelJob(key, "timeout"))
+        return actions
+
+    def lease_renewed(self, now_ms: int) -> None:
+        """A group heartbeat succeeded at ``now_ms``: our partitions are still ours."""
+        self._lease_renewed_ms = max(self._lease_renewed_ms, now_ms)
+
+    def next_due_ms(self) -> int | None:
+        """When ``advance`` next has something to decide (None: nothing pending)."""
+        due: int | None = None
+        deadlines = self._deadlines
+        while deadlines:  # drop entries of runs that exited or were decided already
+            running = self._running.get(deadlines[0][1])
+            if running is not None and not running.decided and not running.dropped:
+                due = deadlines[0][0]
+                break
+            heapq.heappop(deadlines)
+        if self._partitions:
+            lease_due = self._lease_renewed_ms + self._lease_loss_ms + 1
+            due = lease_due if due is None else min(due, lease_due)
+        return due
+
+    # --- commits ------------------------------------------------------------------
+
+    def take_commit(self, partition: int) -> Commit | None:
+        """What to write for ``partition`` now, or None (nothing new, or one in flight)."""
+        part = self._partitions.get(partition)
+        if part is None or part.in_commit is not None or not part.dirty:
+            return None
+        offsets = part.offsets
+        commit = Commit(partition, offsets.commit_offset(), offsets.metadata(), tuple(part.results))
+        part.results.clear()
+        part.dirty = False
+        part.in_commit = commit
+        return commit
+
+    def commit_done(self, commit: Commit) -> None:
+        part = self._partitions.get(commit.partition)
+        if part is not None and part.in_commit is commit:
+            part.offsets.mark_committed(commit.offset)
+            part.in_commit = None
+
+    def commit_failed(self, commit: Commit) -> None:
+        """The transaction aborted for a passing reason: take it again later."""
+        part = self._partitions.get(commit.partition)
+        if part is not None and part.in_commit is commit:
+            part.results[:0] = commit.results
+            part.dirty = True
+            part.in_commit = None
+
+    # --- views --------------------------------------------------------------------
+
+    @property
+    def running(self) -> int:
+        """Jobs holding a slot (including timed-out ones that have not exited yet)."""
+        return len(self._running)
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def committed_offset(self, partition: int) -> int | None:
+        part = self._partitions.get(partition)
+        return None if part is None else part.offsets.committed
+
+    def idle(self) -> bool:
+        """Nothing running, queued, or waiting to be committed."""
+        return (
+            not self._running
+            and not self._queue
+            and all(not p.dirty and p.in_commit is None for p in self._partitions.values())
+        )
+
+    # --- internals ----------------------------------------------------------------
+
+    def _fill(self, now_ms: int) -> list[Action]:
+        actions: list[Action] = []
+        queue = self._queue
+        while queue and len(self._running) < self._concurrency:
+            key, run = queue.popleft()
+            part = self._partitions[key[0]]
+            if run.deadline_ms <= now_ms:
+                self._record(
+                    part,
+                    key[1],
+                    run,
+                    "timed_out",
+                    now_ms,
+                    now_ms,
+                    _timeout_error(run, started=False),
+                )
+                continue
+            self._running[key] = _Running(run, now_ms)
+            heapq.heappush(self._deadlines, (run.deadline_ms, key))
+            self.counts["started"] += 1
+            actions.append(StartJob(key, run))
+        return actions
+
+    def _record(
+        self,
+        part: _Partition,
+        offset: int,
+        run: Run,
+        status: str,
+        started_ms: int,
+        finished_ms: int,
+        error: Mapping[str, str] | None,
+    ) -> None:
+        value = result_value(
+            run_id=run.run_id,
+            schedule_id=run.schedule_id,
+            task=run.task,
+            attempt=run.attempt,
+            status=status,
+            scheduled_ms=run.scheduled_ms,
+            started_ms=started_ms,
+            finished_ms=finished_ms,
+            worker=self._worker,
+            error=error if status != "succeeded" else None,
+        )
+        part.results.append(OutRecord(TopicKind.RESULTS, run.schedule_id.encode(), value))
+        self.counts[status] = self.counts.get(status, 0) + 1
+        self._finish(part, offset)
+
+    def _finish(self, part: _Partition, offset: int) -> None:
+        part.offsets.finish(offset)
+        part.dirty = True
+
+
+def _timeout_error(run: Run, *, started: bool = True) -> dict[str, str]:
+    deadline = format_ms(run.deadline_ms)
+    if started:
+        message = (
+            f"run {run.run_id} attempt {run.attempt} was still running at its deadline {deadline}"
+        )
+    else:
+        message = (
+            f"run {run.run_id} attempt {run.attempt} reached its deadline {deadline} "
+            "before a worker slot was free; add workers or raise --concurrency"
+        )
+    return {"type": "Timeout", "message": message}

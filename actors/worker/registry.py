@@ -1,0 +1,87 @@
+"""Registered jobs: ``@job("billing.invoice_nightly")`` on a sync or async function.
+
+A job is a function ``(ctx: RunContext, **args)``; ``args`` are the schedule's
+``job.args`` (a JSON object). Async functions run on the worker's event loop, plain
+functions in its thread pool. A worker imports the modules named by ``--jobs``,
+which register their jobs in the process-wide registry as a side effect.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    name: str
+    func: Callable[..., Any]
+    is_async: bool
+
+
+class Registry:
+    """Job names to functions. One name, one function."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, JobSpec] = {}
+
+    def register(self, name: str, func: Callable[..., Any]) -> JobSpec:
+        if not name or not isinstance(name, str):
+            raise ValueError(f"a job name must be a non-empty string, got {name!r}")
+        spec = JobSpec(name=name, func=func, is_async=inspect.iscoroutinefunction(func))
+        existing = self._jobs.get(name)
+        if existing is not None and existing.func is not func:
+            raise ValueError(
+                f"job {name!r} is already registered by "
+                f"{existing.func.__module__}.{existing.func.__qualname__}; "
+                "give one of them another name"
+            )
+        self._jobs[name] = spec
+        return spec
+
+    def get(self, name: str) -> JobSpec | None:
+        return self._jobs.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._jobs
+
+    def names(self) -> list[str]:
+        return sorted(self._jobs)
+
+
+REGISTRY = Registry()
+"""The process-wide registry that ``@job`` fills and ``kafkron worker`` runs from."""
+
+
+def job(name: str, *, registry: Registry | None = None) -> Callable[[F], F]:
+    """Register the decorated function as the job ``name``; returns it unchanged."""
+
+    def decorate(func: F) -> F:
+        (registry or REGISTRY).register(name, func)
+        return func
+
+    return decorate
+
+
+def load_job_modules(modules: Iterable[str]) -> Registry:
+    """Import each module (so its ``@job``s register) and return the registry.
+
+    Raises ``ImportError`` naming the module when one cannot be imported.
+    """
+    for module in modules:
+        module = module.strip()
+        if not module:
+            continue
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ImportError(
+                f"cannot import job module {module!r}: {exc}; "
+                "pass an importable module path such as examples.billing.jobs"
+            ) from exc
+    return REGISTRY
