@@ -1,0 +1,801 @@
+"""The schedule actor's behaviour for one shard: a pure state machine.
+
+Rules of this file
+------------------
+Everything that decides what a shard writes lives in this package, and nothing
+in it does I/O: no Kafka, no asyncio, no clock. Time comes in as ``now_ms``,
+records come in as `InRecord`, and the three entry points return the
+`OutRecord`\\ s to write::
+
+    apply(record, now_ms)   a record of {ns}.commands[p] or {ns}.results[p]
+    advance(now_ms)         what came due: fires, retries, timeouts
+    restore(key, value)     one record of {ns}.schedules[p], in offset order,
+    finish_restore(now_ms)  ... then this once, before anything else
+
+The runtime writes the returned records and the consumed offsets in ONE Kafka
+transaction, so a crash between two calls loses nothing and repeats nothing:
+the next owner restores exactly the state that emitted what the topics hold.
+Nothing raises out of `apply` or `advance`: a command that cannot be applied,
+for whatever reason (including a bug here), becomes a ``{ns}.rejected`` record
+and the partition moves on.
+
+Theory of operation
+-------------------
+The shard owns the schedules whose id murmur2-hashes to its partition
+(`routing`); other commands are forwarded there. Each schedule is a
+`ScheduleState` (see `state` for the fields and their changelog JSON): its
+definition, the next occurrence not yet handled (``next_ms``), the last one
+fired, whether it is paused, its runs in flight with their attempts and
+deadlines, the occurrences buffered behind them, and recently dead runs.
+
+One hierarchical timing wheel holds every instant the shard waits for: each
+schedule's next occurrence (item: the `ScheduleState`), each running attempt's
+deadline plus `TIMEOUT_MARGIN_MS`, and each retry (item: the `RunState`).
+`advance` pops what is due and acts:
+
+- an occurrence fires (`misfire` decides what happens to a backlog beyond the
+  grace period, `overlap` what happens while a run is in flight); run id
+  ``{id}@{scheduled_at}``, attempt 1, deadline ``fired + timeout_s``; never
+  before its scheduled instant;
+- a deadline passes without a result: the shard writes ``timed_out`` for the
+  attempt and treats it as failed;
+- a retry comes due: attempt n+1 of the same run id is emitted.
+
+Results of attempts (from workers) end a run (``succeeded``, ``cancelled``) or
+fail an attempt (``failed``, ``timed_out``): `retry` gives the backoff, or the
+run goes to the DLQ with every attempt's outcome. A result whose (run_id,
+attempt) is not the current attempt of a run in flight is ignored, which makes
+redelivered, late and self-written results harmless.
+
+Every change to a schedule writes its full state to the changelog in the same
+returned batch as the records it caused (one record per schedule per batch).
+
+Decisions (what a Temporal or Airflow user would expect)
+--------------------------------------------------------
+- ``schedule.upsert`` of an existing id keeps its runs, buffer, pause and its
+  place in time: occurrences of the new definition at or before the last fired
+  one, or before now, never fire (a re-upsert never refires anything).
+- ``schedule.pause`` stops firing; runs in flight and their retries go on.
+  ``schedule.resume`` does NOT fire what came due while paused (Temporal): those
+  occurrences are reported ``skipped`` (error type ``Paused``; folded like
+  misfires) and firing resumes with the first occurrence after the resume.
+- ``schedule.trigger`` fires once now, scheduled at the trigger instant (so the
+  run id names that instant), outside the spec; the overlap policy applies, as
+  for Temporal's trigger. A trigger at the very instant of an occurrence is
+  rejected (they would share the run id; the occurrence fires anyway).
+- ``schedule.delete`` writes a tombstone and cancels every timer; results that
+  arrive afterwards are ignored, buffered occurrences are reported ``skipped``.
+- ``dlq.replay`` starts the dead run again, ignoring overlap (like a retry):
+  attempt numbers continue after the last one (so (run_id, attempt) stays unique
+  on every topic) with a fresh budget of ``retry.max_attempts`` attempts. The
+  shard remembers the last `state.DEAD_MEMORY` dead runs per schedule; others
+  are rejected with a reason.
+- ``cancel_other`` writes a ``cancelled`` result (worker ``shard-{p}``) for each
+  run in flight and starts the new one; a worker still running the old attempt
+  finds out from that result, and whatever it reports later is ignored.
+- DAG commands are rejected until DAG support lands (see `ScheduleState.dag`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from actors.shard import overlap
+from actors.shard.definition import definition_bytes, shared_definition
+from actors.shard.misfire import SKIP, Backlog, MissedRange, plan_backlog
+from actors.shard.retry import backoff_ms, is_final_failure
+from actors.shard.routing import forward_target
+from actors.shard.state import RunState, ScheduleState, decode_schedule, encode_schedule
+from actors.wheel import TimingWheel
+from topics.commands import (
+    DagClear,
+    DagUpsert,
+    DlqReplay,
+    Job,
+    Rejection,
+    RetryPolicy,
+    ScheduleDelete,
+    SchedulePause,
+    ScheduleResume,
+    ScheduleTrigger,
+    ScheduleUpsert,
+    decode_command,
+)
+from topics.messages import (
+    dlq_value,
+    idempotency_key,
+    parse_result,
+    parse_run_id,
+    rejected_value,
+    result_value,
+    run_id_for,
+    run_value,
+)
+from topics.names import DEFAULT_NAMESPACE, TopicKind
+from topics.records import InRecord, OutRecord
+from topics.timefmt import format_ms
+
+# How long after an attempt's deadline the shard waits for the worker's own
+# ``timed_out`` (or late success) before deciding itself. The worker enforces the
+# deadline; the margin covers its commit latency and a worker that died silently.
+TIMEOUT_MARGIN_MS = 30_000
+
+# Results the shard writes itself; reading them back from {ns}.results is a no-op.
+SHARD_STATUSES = frozenset(("missed", "skipped", "upstream_failed"))
+
+_COMMANDS = TopicKind.COMMANDS
+_SCHEDULES = TopicKind.SCHEDULES
+_RUNS = TopicKind.RUNS
+_RESULTS = TopicKind.RESULTS
+_DLQ = TopicKind.DLQ
+_REJECTED = TopicKind.REJECTED
+
+_LATENESS_WINDOW = 1024
+
+Item = ScheduleState | RunState
+
+
+class ShardCore:
+    """The pure state machine of shard ``partition`` (of ``partitions``)."""
+
+    def __init__(
+        self,
+        *,
+        partition: int,
+        partitions: int,
+        now_ms: int,
+        namespace: str = DEFAULT_NAMESPACE,
+        tick_ms: int = 10,
+    ) -> None:
+        self.partition = partition
+        self.partitions = partitions
+        self._namespace = namespace
+        self._worker = f"shard-{partition}"
+        self._wheel: TimingWheel[Item] = TimingWheel(now_ms, tick_ms)
+        self._schedules: dict[str, ScheduleState] = {}
+        self._out: list[OutRecord] = []
+        # Schedules changed in this batch -> their state, or None for a tombstone.
+        self._dirty: dict[str, ScheduleState | None] = {}
+        self._restore_errors: list[tuple[bytes, str]] = []
+        self._lateness_ms: deque[int] = deque(maxlen=_LATENESS_WINDOW)
+        self._in_flight = 0
+        self._counts = dict.fromkeys(
+            (
+                "fired_total",
+                "late_fired_total",
+                "missed_total",
+                "skipped_total",
+                "retries_total",
+                "timed_out_total",
+                "dead_total",
+                "cancelled_total",
+                "rejected_total",
+                "forwarded_total",
+                "results_applied_total",
+                "results_ignored_total",
+                "errors_total",
+            ),
+            0,
+        )
+        self._last_error = ""
+
+    # --- the I/O boundary -------------------------------------------------------
+
+    def restore(self, key: bytes, value: bytes | None) -> None:
+        """Apply one changelog record (offset order). Never raises."""
+        try:
+            schedule_id = key.decode()
+            if value is None:
+                self._schedules.pop(schedule_id, None)
+                return
+            state = decode_schedule(value)
+            self._schedules[state.id] = state
+        except Exception as error:
+            self._restore_errors.append((key, f"{type(error).__name__}: {error}"))
+
+    def finish_restore(self, now_ms: int) -> list[OutRecord]:
+        """Arm the timers of the restored state; misfires are decided by `advance`.
+
+        Returns a ``{ns}.rejected`` record for each changelog record that could not
+        be read (that schedule is not restored; re-upsert it).
+        """
+        in_flight = 0
+        for state in self._schedules.values():
+            self._arm(state)
+            for run in state.runs.values():
+                due_ms = (
+                    run.deadline_ms + TIMEOUT_MARGIN_MS if run.retry_ms is None else run.retry_ms
+                )
+                run.timer = self._wheel.add(due_ms, run)
+            in_flight += len(state.runs)
+        self._in_flight = in_flight
+        out = [
+            OutRecord(
+                _REJECTED,
+                key,
+                rejected_value(
+                    reason=f"changelog record of {key!r} could not be restored ({why}); "
+                    "its schedule is gone from this shard: upsert it again",
+                    original=None,
+                    topic=self._topic(_SCHEDULES),
+                    partition=self.partition,
+                    offset=-1,
+                ),
+            )
+            for key, why in self._restore_errors
+        ]
+        self._counts["rejected_total"] += len(out)
+        self._restore_errors.clear()
+        return out
+
+    def apply(self, record: InRecord, now_ms: int) -> list[OutRecord]:
+        """Apply a command or a result; the records to write. Never raises."""
+        self._out = []
+        try:
+            if record.topic == _COMMANDS:
+                self._on_command(record, now_ms)
+            elif record.topic == _RESULTS:
+                self._on_result(record, now_ms)
+            else:
+                self._reject(record, f"the shard applies commands and results, not {record.topic}")
+        except Exception as error:
+            self._counts["errors_total"] += 1
+            self._last_error = f"{type(error).__name__}: {error}"
+            self._reject(
+                record,
+                f"internal error while applying this record ({self._last_error}); it was "
+                "skipped, the shard went on: please report it with this record",
+            )
+        return self._flush()
+
+    def advance(self, now_ms: int) -> list[OutRecord]:
+        """Act on everything due at ``now_ms``; the records to write. Never raises."""
+        self._out = []
+        for item in self._wheel.advance(now_ms):
+            try:
+                item.timer = None
+                if isinstance(item, ScheduleState):
+                    self._fire_due(item, now_ms)
+                elif item.retry_ms is None:
+                    self._time_out(item, now_ms)
+                else:
+                    self._next_attempt(item, now_ms)
+            except Exception as error:  # one broken schedule must not stop the shard
+                self._counts["errors_total"] += 1
+                self._last_error = f"{type(error).__name__}: {error}"
+        return self._flush()
+
+    def next_due_ms(self) -> int | None:
+        """When `advance` next has work (None: nothing scheduled)."""
+        return self._wheel.next_due_ms()
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        lateness = sorted(self._lateness_ms)
+        figures: dict[str, Any] = {
+            "schedules": len(self._schedules),
+            "timers": len(self._wheel),
+            "in_flight": self._in_flight,
+            **self._counts,
+            "lateness_ms_p50": lateness[len(lateness) // 2] if lateness else None,
+            "lateness_ms_p99": lateness[(len(lateness) * 99) // 100] if lateness else None,
+            "lateness_ms_max": lateness[-1] if lateness else None,
+            "last_error": self._last_error,
+        }
+        return figures
+
+    def schedule(self, schedule_id: str) -> ScheduleState | None:
+        """The state of one schedule, for inspection (tests, the CLI); do not mutate."""
+        return self._schedules.get(schedule_id)
+
+    # --- commands ---------------------------------------------------------------
+
+    def _on_command(self, record: InRecord, now_ms: int) -> None:
+        target = forward_target(
+            record.key, record.value, partition=self.partition, partitions=self.partitions
+        )
+        if target is not None:
+            key, partition = target
+            self._out.append(OutRecord(_COMMANDS, key, record.value, partition))
+            self._counts["forwarded_total"] += 1
+            return
+        command = decode_command(record.key, record.value, now_ms)
+        if isinstance(command, Rejection):
+            self._reject(record, command.reason)
+        elif isinstance(command, ScheduleUpsert):
+            self._upsert(command, now_ms)
+        elif isinstance(command, (DagUpsert, DagClear)):
+            kind = "dag.upsert" if isinstance(command, DagUpsert) else "dag.clear"
+            self._reject(record, f"type: {kind} is not supported by this shard yet")
+        else:
+            state = self._schedules.get(command.id)
+            if state is None:
+                self._reject(
+                    record,
+                    f"id: no schedule {command.id!r} exists (it was never created or was "
+                    "deleted); create it with schedule.upsert first",
+                )
+            elif isinstance(command, ScheduleDelete):
+                self._delete(state, now_ms)
+            elif isinstance(command, SchedulePause):
+                self._pause(state)
+            elif isinstance(command, ScheduleResume):
+                self._resume(state, now_ms)
+            elif isinstance(command, ScheduleTrigger):
+                self._trigger(record, state, now_ms)
+            elif isinstance(command, DlqReplay):
+                self._replay(record, state, command.run_id, now_ms)
+
+    def _upsert(self, command: ScheduleUpsert, now_ms: int) -> None:
+        def_bytes = definition_bytes(command)
+        definition = shared_definition(command, def_bytes)
+        floor_ms = now_ms - 1 - (definition.grace_ms if definition.is_at else 0)
+        state = self._schedules.get(command.id)
+        if state is None:
+            state = self._schedules[command.id] = ScheduleState(command.id, def_bytes, definition)
+            anchor_ms = floor_ms
+        else:
+            self._disarm(state)
+            if state.paused:  # account for the pause so far under the old definition
+                self._report_paused(state, now_ms)
+            elif state.next_ms is not None and state.next_ms <= now_ms:
+                floor_ms = min(floor_ms, state.next_ms - 1)  # due, not yet fired: keep it
+            last_ms = state.last_fired_ms
+            anchor_ms = floor_ms if last_ms is None else max(floor_ms, last_ms)
+            state.set_definition(def_bytes, definition)
+        state.next_ms = definition.compiled.next_after(anchor_ms)
+        self._arm(state)
+        self._dirty[state.id] = state
+
+    def _delete(self, state: ScheduleState, now_ms: int) -> None:
+        self._disarm(state)
+        for run in state.runs.values():
+            self._cancel_timer(run)
+        self._in_flight -= len(state.runs)
+        state.runs.clear()
+        for scheduled_ms in state.buffered:
+            self._skipped(state, scheduled_ms, "Deleted", "the schedule was deleted")
+        state.buffered.clear()
+        del self._schedules[state.id]
+        self._dirty[state.id] = None
+
+    def _pause(self, state: ScheduleState) -> None:
+        if state.paused:
+            return
+        state.paused = True
+        self._disarm(state)
+        self._dirty[state.id] = state
+
+    def _resume(self, state: ScheduleState, now_ms: int) -> None:
+        if not state.paused:
+            return
+        self._report_paused(state, now_ms)
+        state.paused = False
+        self._arm(state)
+        self._drain_buffer(state, now_ms)
+        self._dirty[state.id] = state
+
+    def _report_paused(self, state: ScheduleState, now_ms: int) -> None:
+        """Report ``skipped`` the occurrences due while paused; move next past now."""
+        plan = plan_backlog(
+            state.definition.compiled.next_after,
+            state.next_ms,
+            now_ms,
+            cutoff_ms=now_ms + 1,
+            policy=SKIP,
+            catch_up_max=1,
+        )
+        for scheduled_ms in plan.missed:
+            self._skipped(state, scheduled_ms, "Paused", "the schedule was paused")
+        if plan.summary is not None:
+            self._skipped_range(state, plan.summary)
+        state.next_ms = plan.next_ms
+
+    def _trigger(self, record: InRecord, state: ScheduleState, now_ms: int) -> None:
+        run_id = run_id_for(state.id, now_ms)
+        if run_id in state.runs or now_ms in (state.last_fired_ms, state.next_ms):
+            self._reject(
+                record,
+                f"id: {state.id!r} has an occurrence at this very instant "
+                f"({format_ms(now_ms)}), which fires anyway; trigger again if you want "
+                "another run",
+            )
+            return
+        self._occurrence(state, now_ms, now_ms)
+        self._dirty[state.id] = state
+
+    def _replay(self, record: InRecord, state: ScheduleState, run_id: str, now_ms: int) -> None:
+        last_attempt = state.dead.get(run_id)
+        if last_attempt is None or run_id in state.runs:
+            why = "is in flight again" if run_id in state.runs else "is not dead-lettered"
+            self._reject(
+                record,
+                f"run_id: {run_id!r} {why} on schedule {state.id!r} (the shard remembers "
+                "the last dead runs of each schedule); replay a run_id from a recent dlq record",
+            )
+            return
+        _, scheduled_ms, task = parse_run_id(run_id)
+        del state.dead[run_id]
+        run = RunState(state, run_id, scheduled_ms, task, last_attempt + 1, last_attempt + 1)
+        state.runs[run_id] = run
+        self._in_flight += 1
+        self._emit_attempt(state, run, now_ms)
+        self._dirty[state.id] = state
+
+    # --- results ----------------------------------------------------------------
+
+    def _on_result(self, record: InRecord, now_ms: int) -> None:
+        if record.value is None:
+            self._reject(record, "value: a result record needs a value (got a tombstone)")
+            return
+        try:
+            result = parse_result(record.value)
+        except ValueError as error:
+            self._reject(record, f"{error}; results are written by kafkron workers")
+            return
+        state = self._schedules.get(result.schedule_id)
+        run = None if state is None else state.runs.get(result.run_id)
+        if (
+            state is None
+            or run is None
+            or result.status in SHARD_STATUSES
+            or run.attempt != result.attempt
+            or run.retry_ms is not None
+        ):
+            self._counts["results_ignored_total"] += 1
+            return
+        self._counts["results_applied_total"] += 1
+        finished_ms = now_ms if result.finished_ms is None else result.finished_ms
+        if result.status in ("succeeded", "cancelled"):
+            self._outcome(run, result.status, finished_ms, result.error, result.worker)
+            self._end_run(state, run, now_ms)
+        else:  # failed or timed_out
+            self._attempt_failed(state, run, now_ms, result.status, result.error, result.worker)
+        self._dirty[state.id] = state
+
+    # --- what the wheel hands back ----------------------------------------------
+
+    def _fire_due(self, state: ScheduleState, now_ms: int) -> None:
+        first_ms = state.next_ms
+        if first_ms is None or state.paused:
+            return
+        definition = state.definition
+        next_after = definition.compiled.next_after
+        if first_ms >= now_ms - definition.grace_ms:  # the steady state: all within grace
+            o: int | None = first_ms
+            lateness = self._lateness_ms
+            while o is not None and o <= now_ms:
+                lateness.append(now_ms - o)
+                self._occurrence(state, o, now_ms)
+                o = next_after(o)
+            state.next_ms = o
+        else:
+            misfire = definition.misfire
+            plan = plan_backlog(
+                next_after,
+                first_ms,
+                now_ms,
+                cutoff_ms=now_ms - definition.grace_ms,
+                policy=misfire.policy,
+                catch_up_max=misfire.catch_up_max,
+            )
+            self._report_missed(state, plan, misfire.policy, misfire.grace_s)
+            self._counts["late_fired_total"] += plan.late_fires
+            for o in plan.fire:
+                self._occurrence(state, o, now_ms)
+            state.next_ms = plan.next_ms
+        self._arm(state)
+        self._dirty[state.id] = state
+
+    def _time_out(self, run: RunState, now_ms: int) -> None:
+        state = run.schedule
+        error = {
+            "type": "TimedOut",
+            "message": f"no result for attempt {run.attempt} by its deadline "
+            f"{format_ms(run.deadline_ms)} plus {TIMEOUT_MARGIN_MS // 1000} s; "
+            "the shard counts it as timed out",
+        }
+        self._out.append(
+            OutRecord(
+                _RESULTS,
+                state.key,
+                result_value(
+                    run_id=run.run_id,
+                    schedule_id=state.id,
+                    task=run.task,
+                    attempt=run.attempt,
+                    status="timed_out",
+                    scheduled_ms=run.scheduled_ms,
+                    started_ms=None,
+                    finished_ms=now_ms,
+                    worker=self._worker,
+                    error=error,
+                ),
+                self.partition,
+            )
+        )
+        self._counts["timed_out_total"] += 1
+        self._attempt_failed(state, run, now_ms, "timed_out", error, self._worker)
+        self._dirty[state.id] = state
+
+    def _next_attempt(self, run: RunState, now_ms: int) -> None:
+        state = run.schedule
+        run.attempt += 1
+        self._emit_attempt(state, run, now_ms)
+        self._counts["retries_total"] += 1
+        self._dirty[state.id] = state
+
+    # --- occurrences and runs ----------------------------------------------------
+
+    def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
+        """One occurrence (or trigger) is due now: fire it, or what overlap says."""
+        decision = overlap.decide(
+            state.definition.overlap, in_flight=bool(state.runs), waiting=len(state.buffered)
+        )
+        if decision == overlap.START:
+            self._start_run(state, scheduled_ms, now_ms)
+        elif decision == overlap.DROP:
+            self._skipped(state, scheduled_ms, "Overlap", "a run of it was still in flight")
+        elif decision == overlap.BUFFER:
+            state.buffered.append(scheduled_ms)
+            self._fired(state, scheduled_ms)
+        elif decision == overlap.REPLACE:
+            for waiting_ms in state.buffered:
+                self._skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
+            state.buffered = [scheduled_ms]
+            self._fired(state, scheduled_ms)
+        else:  # CANCEL
+            for run in list(state.runs.values()):
+                self._cancel_run(state, run, now_ms)
+            self._start_run(state, scheduled_ms, now_ms)
+
+    def _fired(self, state: ScheduleState, scheduled_ms: int) -> None:
+        last_ms = state.last_fired_ms
+        if last_ms is None or scheduled_ms > last_ms:
+            state.last_fired_ms = scheduled_ms
+
+    def _start_run(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
+        run_id = run_id_for(state.id, scheduled_ms)
+        if run_id in state.runs:  # only a trigger can collide with an occurrence
+            self._skipped(state, scheduled_ms, "Duplicate", "a run with this id is in flight")
+            return
+        run = RunState(state, run_id, scheduled_ms, None, 1, 1)
+        state.runs[run_id] = run
+        self._in_flight += 1
+        self._fired(state, scheduled_ms)
+        self._counts["fired_total"] += 1
+        self._emit_attempt(state, run, now_ms)
+
+    def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+        job, timeout_ms, _ = self._policy_of(state, run)
+        run.fired_ms = now_ms
+        run.deadline_ms = deadline_ms = now_ms + timeout_ms
+        run.retry_ms = None
+        run_id = run.run_id
+        self._out.append(
+            OutRecord(
+                _RUNS,
+                state.key,
+                run_value(
+                    run_id=run_id,
+                    schedule_id=state.id,
+                    task=run.task,
+                    scheduled_ms=run.scheduled_ms,
+                    fired_ms=now_ms,
+                    attempt=run.attempt,
+                    job=job,
+                    idempotency_key=idempotency_key(run_id),
+                    deadline_ms=deadline_ms,
+                ),
+            )
+        )
+        run.timer = self._wheel.add(deadline_ms + TIMEOUT_MARGIN_MS, run)
+
+    def _policy_of(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
+        """The job, timeout (ms) and retry policy of a run. (DAG tasks: per task.)"""
+        definition = state.definition
+        return definition.job, definition.timeout_ms, definition.retry
+
+    def _attempt_failed(
+        self,
+        state: ScheduleState,
+        run: RunState,
+        now_ms: int,
+        status: str,
+        error: Mapping[str, str] | None,
+        worker: str,
+    ) -> None:
+        self._outcome(run, status, now_ms, error, worker)
+        job, _, retry = self._policy_of(state, run)
+        failures = run.failures_in_series
+        error_type = None if error is None else error.get("type")
+        if is_final_failure(retry, error_type=error_type, failures_in_series=failures):
+            self._out.append(
+                OutRecord(
+                    _DLQ,
+                    state.key,
+                    dlq_value(
+                        run_id=run.run_id,
+                        schedule_id=state.id,
+                        task=run.task,
+                        job=job,
+                        last_error=None if error is None else dict(error),
+                        attempts=run.outcomes,
+                        dead_at_ms=now_ms,
+                    ),
+                )
+            )
+            self._counts["dead_total"] += 1
+            state.remember_dead(run.run_id, run.attempt)
+            self._end_run(state, run, now_ms)
+            return
+        delay_ms = backoff_ms(
+            retry, run_id=run.run_id, attempt=run.attempt, failures_in_series=failures
+        )
+        self._cancel_timer(run)
+        run.retry_ms = retry_ms = now_ms + delay_ms
+        run.timer = self._wheel.add(retry_ms, run)
+
+    def _outcome(
+        self,
+        run: RunState,
+        status: str,
+        finished_ms: int,
+        error: Mapping[str, str] | None,
+        worker: str,
+    ) -> None:
+        run.outcomes.append(
+            {
+                "attempt": run.attempt,
+                "status": status,
+                "fired_at": format_ms(run.fired_ms),
+                "finished_at": format_ms(finished_ms),
+                "worker": worker,
+                "error": None if error is None else dict(error),
+            }
+        )
+
+    def _cancel_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+        """cancel_other: the shard ends a run in flight and says so on {ns}.results."""
+        self._out.append(
+            OutRecord(
+                _RESULTS,
+                state.key,
+                result_value(
+                    run_id=run.run_id,
+                    schedule_id=state.id,
+                    task=run.task,
+                    attempt=run.attempt,
+                    status="cancelled",
+                    scheduled_ms=run.scheduled_ms,
+                    started_ms=None,
+                    finished_ms=now_ms,
+                    worker=self._worker,
+                    error={
+                        "type": "Overlap",
+                        "message": "cancelled by the shard: a newer occurrence started "
+                        "(overlap cancel_other)",
+                    },
+                ),
+                self.partition,
+            )
+        )
+        self._counts["cancelled_total"] += 1
+        self._cancel_timer(run)
+        del state.runs[run.run_id]
+        self._in_flight -= 1
+
+    def _end_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+        self._cancel_timer(run)
+        del state.runs[run.run_id]
+        self._in_flight -= 1
+        self._drain_buffer(state, now_ms)
+
+    def _drain_buffer(self, state: ScheduleState, now_ms: int) -> None:
+        if state.buffered and not state.runs and not state.paused:
+            self._start_run(state, state.buffered.pop(0), now_ms)
+
+    # --- shard-written results ---------------------------------------------------
+
+    def _report_missed(
+        self, state: ScheduleState, plan: Backlog, policy: str, grace_s: int
+    ) -> None:
+        why = f"the shard found it more than misfire.grace_s ({grace_s} s) late; policy {policy}"
+        for scheduled_ms in plan.missed:
+            self._shard_result(state, scheduled_ms, "missed", "Misfire", why)
+        self._counts["missed_total"] += len(plan.missed)
+        if plan.summary is not None:
+            self._shard_result(
+                state, plan.summary.first_ms, "missed", "Misfire", _folded(plan.summary, why)
+            )
+            self._counts["missed_total"] += plan.summary.count
+
+    def _skipped(self, state: ScheduleState, scheduled_ms: int, kind: str, why: str) -> None:
+        self._shard_result(state, scheduled_ms, "skipped", kind, why)
+        self._counts["skipped_total"] += 1
+
+    def _skipped_range(self, state: ScheduleState, summary: MissedRange) -> None:
+        why = _folded(summary, "the schedule was paused")
+        self._shard_result(state, summary.first_ms, "skipped", "Paused", why)
+        self._counts["skipped_total"] += summary.count
+
+    def _shard_result(
+        self, state: ScheduleState, scheduled_ms: int, status: str, kind: str, why: str
+    ) -> None:
+        self._out.append(
+            OutRecord(
+                _RESULTS,
+                state.key,
+                result_value(
+                    run_id=run_id_for(state.id, scheduled_ms),
+                    schedule_id=state.id,
+                    task=None,
+                    attempt=1,
+                    status=status,
+                    scheduled_ms=scheduled_ms,
+                    started_ms=None,
+                    finished_ms=None,
+                    worker=self._worker,
+                    error={"type": kind, "message": why},
+                ),
+                self.partition,
+            )
+        )
+
+    # --- plumbing ------------------------------------------------------------------
+
+    def _arm(self, state: ScheduleState) -> None:
+        if not state.paused and state.next_ms is not None:
+            state.timer = self._wheel.add(state.next_ms, state)
+
+    def _disarm(self, state: ScheduleState) -> None:
+        if state.timer is not None:
+            self._wheel.cancel(state.timer)
+            state.timer = None
+
+    def _cancel_timer(self, run: RunState) -> None:
+        if run.timer is not None:
+            self._wheel.cancel(run.timer)
+            run.timer = None
+
+    def _reject(self, record: InRecord, reason: str) -> None:
+        self._out.append(
+            OutRecord(
+                _REJECTED,
+                record.key,
+                rejected_value(
+                    reason=reason,
+                    original=record.value,
+                    topic=self._topic(record.topic),
+                    partition=record.partition,
+                    offset=record.offset,
+                ),
+            )
+        )
+        self._counts["rejected_total"] += 1
+
+    def _topic(self, kind: TopicKind) -> str:
+        return f"{self._namespace}.{kind.value}"
+
+    def _flush(self) -> list[OutRecord]:
+        out = self._out
+        if self._dirty:
+            partition = self.partition
+            for schedule_id, state in self._dirty.items():
+                if state is None:
+                    out.append(OutRecord(_SCHEDULES, schedule_id.encode(), None, partition))
+                else:
+                    out.append(OutRecord(_SCHEDULES, state.key, encode_schedule(state), partition))
+            self._dirty = {}
+        self._out = []
+        return out
+
+
+def _folded(summary: MissedRange, why: str) -> str:
+    count = f"{summary.count}" if summary.exact else f"at least {summary.count}"
+    return (
+        f"{count} occurrences from {format_ms(summary.first_ms)} to "
+        f"{format_ms(summary.last_ms)} ({why}); one result stands for all of them"
+    )

@@ -1,0 +1,197 @@
+"""A schedule's definition: what an upsert said, in the form the shard works with.
+
+The changelog stores the definition *normalised* (every default filled in, one
+fixed key order; see `definition_doc`) rather than the command as the user wrote
+it. Two reasons. Rebuilding needs no validator: the command was validated once,
+when it was applied, so a restore only reads fields back. And identical
+definitions serialise to identical bytes, which makes the bytes a cache key:
+a million schedules that say the same thing share ONE `Definition` object and
+one compiled spec, which is what makes a restore cheap in time and memory.
+
+A compiled spec depends on the schedule id only through Jenkins ``H`` fields and
+the spread offset; when neither is present the spec is shared by every schedule
+with the same expression, zone, DST policy and bounds, else it is per schedule.
+Both caches are bounded and only ever hold pure values, so their contents never
+change what a shard emits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from actors.timespec import CompiledSpec, compile_spec
+from topics.commands import Job, MisfirePolicy, RetryPolicy, ScheduleUpsert
+from topics.timefmt import format_ms, parse_instant
+
+# Entries kept per cache before it is emptied (a crude bound: refilling is cheap).
+_CACHE_MAX = 65_536
+
+
+class Definition:
+    """The parts of a schedule the shard consults while firing; immutable, shared."""
+
+    __slots__ = (
+        "compiled",
+        "grace_ms",
+        "is_at",
+        "job",
+        "misfire",
+        "overlap",
+        "retry",
+        "timeout_ms",
+        "timeout_s",
+    )
+
+    def __init__(
+        self,
+        *,
+        compiled: CompiledSpec,
+        job: Job,
+        misfire: MisfirePolicy,
+        overlap: str,
+        retry: RetryPolicy,
+        timeout_s: int,
+        is_at: bool,
+    ) -> None:
+        self.compiled = compiled
+        self.job = job
+        self.misfire = misfire
+        self.overlap = overlap
+        self.retry = retry
+        self.timeout_s = timeout_s
+        self.timeout_ms = timeout_s * 1000
+        self.grace_ms = misfire.grace_s * 1000
+        self.is_at = is_at  # a one-off: created late (within grace), it still fires
+
+
+def definition_doc(command: ScheduleUpsert) -> dict[str, Any]:
+    """The normalised changelog form of an upsert (JSON-ready, fixed key order)."""
+    retry = command.retry
+    misfire = command.misfire
+    return {
+        "spec": dict(command.spec),
+        "job": {"name": command.job.name, "args": dict(command.job.args)},
+        "misfire": {
+            "policy": misfire.policy,
+            "grace_s": misfire.grace_s,
+            "catch_up_max": misfire.catch_up_max,
+        },
+        "overlap": command.overlap,
+        "dst": {"gap": command.dst["gap"], "fold": command.dst["fold"]},
+        "spread_window_s": command.spread_window_s,
+        "retry": {
+            "max_attempts": retry.max_attempts,
+            "initial_s": retry.initial_s,
+            "coefficient": retry.coefficient,
+            "max_interval_s": retry.max_interval_s,
+            "jitter": retry.jitter,
+            "non_retryable": list(retry.non_retryable),
+        },
+        "timeout_s": command.timeout_s,
+        "start": None if command.start_ms is None else format_ms(command.start_ms),
+        "end": None if command.end_ms is None else format_ms(command.end_ms),
+    }
+
+
+def definition_bytes(command: ScheduleUpsert) -> bytes:
+    return orjson.dumps(definition_doc(command))
+
+
+def _depends_on_id(spec: Mapping[str, Any], spread_window_s: int) -> bool:
+    # Conservative: any "h" in a cron expression (even in "THU") counts as Jenkins H.
+    cron = spec.get("cron")
+    return spread_window_s > 0 or (isinstance(cron, str) and "h" in cron.lower())
+
+
+_definitions: dict[tuple[bytes, str | None], Definition] = {}
+_specs: dict[tuple[bytes, str | None], CompiledSpec] = {}
+
+
+def shared_definition(command: ScheduleUpsert, def_bytes: bytes) -> Definition:
+    """The `Definition` of an upsert just decoded (its spec is already compiled)."""
+    owner = command.id if _depends_on_id(command.spec, command.spread_window_s) else None
+    found = _definitions.get((def_bytes, owner))
+    if found is not None:
+        return found
+    definition = Definition(
+        compiled=_share_spec(command.compiled, _spec_key(orjson.loads(def_bytes)), owner),
+        job=command.job,
+        misfire=command.misfire,
+        overlap=command.overlap,
+        retry=command.retry,
+        timeout_s=command.timeout_s,
+        is_at="at" in command.spec,
+    )
+    _remember(_definitions, (def_bytes, owner), definition)
+    return definition
+
+
+def restored_definition(schedule_id: str, def_bytes: bytes) -> Definition:
+    """The `Definition` behind changelog bytes written by `definition_bytes`.
+
+    Raises ``SpecError`` or ``ValueError`` only if the bytes were not written by
+    this version (or the zone database lost a zone).
+    """
+    doc = orjson.loads(def_bytes)
+    spec = doc["spec"]
+    owner = schedule_id if _depends_on_id(spec, doc["spread_window_s"]) else None
+    found = _definitions.get((def_bytes, owner))
+    if found is not None:
+        return found
+    compiled = _specs.get((_spec_key(doc), owner))
+    if compiled is None:
+        compiled = compile_spec(
+            spec,
+            schedule_id=schedule_id,
+            dst=doc["dst"],
+            spread_window_s=doc["spread_window_s"],
+            start_ms=None if doc["start"] is None else parse_instant(doc["start"]),
+            end_ms=None if doc["end"] is None else parse_instant(doc["end"]),
+        )
+        _remember(_specs, (_spec_key(doc), owner), compiled)
+    retry = doc["retry"]
+    job = doc["job"]
+    definition = Definition(
+        compiled=compiled,
+        job=Job(job["name"], job["args"]),
+        misfire=MisfirePolicy(**doc["misfire"]),
+        overlap=doc["overlap"],
+        retry=RetryPolicy(
+            max_attempts=retry["max_attempts"],
+            initial_s=retry["initial_s"],
+            coefficient=retry["coefficient"],
+            max_interval_s=retry["max_interval_s"],
+            jitter=retry["jitter"],
+            non_retryable=tuple(retry["non_retryable"]),
+        ),
+        timeout_s=doc["timeout_s"],
+        is_at="at" in spec,
+    )
+    _remember(_definitions, (def_bytes, owner), definition)
+    return definition
+
+
+def _spec_key(doc: Mapping[str, Any]) -> bytes:
+    """Everything `compile_spec` reads, as bytes."""
+    return orjson.dumps(
+        [doc["spec"], doc["dst"], doc["spread_window_s"], doc["start"], doc["end"]],
+        option=orjson.OPT_SORT_KEYS,
+    )
+
+
+def _share_spec(compiled: CompiledSpec, spec_key: bytes, owner: str | None) -> CompiledSpec:
+    key = (spec_key, owner)
+    found = _specs.get(key)
+    if found is not None:
+        return found
+    _remember(_specs, key, compiled)
+    return compiled
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    cache[key] = value

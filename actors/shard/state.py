@@ -1,0 +1,259 @@
+"""The state of one schedule and of its runs, and its changelog JSON.
+
+Everything a shard knows about a schedule is in a `ScheduleState` and the
+`RunState` objects it owns, and every field of them (but the wheel handles,
+which are rebuilt) round-trips through the changelog record `encode_schedule`
+writes to ``{ns}.schedules``. A restored shard therefore is the shard that
+wrote the records, which is what makes failover exact.
+
+The changelog value of a schedule (one record per change, key = schedule id)::
+
+    {"v": 1, "id": "invoice-nightly", "kind": "schedule",
+     "paused": false,
+     "next": "2026-10-11T00:00:00.000Z",        # next occurrence not yet handled; null: none
+     "last_fired": "2026-10-10T00:00:00.000Z",  # latest occurrence fired (or buffered)
+     "runs": [                                  # in flight (running or waiting to retry)
+        {"run_id": "invoice-nightly@2026-10-10T00:00:00.000Z", "scheduled": "...",
+         "task": null, "attempt": 2, "series_start": 1,
+         "fired": "...", "deadline": "...",     # of the current attempt
+         "retry_at": null,                      # set while waiting for the next attempt
+         "outcomes": [{"attempt": 1, "status": "failed", "fired_at": "...",
+                       "finished_at": "...", "error": {"type": "...", "message": "..."}}]}],
+     "buffered": ["2026-10-10T01:00:00.000Z"],  # occurrences waiting for the run in flight
+     "dead": {"invoice-nightly@...": 5},        # recent dead-lettered runs -> last attempt
+     "dag": null,                               # DAG run state (see `ScheduleState.dag`)
+     "def": {...}}                              # the normalised definition (definition.py)
+
+``runs``, ``buffered``, ``dead`` and ``dag`` are left out when empty. A deleted
+schedule is a tombstone (null value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from actors.shard.definition import Definition, restored_definition
+from topics.timefmt import format_ms, parse_instant
+
+# How many dead-lettered runs a schedule remembers for `dlq.replay` (oldest forgotten).
+DEAD_MEMORY = 64
+
+
+class RunState:
+    """One run in flight: an occurrence (or a DAG task of one) and its current attempt.
+
+    A run is *running* while ``retry_ms`` is None (its timer is the deadline plus
+    a margin) and *waiting* otherwise (its timer is the retry instant). Attempts
+    of one run keep its ``run_id``; ``series_start`` is the first attempt number
+    of the current series (1, or the attempt after the last one before a
+    ``dlq.replay``), so the retry budget restarts on a replay while attempt
+    numbers keep increasing and (run_id, attempt) stays unique.
+    """
+
+    __slots__ = (
+        "attempt",
+        "deadline_ms",
+        "fired_ms",
+        "outcomes",
+        "retry_ms",
+        "run_id",
+        "schedule",
+        "scheduled_ms",
+        "series_start",
+        "task",
+        "timer",
+    )
+
+    def __init__(
+        self,
+        schedule: ScheduleState,
+        run_id: str,
+        scheduled_ms: int,
+        task: str | None,
+        attempt: int,
+        series_start: int,
+    ) -> None:
+        self.schedule = schedule
+        self.run_id = run_id
+        self.scheduled_ms = scheduled_ms
+        self.task = task
+        self.attempt = attempt
+        self.series_start = series_start
+        self.fired_ms = 0
+        self.deadline_ms = 0
+        self.retry_ms: int | None = None
+        self.outcomes: list[Mapping[str, Any]] = []  # every failed attempt, JSON-ready
+        self.timer: Any = None  # the wheel's handle: deadline (running) or retry (waiting)
+
+    @property
+    def failures_in_series(self) -> int:
+        return self.attempt - self.series_start + 1
+
+
+class ScheduleState:
+    """One schedule of the shard: its definition, where it is in time, its runs."""
+
+    __slots__ = (
+        "_definition",
+        "buffered",
+        "dag",
+        "dead",
+        "def_bytes",
+        "id",
+        "key",
+        "last_fired_ms",
+        "next_ms",
+        "paused",
+        "runs",
+        "timer",
+    )
+
+    def __init__(self, schedule_id: str, def_bytes: bytes, definition: Definition | None) -> None:
+        self.id = schedule_id
+        self.key = schedule_id.encode()
+        self.def_bytes = def_bytes  # normalised definition JSON, spliced into each record
+        self._definition = definition  # built from def_bytes on first use after a restore
+        self.paused = False
+        self.next_ms: int | None = None
+        self.last_fired_ms: int | None = None
+        self.runs: dict[str, RunState] = {}
+        self.buffered: list[int] = []
+        self.dead: dict[str, int] = {}
+        # --- DAG run state -------------------------------------------------------
+        # Reserved for dag.upsert: per DAG run, the state of its tasks. Task runs
+        # are ordinary `RunState`s (with ``task`` set) in ``runs``, so attempts,
+        # retries, deadlines and the DLQ work for them unchanged; what belongs here
+        # is only what a DAG adds (which tasks are done, failed, upstream_failed).
+        # It is written to the changelog as "dag" verbatim, so keep it JSON-ready.
+        self.dag: Any = None
+        self.timer: Any = None  # the wheel's handle of the next fire
+
+    @property
+    def definition(self) -> Definition:
+        found = self._definition
+        if found is None:
+            found = self._definition = restored_definition(self.id, self.def_bytes)
+        return found
+
+    def set_definition(self, def_bytes: bytes, definition: Definition) -> None:
+        self.def_bytes = def_bytes
+        self._definition = definition
+
+    def remember_dead(self, run_id: str, last_attempt: int) -> None:
+        self.dead.pop(run_id, None)
+        self.dead[run_id] = last_attempt
+        while len(self.dead) > DEAD_MEMORY:
+            del self.dead[next(iter(self.dead))]
+
+
+def encode_schedule(state: ScheduleState) -> bytes:
+    """The changelog value of ``state`` (see the module docstring)."""
+    next_ms = state.next_ms
+    last_ms = state.last_fired_ms
+    doc: dict[str, Any] = {
+        "v": 1,
+        "id": state.id,
+        "kind": "schedule",
+        "paused": state.paused,
+        "next": None if next_ms is None else format_ms(next_ms),
+        "last_fired": None if last_ms is None else format_ms(last_ms),
+    }
+    if state.runs:
+        doc["runs"] = [_encode_run(run) for run in state.runs.values()]
+    if state.buffered:
+        doc["buffered"] = [format_ms(o) for o in state.buffered]
+    if state.dead:
+        doc["dead"] = state.dead
+    if state.dag is not None:
+        doc["dag"] = state.dag
+    doc["def"] = orjson.Fragment(state.def_bytes)
+    return orjson.dumps(doc)
+
+
+def _encode_run(run: RunState) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "scheduled": format_ms(run.scheduled_ms),
+        "task": run.task,
+        "attempt": run.attempt,
+        "series_start": run.series_start,
+        "fired": format_ms(run.fired_ms),
+        "deadline": format_ms(run.deadline_ms),
+        "retry_at": None if run.retry_ms is None else format_ms(run.retry_ms),
+        "outcomes": run.outcomes,
+    }
+
+
+def decode_schedule(value: bytes) -> ScheduleState:
+    """A schedule from its changelog value, without timers (`ShardCore` adds them).
+
+    Raises ``ValueError`` (or ``KeyError``/``TypeError``) on a record this version
+    did not write.
+    """
+    doc = orjson.loads(value)
+    if doc.get("v") != 1 or doc.get("kind") != "schedule":
+        raise ValueError(f"not a schedule record of version 1: v={doc.get('v')!r}")
+    state = ScheduleState(doc["id"], orjson.dumps(doc["def"]), None)
+    state.paused = doc["paused"]
+    text = doc["next"]
+    state.next_ms = None if text is None else instant_ms(text)
+    text = doc["last_fired"]
+    state.last_fired_ms = None if text is None else instant_ms(text)
+    runs = doc.get("runs")
+    if runs:
+        for entry in runs:
+            run = RunState(
+                state,
+                entry["run_id"],
+                instant_ms(entry["scheduled"]),
+                entry["task"],
+                entry["attempt"],
+                entry["series_start"],
+            )
+            run.fired_ms = instant_ms(entry["fired"])
+            run.deadline_ms = instant_ms(entry["deadline"])
+            retry_at = entry["retry_at"]
+            run.retry_ms = None if retry_at is None else instant_ms(retry_at)
+            run.outcomes = entry["outcomes"]
+            state.runs[run.run_id] = run
+    buffered = doc.get("buffered")
+    if buffered:
+        state.buffered = [instant_ms(text) for text in buffered]
+    dead = doc.get("dead")
+    if dead:
+        state.dead = dead
+    state.dag = doc.get("dag")
+    return state
+
+
+_day_ms: dict[str, int] = {}
+
+
+def instant_ms(text: str) -> int:
+    """`parse_instant` with a fast path for the exact form `format_ms` writes.
+
+    A restore parses a few instants per record; ``YYYY-MM-DDTHH:MM:SS.mmmZ`` is
+    read with slicing and a per-day cache instead of ``datetime.fromisoformat``.
+    """
+    if len(text) == 24 and text[10] == "T" and text[19] == "." and text[23] == "Z":
+        day = text[:10]
+        base = _day_ms.get(day)
+        if base is None:
+            base = parse_instant(day + "T00:00:00Z")
+            if len(_day_ms) > 4096:
+                _day_ms.clear()
+            _day_ms[day] = base
+        try:
+            return (
+                base
+                + int(text[11:13]) * 3_600_000
+                + int(text[14:16]) * 60_000
+                + int(text[17:19]) * 1000
+                + int(text[20:23])
+            )
+        except ValueError:
+            pass
+    return parse_instant(text)
