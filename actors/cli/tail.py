@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from actors.history.recorder import partitions_of
 from topics.names import Settings
 
 POLL_TIMEOUT_MS = 500
@@ -52,12 +53,13 @@ async def read_to_end(
             "`kafkron broker start` or set KAFKRON_BOOTSTRAP"
         ) from None
     try:
-        if topic not in await consumer.topics():
+        partitions = await partitions_of(consumer, topic)
+        if not partitions:
             raise TailError(
                 f"topic {topic} does not exist; create the namespace's topics with "
                 f"`KAFKRON_NAMESPACE={settings.namespace} kafkron topics create`"
             )
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        tps = [TopicPartition(topic, p) for p in partitions]
         consumer.assign(tps)
         ends = await consumer.end_offsets(tps)
         begins = await consumer.beginning_offsets(tps)

@@ -285,6 +285,16 @@ class Recorder:
             log.info("recorder offset commit skipped (%s)", exc)
 
 
+async def partitions_of(consumer: AIOKafkaConsumer, topic: str) -> list[int]:
+    """The partitions of ``topic`` (empty if it does not exist), fresh from the brokers.
+
+    ``consumer.partitions_for_topic`` only knows topics the consumer already follows,
+    so ask for the cluster's metadata the way ``consumer.topics()`` itself does.
+    """
+    cluster = await consumer._client.fetch_all_metadata()
+    return sorted(cluster.partitions_for_topic(topic) or ())
+
+
 async def end_offsets(settings: Settings) -> dict[tuple[str, int], int]:
     """The read_committed end (last stable offset) of every history topic partition."""
     consumer = AIOKafkaConsumer(
@@ -294,11 +304,10 @@ async def end_offsets(settings: Settings) -> dict[tuple[str, int], int]:
     )
     await consumer.start()
     try:
-        await consumer.topics()  # loads metadata, so partitions_for_topic answers
         tps = [
             TopicPartition(settings.topic(kind), p)
             for kind in HISTORY_KINDS
-            for p in sorted(consumer.partitions_for_topic(settings.topic(kind)) or ())
+            for p in await partitions_of(consumer, settings.topic(kind))
         ]
         ends = await consumer.end_offsets(tps)
         return {(tp.topic, tp.partition): int(offset) for tp, offset in ends.items()}
