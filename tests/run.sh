@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The one test command: every test, the real-broker ones included.
+#
+#   tests/run.sh                  # all tests (needs `kafkron broker start` first)
+#   tests/run.sh -m "not broker"  # the pure tests alone, no Kafka needed
+#
+# Uses $PYTHON, else the project's .venv, else python3. Extra arguments go to pytest.
+# Exits with pytest's status; "no tests collected" (5) counts as a failure too.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+python="${PYTHON:-}"
+if [[ -z "$python" ]]; then
+  if [[ -x .venv/bin/python ]]; then python=.venv/bin/python; else python=python3; fi
+fi
+"$python" -m pytest -q "$@"
+status=$?
+if [[ $status -eq 5 ]]; then
+  echo "tests/run.sh: pytest collected no tests; that is a failure" >&2
+fi
+exit $status
