@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "recorder_cmd",
     "history_cmd",
     "rejected_cmd",
+    "ls_cmd",
 )
 
 EXIT_OK = 0
