@@ -4,6 +4,8 @@ valid commands decode with the documented defaults; nothing ever raises."""
 from __future__ import annotations
 
 import copy
+import itertools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +32,7 @@ from topics.commands import (
     decode_command,
     decode_object,
 )
+from topics.dag_graph import GraphError, topological_order
 from topics.timefmt import format_ms, parse_instant
 
 NOW_MS = parse_instant("2026-06-01T12:00:00Z")
@@ -721,3 +724,52 @@ def test_valid_command_with_one_field_replaced_never_raises(
 ) -> None:
     body = with_field(".".join(path), value)(base)
     assert_decoded(decode_command(None, encode(body), NOW_MS))
+
+
+@st.composite
+def acyclic_graphs(draw: st.DrawFn) -> dict[str, list[str]]:
+    """Acyclic graphs whose declaration order is not their dependency order."""
+    size = draw(st.integers(min_value=1, max_value=20))
+    rank = draw(st.permutations(range(size)))  # a hidden order the edges respect
+    names = [f"t{i}" for i in range(size)]
+    graph: dict[str, list[str]] = {}
+    for i in range(size):
+        earlier = [names[j] for j in range(size) if rank[j] < rank[i]]
+        graph[names[i]] = draw(st.lists(st.sampled_from(earlier), max_size=4)) if earlier else []
+    return graph
+
+
+@settings(max_examples=100, deadline=None)
+@given(graph=acyclic_graphs())
+def test_topological_order_respects_every_dependency(graph: dict[str, list[str]]) -> None:
+    order = topological_order(graph)
+    assert sorted(order) == sorted(graph)
+    position = {name: index for index, name in enumerate(order)}
+    for name, after in graph.items():
+        assert all(position[dep] < position[name] for dep in after)
+    assert topological_order(dict(graph)) == order
+
+
+@settings(max_examples=100, deadline=None)
+@given(graph=acyclic_graphs(), data=st.data())
+def test_a_back_edge_is_reported_as_a_real_cycle(
+    graph: dict[str, list[str]], data: st.DataObject
+) -> None:
+    order = topological_order(graph)
+    low = data.draw(st.integers(min_value=0, max_value=len(order) - 1))
+    high = data.draw(st.integers(min_value=low, max_value=len(order) - 1))
+    # chain order[low..high] explicitly, then close it: a cycle through those tasks
+    chain = list(order[low : high + 1])
+    cyclic = {name: list(after) for name, after in graph.items()}
+    for before, after in itertools.pairwise(chain):
+        cyclic[after].append(before)
+    cyclic[chain[0]].append(chain[-1])
+    with pytest.raises(GraphError) as raised:
+        topological_order(cyclic)
+    match = re.search(r"cycle, (.+?) \(", str(raised.value))
+    assert match is not None, str(raised.value)
+    loop = match.group(1).split(" -> ")
+    assert loop[0] == loop[-1]
+    assert len(set(loop[:-1])) == len(loop) - 1
+    for before, after in itertools.pairwise(loop):
+        assert before in cyclic[after], (before, after, cyclic)
