@@ -149,13 +149,14 @@ async def create_topics(
                 raise TopicsError(
                     f"could not create topic {name}: {error_message} (Kafka error {error_code})"
                 )
-        await _wait_for_leaders(admin, [t.name for t in new_topics])
+        await wait_for_leaders(admin, [t.name for t in new_topics])
     return sorted(created)
 
 
-async def _wait_for_leaders(
+async def wait_for_leaders(
     admin: AIOKafkaAdminClient, names: list[str], timeout_s: float = 30.0
 ) -> None:
+    """Return once every partition of `names` has a leader (creation is asynchronous)."""
     deadline = time.monotonic() + timeout_s
     while True:
         described = await admin.describe_topics(names)
