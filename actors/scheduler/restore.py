@@ -1,0 +1,68 @@
+"""Reading one partition of the compacted changelog, read_committed, up to its end.
+
+"Its end" is the last stable offset at the moment of the call (a read_committed
+consumer's end offset): everything committed before it, nothing of a transaction
+still open. Run this *after* ``init_transactions`` of the shard's producer: that call
+fences the previous owner and settles its open transaction, so the end we read
+is final — no earlier owner can commit behind it.
+
+Completion is judged by the consumer's *position*, not by the last record seen:
+with transactions the last offsets of a partition are often commit markers
+(control records) that a consumer never returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+# Large fetches: a 100k-schedule shard is tens of megabytes of JSON.
+MAX_PARTITION_FETCH_BYTES = 16 * 1024 * 1024
+FETCH_MAX_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreResult:
+    records: int
+    end_offset: int
+
+
+def make_restore_consumer(bootstrap: str, client_id: str) -> AIOKafkaConsumer:
+    """A consumer outside any group (assign only), read_committed, never committing."""
+    return AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        client_id=client_id,
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=MAX_PARTITION_FETCH_BYTES,
+        fetch_max_bytes=FETCH_MAX_BYTES,
+        # The end is known up front; a long poll at the end would only add latency.
+        fetch_max_wait_ms=20,
+    )
+
+
+async def read_to_end(
+    consumer: AIOKafkaConsumer,
+    tp: TopicPartition,
+    feed: Callable[[bytes, bytes | None], None],
+) -> RestoreResult:
+    """Feed every committed record of ``tp`` to ``feed(key, value)`` in offset order."""
+    consumer.assign([tp])
+    await consumer.seek_to_beginning(tp)
+    end_offset = (await consumer.end_offsets([tp]))[tp]
+    records = 0
+    while await consumer.position(tp) < end_offset:
+        batches = await consumer.getmany(tp, timeout_ms=1_000, max_records=50_000)
+        for record in batches.get(tp, ()):
+            if record.offset >= end_offset:
+                break
+            if record.key is None:
+                continue  # changelog records are keyed by schedule id; nothing to rebuild
+            feed(record.key, record.value)
+            records += 1
+    consumer.assign([])  # stop fetching in the background; the next restore assigns anew
+    return RestoreResult(records=records, end_offset=end_offset)

@@ -1,0 +1,114 @@
+"""Turning a shard's `OutRecord`s into a few record batches of one transaction.
+
+The budget of a scheduler is spent in per-record Python (DESIGN.md §8), so records
+are not handed to ``producer.send`` one coroutine at a time: they are grouped by
+(topic, partition) here — a pure step, tested on its own — and appended to
+aiokafka ``BatchBuilder``s, one ``send_batch`` per full batch. The transaction's
+commit flushes them all; the returned futures carry the broker's append stamps
+for the skew estimator.
+
+Partition choice is Kafka's default partitioner (murmur2 of the key), computed
+here so it does not depend on the producer's configuration; a record with an
+explicit partition (changelog, forwards) keeps it; a keyless record (a rejected
+command that had no key) goes round-robin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from topics.names import Settings, TopicKind
+from topics.partitioner import murmur2_partition
+from topics.records import OutRecord
+
+# Below the broker's default message.max.bytes (1 MiB) with room for batch overhead.
+MAX_BATCH_BYTES = 900 * 1024
+
+
+@dataclass(slots=True)
+class WritePlan:
+    """Records grouped per destination, in the order the shard returned them."""
+
+    groups: dict[tuple[TopicKind, int], list[tuple[bytes | None, bytes | None]]] = field(
+        default_factory=dict
+    )
+    records: int = 0
+
+    def count(self, kind: TopicKind) -> int:
+        return sum(len(v) for (k, _), v in self.groups.items() if k is kind)
+
+
+class Partitioner:
+    """Chooses the partition of each out record; holds the round-robin cursor."""
+
+    def __init__(self, partition_counts: Mapping[TopicKind, int]) -> None:
+        self._counts = dict(partition_counts)
+        self._cursor = 0
+
+    def partition_for(self, record: OutRecord) -> int:
+        if record.partition is not None:
+            return record.partition
+        count = self._counts[record.topic]
+        if record.key is None:
+            self._cursor += 1
+            return self._cursor % count
+        return murmur2_partition(record.key, count)
+
+    def plan(self, records: Iterable[OutRecord]) -> WritePlan:
+        plan = WritePlan()
+        groups = plan.groups
+        n = 0
+        for record in records:
+            dest = (record.topic, self.partition_for(record))
+            bucket = groups.get(dest)
+            if bucket is None:
+                bucket = groups[dest] = []
+            bucket.append((record.key, record.value))
+            n += 1
+        plan.records = n
+        return plan
+
+
+@dataclass(frozen=True, slots=True)
+class SentBatch:
+    topic: TopicKind
+    partition: int
+    records: int
+    future: asyncio.Future[Any]
+
+
+async def send_plan(
+    producer: AIOKafkaProducer, settings: Settings, plan: WritePlan
+) -> list[SentBatch]:
+    """Append every planned record to batches and submit them; one await per batch.
+
+    Must run inside an open transaction. Delivery is confirmed by the commit (which
+    flushes), so the futures are only read afterwards, for their stamps.
+    """
+    sent: list[SentBatch] = []
+    for (kind, partition), items in plan.groups.items():
+        topic = settings.topic(kind)
+        batch = producer.create_batch()
+        in_batch = 0
+        for key, value in items:
+            if batch.append(key=key, value=value, timestamp=None) is None:
+                fut = await producer.send_batch(batch, topic, partition=partition)
+                sent.append(SentBatch(kind, partition, in_batch, fut))
+                batch = producer.create_batch()
+                in_batch = 0
+                if batch.append(key=key, value=value, timestamp=None) is None:
+                    raise ValueError(
+                        f"a record for {topic}[{partition}] does not fit in an empty batch"
+                        f" of {MAX_BATCH_BYTES} bytes; commands are capped at 256 KiB,"
+                        " so this is a bug in the shard's output"
+                    )
+            in_batch += 1
+        if in_batch:
+            fut = await producer.send_batch(batch, topic, partition=partition)
+            sent.append(SentBatch(kind, partition, in_batch, fut))
+    return sent
