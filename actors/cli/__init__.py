@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "history_cmd",
     "rejected_cmd",
     "ls_cmd",
+    "worker_cmd",
 )
 
 EXIT_OK = 0

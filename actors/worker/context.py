@@ -90,6 +90,10 @@ class RunContext:
         """True once the worker asked this run to stop (see ``heartbeat``)."""
         return self._cancel.is_set()
 
+    @property
+    def cancel_reason(self) -> str:
+        return self._cancel_reason
+
     def request_cancel(self, reason: str) -> None:
         """Worker side: ask the job to stop at its next ``heartbeat``."""
         self._cancel_reason = reason

@@ -1,0 +1,125 @@
+"""`kafkron worker --jobs MODULE[,MODULE] [--concurrency N]`: run jobs from {ns}.runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from actors.cli import output
+from actors.worker.registry import load_job_modules
+from actors.worker.runtime import WorkerOptions, WorkerRuntime, default_worker_id
+from topics.names import Settings
+
+_EPILOG = """\
+examples:
+  kafkron worker --jobs examples.billing.jobs
+  kafkron worker --jobs examples.billing.jobs,myapp.jobs --concurrency 16
+
+Joins the consumer group {ns}-workers on {ns}.runs; start as many workers as you
+like, the group shares the partitions among them. Each run's result and its offset
+are committed in one transaction, so a run whose result is visible is never run
+again by this group, and a run whose worker died is run again (at least once):
+give side effects an idempotency key, ctx.idempotency_key(...).
+
+SIGTERM or Ctrl-C drains: no new runs start, running ones get --drain-s seconds to
+finish, then the worker leaves the group. A second Ctrl-C stops at once.
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "worker",
+        help="run registered jobs from the runs topic and publish their results",
+        description="The worker actor: run jobs, publish results, commit offsets.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--jobs",
+        required=True,
+        metavar="MODULE[,MODULE]",
+        help="modules to import; their @job functions are what this worker runs",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=8, metavar="N", help="jobs at once (default 8)"
+    )
+    parser.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=10_000,
+        metavar="MS",
+        help="group session: how long a silent worker keeps its partitions (default 10000)",
+    )
+    parser.add_argument(
+        "--max-poll-interval-ms",
+        type=int,
+        default=300_000,
+        metavar="MS",
+        help="Kafka's max.poll.interval.ms (default 300000; long jobs do not need more)",
+    )
+    parser.add_argument(
+        "--drain-s",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="on stop, seconds running jobs may take to finish (default 30)",
+    )
+    parser.add_argument("--worker-id", default=None, help="name in results (default HOST:PID)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.concurrency < 1:
+        return output.fail("worker", "--concurrency must be at least 1", 2)
+    if args.session_timeout_ms < 1_000:
+        return output.fail("worker", "--session-timeout-ms must be at least 1000", 2)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("aiokafka").setLevel(logging.DEBUG if args.verbose else logging.ERROR)
+    modules = [m.strip() for m in args.jobs.split(",") if m.strip()]
+    if not modules:
+        return output.fail("worker", "--jobs needs at least one module", 2)
+    try:
+        registry = load_job_modules(modules)
+    except ImportError as exc:
+        return output.fail("worker", str(exc), 2)
+    if not registry.names():
+        return output.fail(
+            "worker",
+            f"no @job functions found in {', '.join(modules)}; decorate them with "
+            '@job("name") (from actors import job)',
+            2,
+        )
+    options = WorkerOptions(
+        concurrency=args.concurrency,
+        session_timeout_ms=args.session_timeout_ms,
+        max_poll_interval_ms=args.max_poll_interval_ms,
+        drain_s=args.drain_s,
+        worker_id=args.worker_id or default_worker_id(),
+    )
+    runtime = WorkerRuntime(Settings.from_env(), registry, options)
+    asyncio.run(_serve(runtime))
+    return 0
+
+
+async def _serve(runtime: WorkerRuntime) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+
+    def request_stop() -> None:
+        if stop.is_set() and main is not None:
+            main.cancel()  # a second signal: stop now
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, request_stop)
+    await runtime.run(stop)

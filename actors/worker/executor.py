@@ -1,0 +1,131 @@
+"""Run job functions: async ones as tasks on the loop, sync ones in a thread pool.
+
+The executor does not decide how many jobs run (the core does); it starts what it
+is told, turns how the function ended into an ``Outcome``, and reports the exit on
+the event loop's thread through ``on_exit``. It reports each started job exactly
+once, and only when the job has really stopped: a sync job asked to stop keeps its
+thread (Python cannot kill one) until it returns or calls ``ctx.heartbeat()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from actors.worker.context import RunContext
+from actors.worker.core import Outcome, RunKey
+from actors.worker.errors import RunCancelled, error_of
+from actors.worker.registry import JobSpec, Registry
+from topics.messages import Run
+
+log = logging.getLogger("kafkron.worker")
+
+ExitCallback = Callable[[RunKey, Outcome], None]
+
+
+def _cancelled_outcome(reason: str) -> Outcome:
+    return Outcome("cancelled", {"type": "RunCancelled", "message": reason or "cancelled"})
+
+
+def _call_sync(spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]) -> Outcome:
+    """Runs in a pool thread: the whole job, and the mapping of its ending."""
+    try:
+        spec.func(ctx, **args)
+    except RunCancelled as exc:
+        return _cancelled_outcome(exc.reason)
+    except BaseException as exc:  # a job's SystemExit must not take the worker down
+        return Outcome("failed", error_of(exc))
+    return Outcome("succeeded")
+
+
+class Executor:
+    """Starts and cancels jobs; ``threads`` bounds the sync jobs running at once."""
+
+    def __init__(
+        self, registry: Registry, *, threads: int, worker: str, on_exit: ExitCallback
+    ) -> None:
+        self._registry = registry
+        self._worker = worker
+        self._on_exit = on_exit
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(1, threads), thread_name_prefix="kafkron-job"
+        )
+        self._contexts: dict[RunKey, RunContext] = {}
+        self._tasks: dict[RunKey, asyncio.Task[None]] = {}
+
+    def start(self, key: RunKey, run: Run) -> None:
+        spec = self._registry.get(run.job.name)
+        if spec is None:  # the core checks names first; a registry change is a bug
+            raise LookupError(f"job {run.job.name!r} is not registered")
+        ctx = RunContext(run, worker=self._worker)
+        self._contexts[key] = ctx
+        args = run.job.args
+        loop = asyncio.get_running_loop()
+        if spec.is_async:
+            self._tasks[key] = loop.create_task(self._run_async(key, spec, ctx, args))
+            return
+        future = self._pool.submit(_call_sync, spec, ctx, args)
+
+        def done(fut: concurrent.futures.Future[Outcome]) -> None:
+            loop.call_soon_threadsafe(self._sync_exited, key, fut)
+
+        future.add_done_callback(done)
+
+    def cancel(self, key: RunKey, reason: str) -> None:
+        """Ask the job of ``key`` to stop; its exit is reported later as usual."""
+        ctx = self._contexts.get(key)
+        if ctx is None:
+            return
+        ctx.request_cancel(reason)
+        task = self._tasks.get(key)
+        if task is not None:
+            task.cancel(reason)
+
+    def context(self, key: RunKey) -> RunContext | None:
+        return self._contexts.get(key)
+
+    @property
+    def running(self) -> int:
+        return len(self._contexts)
+
+    async def _run_async(
+        self, key: RunKey, spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]
+    ) -> None:
+        try:
+            await spec.func(ctx, **args)
+        except asyncio.CancelledError:
+            outcome = _cancelled_outcome(ctx.cancel_reason)
+        except RunCancelled as exc:
+            outcome = _cancelled_outcome(exc.reason)
+        except Exception as exc:
+            outcome = Outcome("failed", error_of(exc))
+        else:
+            outcome = Outcome("succeeded")
+        self._tasks.pop(key, None)
+        self._exited(key, outcome)
+
+    def _sync_exited(self, key: RunKey, fut: concurrent.futures.Future[Outcome]) -> None:
+        try:
+            outcome = fut.result()
+        except BaseException as exc:  # only if the pool itself failed to run it
+            outcome = Outcome("failed", error_of(exc))
+        self._exited(key, outcome)
+
+    def _exited(self, key: RunKey, outcome: Outcome) -> None:
+        self._contexts.pop(key, None)
+        try:
+            self._on_exit(key, outcome)
+        except Exception:
+            log.exception("handling the exit of run %s failed", key)
+
+    async def close(self) -> None:
+        """Cancel what still runs and wait for async jobs; threads are not waited for."""
+        for key in list(self._contexts):
+            self.cancel(key, "worker stopping")
+        tasks = list(self._tasks.values())
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,186 @@
+"""Helpers of the worker integration tests: write runs, start workers, read results."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from actors.cli.tail import read_to_end
+from topics.command_types import Job
+from topics.messages import Result, idempotency_key, parse_result, run_id_for, run_value
+from topics.names import Settings, TopicKind
+
+REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+T0 = 1_790_000_000_000
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def run_record(
+    schedule_id: str,
+    job_name: str,
+    args: Mapping[str, Any] | None = None,
+    *,
+    scheduled_ms: int = T0,
+    attempt: int = 1,
+    timeout_s: float = 120,
+) -> tuple[bytes, bytes]:
+    """(key, value) of one run as a shard would write it."""
+    run_id = run_id_for(schedule_id, scheduled_ms)
+    fired = now_ms()
+    value = run_value(
+        run_id=run_id,
+        schedule_id=schedule_id,
+        task=None,
+        scheduled_ms=scheduled_ms,
+        fired_ms=fired,
+        attempt=attempt,
+        job=Job(job_name, dict(args or {})),
+        idempotency_key=idempotency_key(run_id),
+        deadline_ms=fired + int(timeout_s * 1000),
+    )
+    return schedule_id.encode(), value
+
+
+async def produce(settings: Settings, records: list[tuple[bytes, bytes]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, acks="all")
+    await producer.start()
+    try:
+        for key, value in records:
+            await producer.send(settings.topic(TopicKind.RUNS), value=value, key=key)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def results(settings: Settings) -> list[Result]:
+    records = await read_to_end(settings, settings.topic(TopicKind.RESULTS))
+    return [parse_result(r.value) for r in records if r.value is not None]
+
+
+async def wait_for_results(
+    settings: Settings,
+    done: Callable[[list[Result]], bool],
+    *,
+    timeout_s: float = 120,
+    workers: list[WorkerProcess] | None = None,
+) -> list[Result]:
+    """Poll the results topic (read_committed) until ``done(results)`` holds."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = await results(settings)
+        if done(found):
+            return found
+        for worker in workers or []:
+            worker.check_alive()
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"results not complete after {timeout_s:.0f} s: {len(found)} visible: "
+                + ", ".join(f"{r.run_id}#{r.attempt}={r.status}" for r in found[:20])
+            )
+        await asyncio.sleep(0.5)
+
+
+class WorkerProcess:
+    """``kafkron worker`` in a child process, its log kept in a file."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tmp: Path,
+        name: str,
+        *,
+        jobs: str = "worker_jobs",
+        concurrency: int = 4,
+        session_timeout_ms: int = 6_000,
+        extra_args: tuple[str, ...] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.log_path = tmp / f"{name}.log"
+        full_env = dict(os.environ)
+        full_env.update(
+            {
+                "KAFKRON_NAMESPACE": settings.namespace,
+                "KAFKRON_BOOTSTRAP": settings.bootstrap,
+                "PYTHONPATH": os.pathsep.join([str(TESTS), str(REPO)]),
+                "KAFKRON_TEST_MARKS": str(tmp / "marks.log"),
+            }
+        )
+        full_env.update(env or {})
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "actors.cli",
+                "worker",
+                "--jobs",
+                jobs,
+                "--concurrency",
+                str(concurrency),
+                "--session-timeout-ms",
+                str(session_timeout_ms),
+                "--worker-id",
+                name,
+                *extra_args,
+            ],
+            cwd=REPO,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"worker {self.name} exited {self.proc.returncode}:\n{self.log()}")
+
+    async def wait_log(self, text: str, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while text not in self.log():
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name} never logged {text!r}:\n{self.log()}")
+            await asyncio.sleep(0.1)
+
+    def signal(self, sig: signal.Signals) -> None:
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout_s: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+def marks(tmp: Path) -> list[tuple[str, str, int, str]]:
+    """(event, run_id, attempt, worker) lines the test jobs wrote."""
+    path = tmp / "marks.log"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        event, run_id, attempt, worker = line.split(" ")
+        out.append((event, run_id, int(attempt), worker))
+    return out
