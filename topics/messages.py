@@ -44,6 +44,22 @@ and ``upstream_failed`` (a DAG dependency failed); workers write the others."""
 
 _STATUS_SET = frozenset(STATUSES)
 
+# Formatted instants, by epoch ms. A firing batch formats the same few instants over
+# and over (every schedule due this tick shares scheduled_at, fired_at and mostly
+# deadline), so a dict lookup replaces most of the formatting work. Bounded: emptied
+# when full, which only costs a refill.
+_FORMATTED_MAX = 8192
+_formatted: dict[int, str] = {}
+
+
+def _format(instant_ms: int) -> str:
+    text = _formatted.get(instant_ms)
+    if text is None:
+        if len(_formatted) >= _FORMATTED_MAX:
+            _formatted.clear()
+        text = _formatted[instant_ms] = format_ms(instant_ms)
+    return text
+
 
 # --- run ids and idempotency keys -------------------------------------------------
 
@@ -51,8 +67,8 @@ _STATUS_SET = frozenset(STATUSES)
 def run_id_for(schedule_id: str, scheduled_ms: int, task: str | None = None) -> str:
     """``{schedule_id}@{scheduled_at}``, plus ``/{task}`` for a DAG task."""
     if task is None:
-        return f"{schedule_id}@{format_ms(scheduled_ms)}"
-    return f"{schedule_id}@{format_ms(scheduled_ms)}/{task}"
+        return f"{schedule_id}@{_format(scheduled_ms)}"
+    return f"{schedule_id}@{_format(scheduled_ms)}/{task}"
 
 
 def parse_run_id(run_id: str) -> tuple[str, int, str | None]:
@@ -73,12 +89,12 @@ def idempotency_key(run_id: str, *parts: str) -> str:
     ``("a", "bc")`` and ``("ab", "c")`` differ; 64 hex characters. The same
     ``(run_id, parts)`` gives the same key in any process, on any machine.
     """
-    digest = hashlib.sha256()
+    framed = bytearray()
     for text in (run_id, *parts):
         data = text.encode("utf-8")
-        digest.update(len(data).to_bytes(4, "big"))
-        digest.update(data)
-    return digest.hexdigest()
+        framed += len(data).to_bytes(4, "big")
+        framed += data
+    return hashlib.sha256(framed).hexdigest()
 
 
 # --- runs --------------------------------------------------------------------------
@@ -129,21 +145,21 @@ def run_value(
         "v": 1,
         "run_id": run_id,
         "schedule_id": schedule_id,
-        "scheduled_at": format_ms(scheduled_ms),
-        "fired_at": format_ms(fired_ms),
+        "scheduled_at": _format(scheduled_ms),
+        "fired_at": _format(fired_ms),
         "attempt": attempt,
         "job": {"name": job.name, "args": args if type(args) is dict else dict(args)},
         "idempotency_key": idempotency_key,
-        "deadline": format_ms(deadline_ms),
+        "deadline": _format(deadline_ms),
     }
     if task is not None:
         record["task"] = task
     if logical_date_ms is not None:
-        record["logical_date"] = format_ms(logical_date_ms)
+        record["logical_date"] = _format(logical_date_ms)
     if data_interval is not None:
         record["data_interval"] = {
-            "start": format_ms(data_interval[0]),
-            "end": format_ms(data_interval[1]),
+            "start": _format(data_interval[0]),
+            "end": _format(data_interval[1]),
         }
     return orjson.dumps(record)
 
@@ -216,9 +232,9 @@ def result_value(
         "schedule_id": schedule_id,
         "attempt": attempt,
         "status": status,
-        "scheduled_at": format_ms(scheduled_ms),
-        "started_at": None if started_ms is None else format_ms(started_ms),
-        "finished_at": None if finished_ms is None else format_ms(finished_ms),
+        "scheduled_at": _format(scheduled_ms),
+        "started_at": None if started_ms is None else _format(started_ms),
+        "finished_at": None if finished_ms is None else _format(finished_ms),
         "worker": worker,
     }
     if task is not None:
@@ -286,7 +302,7 @@ def dlq_value(
         if last_error is None
         else {"type": last_error["type"], "message": last_error["message"]},
         "attempts": [dict(entry) for entry in attempts],
-        "dead_at": format_ms(dead_at_ms),
+        "dead_at": _format(dead_at_ms),
     }
     if task is not None:
         record["task"] = task
