@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "rejected_cmd",
     "ls_cmd",
     "worker_cmd",
+    "scheduler_cmd",
 )
 
 EXIT_OK = 0

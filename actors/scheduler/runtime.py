@@ -87,11 +87,16 @@ class RuntimeOptions:
     commit_timeout_s: float = 15.0
 
 
-def default_core_factory() -> CoreFactory:
+def default_core_factory(settings: Settings) -> CoreFactory:
     from actors.shard import ShardCore
 
     def make(partition: int, partitions: int, now_ms: int) -> ShardCore:
-        return ShardCore(partition=partition, partitions=partitions, now_ms=now_ms)
+        return ShardCore(
+            partition=partition,
+            partitions=partitions,
+            now_ms=now_ms,
+            namespace=settings.namespace,
+        )
 
     return make
 
@@ -153,7 +158,7 @@ class SchedulerRuntime:
 
         self._partitions = await shard_count(self.settings)
         if self._core_factory is None:
-            self._core_factory = default_core_factory()
+            self._core_factory = default_core_factory(self.settings)
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.bootstrap,
             group_id=self.settings.scheduler_group,

@@ -1,0 +1,124 @@
+"""`kafkron scheduler`: run schedule actors (shards) in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from actors.cli import output
+from actors.scheduler import RuntimeOptions, SchedulerRuntime
+from topics.admin import TopicsError
+from topics.names import Settings
+
+_EPILOG = """\
+examples:
+  kafkron scheduler
+  kafkron scheduler --session-timeout-ms 6000 --heartbeat-ms 2000
+  KAFKRON_NAMESPACE=staging kafkron scheduler --figures-interval-s 10
+
+Joins the consumer group {ns}-schedulers on {ns}.commands and {ns}.results.
+Partition p assigned to this process = this process owns shard p: it fences any
+earlier owner (transactional id {ns}-shard-{p}), restores the shard from
+{ns}.schedules[p], then fires what is due, writing runs, the changelog and the
+consumed offsets in one transaction per batch. Start several for failover: when
+one dies, its shards move after --session-timeout-ms.
+
+SIGTERM or Ctrl-C: finish the open transaction, close the shards, leave the group.
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "scheduler",
+        help="run schedule actors: own shards, fire due runs exactly once",
+        description="The schedule actor process: shards on Kafka partitions.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    defaults = RuntimeOptions()
+    parser.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=defaults.session_timeout_ms,
+        metavar="MS",
+        help="how long a silent scheduler keeps its shards"
+        f" (default {defaults.session_timeout_ms})",
+    )
+    parser.add_argument(
+        "--heartbeat-ms",
+        type=int,
+        default=defaults.heartbeat_ms,
+        metavar="MS",
+        help="group heartbeat interval, at most a third of the session"
+        f" (default {defaults.heartbeat_ms})",
+    )
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=defaults.max_batch,
+        metavar="N",
+        help="most input records per turn; one transaction per shard per turn"
+        f" (default {defaults.max_batch})",
+    )
+    parser.add_argument(
+        "--skew-bound-ms",
+        type=int,
+        default=defaults.skew_bound_ms,
+        metavar="MS",
+        help="hold firing back when the local clock is proven this far ahead of the broker's"
+        f" (default {defaults.skew_bound_ms})",
+    )
+    parser.add_argument(
+        "--figures-interval-s",
+        type=float,
+        default=defaults.figures_interval_s,
+        metavar="S",
+        help="log per-shard figures this often, 0 for never"
+        f" (default {defaults.figures_interval_s:g})",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.session_timeout_ms < 1_000:
+        return output.fail("scheduler", "--session-timeout-ms must be at least 1000", 2)
+    if not 0 < args.heartbeat_ms * 3 <= args.session_timeout_ms:
+        return output.fail(
+            "scheduler", "--heartbeat-ms must be positive and at most a third of the session", 2
+        )
+    if args.max_batch < 1:
+        return output.fail("scheduler", "--max-batch must be at least 1", 2)
+    if args.skew_bound_ms < 0:
+        return output.fail("scheduler", "--skew-bound-ms must be >= 0", 2)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("aiokafka").setLevel(logging.DEBUG if args.verbose else logging.ERROR)
+    options = RuntimeOptions(
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_ms=args.heartbeat_ms,
+        max_batch=args.max_batch,
+        skew_bound_ms=args.skew_bound_ms,
+        figures_interval_s=args.figures_interval_s,
+    )
+    runtime = SchedulerRuntime(Settings.from_env(), options)
+    try:
+        asyncio.run(_serve(runtime))
+    except (TopicsError, RuntimeError) as exc:
+        return output.fail("scheduler", str(exc), 1)
+    return 0
+
+
+async def _serve(runtime: SchedulerRuntime) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await runtime.run(stop)
