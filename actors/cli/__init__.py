@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "ls_cmd",
     "worker_cmd",
     "scheduler_cmd",
+    "demo_cmd",
 )
 
 EXIT_OK = 0

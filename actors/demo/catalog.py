@@ -1,0 +1,115 @@
+"""The commands `kafkron demo` submits: the billing example, in demo time.
+
+Every command goes through the same validation as `kafkron submit`. Times are
+relative to the demo's start so something happens within seconds:
+
+- ``fx-rates`` every 5 s (billing example);
+- ``invoice-nightly`` at midnight London time, plus one ``schedule.trigger`` so it
+  runs during the demo (billing example);
+- ``usage-rollup`` every 20 s, and ``send-invoices`` every 30 s (billing example);
+- ``remind-c42`` once, a few seconds out (a one-off ``at``);
+- ``charge-expired-card`` every 15 s and triggered at once: its job always fails,
+  3 attempts 1 s apart (no jitter), then the dead-letter topic;
+- ``export-ledger`` every 10 s: fails its first attempt, succeeds on the retry;
+- ``nightly-billing``, the example's DAG (usage-rollup and fx-rates, then
+  invoice-nightly, then send-invoices), when the scheduler accepts DAGs;
+- one deliberately broken command (a cron minute of 61) to show ``{ns}.rejected``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topics.timefmt import format_ms
+
+# Job modules the demo's workers import.
+JOB_MODULES = ("examples.billing.jobs", "actors.demo.jobs")
+
+FAST_FAILURE_RETRY = {"max_attempts": 3, "initial_s": 1, "coefficient": 1.0, "jitter": "none"}
+
+
+def _upsert(schedule_id: str, spec: dict[str, Any], job: str, **more: Any) -> dict[str, Any]:
+    return {
+        "v": 1,
+        "type": "schedule.upsert",
+        "id": schedule_id,
+        "spec": spec,
+        "job": {"name": job, "args": more.pop("args", {})},
+        **more,
+    }
+
+
+def _command(kind: str, schedule_id: str) -> dict[str, Any]:
+    return {"v": 1, "type": kind, "id": schedule_id}
+
+
+def schedules(now_ms: int) -> list[dict[str, Any]]:
+    """The valid commands, in the order they are sent."""
+    return [
+        _upsert("fx-rates", {"every": "5s"}, "billing.fx_rates", timeout_s=30),
+        _upsert(
+            "invoice-nightly",
+            {"cron": "0 0 * * *", "tz": "Europe/London"},
+            "billing.invoice_nightly",
+            misfire={"policy": "run_once", "grace_s": 3600},
+        ),
+        _command("schedule.trigger", "invoice-nightly"),
+        _upsert("usage-rollup", {"every": "20s"}, "billing.usage_rollup"),
+        _upsert("send-invoices", {"every": "30s"}, "billing.send_invoices"),
+        _upsert(
+            "remind-c42",
+            {"at": format_ms(now_ms + 6_000)},
+            "demo.send_reminder",
+            args={"customer": "c-42"},
+        ),
+        _upsert(
+            "charge-expired-card",
+            {"every": "15s"},
+            "demo.charge_expired_card",
+            args={"customer": "c-13"},
+            retry=FAST_FAILURE_RETRY,
+        ),
+        _command("schedule.trigger", "charge-expired-card"),
+        _upsert("export-ledger", {"every": "10s"}, "demo.flaky_export", retry=FAST_FAILURE_RETRY),
+    ]
+
+
+def dag() -> dict[str, Any]:
+    """The billing example's DAG, every minute in the demo."""
+    return {
+        "v": 1,
+        "type": "dag.upsert",
+        "id": "nightly-billing",
+        "spec": {"every": "1m"},
+        "tasks": {
+            "usage-rollup": {"job": {"name": "billing.usage_rollup", "args": {}}},
+            "fx-rates": {"job": {"name": "billing.fx_rates", "args": {}}},
+            "invoice-nightly": {
+                "job": {"name": "billing.invoice_nightly", "args": {}},
+                "after": ["usage-rollup", "fx-rates"],
+            },
+            "send-invoices": {
+                "job": {"name": "billing.send_invoices", "args": {}},
+                "after": ["invoice-nightly"],
+            },
+        },
+    }
+
+
+# Sent as raw bytes, past the local validation: the shard must reject it and move on.
+BROKEN_COMMAND = (
+    b"typo-cron",
+    b'{"v":1,"type":"schedule.upsert","id":"typo-cron","spec":{"cron":"61 * * * *"},'
+    b'"job":{"name":"billing.fx_rates","args":{}}}',
+)
+
+
+def job_names(commands: list[dict[str, Any]]) -> set[str]:
+    """Every job name the commands refer to (DAG tasks included)."""
+    names: set[str] = set()
+    for command in commands:
+        if "job" in command:
+            names.add(command["job"]["name"])
+        for task in command.get("tasks", {}).values():
+            names.add(task["job"]["name"])
+    return names

@@ -1,0 +1,39 @@
+"""Jobs of the demo that show retries and the dead-letter topic on purpose.
+
+Registered under ``demo.*`` so they never collide with the billing example's
+names; the demo's workers import this module next to ``examples.billing.jobs``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.worker.context import RunContext
+from actors.worker.registry import job
+
+
+class CardDeclined(Exception):
+    """The fake payment provider refuses an expired card, every time."""
+
+
+class ProviderBusy(Exception):
+    """The fake provider asks to come back later (once)."""
+
+
+@job("demo.send_reminder")
+async def send_reminder(ctx: RunContext, customer: str = "c-42", **_: Any) -> None:
+    """A one-off reminder: nothing to do but succeed, once per run id."""
+    ctx.idempotency_key("reminder", customer)  # what a real mailer would dedupe on
+
+
+@job("demo.charge_expired_card")
+async def charge_expired_card(ctx: RunContext, customer: str = "c-13", **_: Any) -> None:
+    """Always fails: retried with backoff, then dead-lettered with this error."""
+    raise CardDeclined(f"card of customer {customer} expired (attempt {ctx.attempt})")
+
+
+@job("demo.flaky_export")
+async def flaky_export(ctx: RunContext, **_: Any) -> None:
+    """Fails its first attempt and succeeds on the retry: a retried run that ends well."""
+    if ctx.attempt == 1:
+        raise ProviderBusy("export endpoint answered 503; retry later")
