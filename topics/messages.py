@@ -61,6 +61,20 @@ def _format(instant_ms: int) -> str:
     return text
 
 
+_parsed: dict[str, int] = {}
+
+
+def _parse(text: str) -> int:
+    """`parse_instant` with the same bounded memo (readers see the same few instants)."""
+    instant_ms = _parsed.get(text)
+    if instant_ms is None:
+        instant_ms = parse_instant(text)  # raises before anything is cached
+        if len(_parsed) >= _FORMATTED_MAX:
+            _parsed.clear()
+        _parsed[text] = instant_ms
+    return instant_ms
+
+
 # --- run ids and idempotency keys -------------------------------------------------
 
 
@@ -165,6 +179,46 @@ def run_value(
 
 
 def parse_run(value: bytes) -> Run:
+    """The run in ``value``; ``ValueError`` naming the field if it is not a valid run."""
+    try:
+        return _parse_run_fast(orjson.loads(value))
+    except Exception:  # anything unusual: the strict reader finds and names the problem
+        return _parse_run_strict(value)
+
+
+def _parse_run_fast(data: Any) -> Run:
+    """The common case without per-field method calls; raises on anything unusual."""
+    if type(data) is not dict or type(data["v"]) is not int or data["v"] != 1:
+        raise _Unusual
+    run_id, schedule_id, key = data["run_id"], data["schedule_id"], data["idempotency_key"]
+    task, attempt, job = data.get("task"), data["attempt"], data["job"]
+    if not (
+        type(run_id) is str
+        and type(schedule_id) is str
+        and type(key) is str
+        and (task is None or type(task) is str)
+        and type(attempt) is int
+        and type(job) is dict
+        and type(job["name"]) is str
+        and type(job.get("args", {})) is dict
+        and "logical_date" not in data
+        and "data_interval" not in data
+    ):
+        raise _Unusual
+    return Run(
+        run_id,
+        schedule_id,
+        task,
+        _parse(data["scheduled_at"]),
+        _parse(data["fired_at"]),
+        attempt,
+        Job(job["name"], job.get("args") or {}),
+        key,
+        _parse(data["deadline"]),
+    )
+
+
+def _parse_run_strict(value: bytes) -> Run:
     fields = _Fields(value, "run")
     interval = fields.optional_object("data_interval")
     return Run(
@@ -245,6 +299,46 @@ def result_value(
 
 
 def parse_result(value: bytes) -> Result:
+    """The result in ``value``; ``ValueError`` naming the field if it is not a valid result."""
+    try:
+        return _parse_result_fast(orjson.loads(value))
+    except Exception:  # anything unusual: the strict reader finds and names the problem
+        return _parse_result_strict(value)
+
+
+def _parse_result_fast(data: Any) -> Result:
+    """The common case without per-field method calls; raises on anything unusual."""
+    if type(data) is not dict or type(data["v"]) is not int or data["v"] != 1:
+        raise _Unusual
+    run_id, schedule_id, task = data["run_id"], data["schedule_id"], data.get("task")
+    attempt, status, worker = data["attempt"], data["status"], data["worker"]
+    started, finished, error = data["started_at"], data["finished_at"], data.get("error")
+    if not (
+        type(run_id) is str
+        and type(schedule_id) is str
+        and (task is None or type(task) is str)
+        and type(attempt) is int
+        and type(status) is str
+        and status in _STATUS_SET
+        and type(worker) is str
+        and error is None
+    ):
+        raise _Unusual
+    return Result(
+        run_id,
+        schedule_id,
+        task,
+        attempt,
+        status,
+        _parse(data["scheduled_at"]),
+        None if started is None else _parse(started),
+        None if finished is None else _parse(finished),
+        worker,
+        None,
+    )
+
+
+def _parse_result_strict(value: bytes) -> Result:
     fields = _Fields(value, "result")
     status = fields.string("status")
     if status not in _STATUS_SET:
@@ -375,6 +469,10 @@ def parse_rejected(value: bytes) -> Rejected:
 # --- strict field reading ----------------------------------------------------------
 
 
+class _Unusual(Exception):
+    """A fast-path parser met something it does not handle; the strict reader decides."""
+
+
 class _Fields:
     """Typed access to a decoded record; every failure is a ``ValueError`` naming the field."""
 
@@ -421,7 +519,7 @@ class _Fields:
 
     def instant(self, name: str) -> int:
         try:
-            return parse_instant(self.string(name))
+            return _parse(self.string(name))
         except ValueError as error:
             raise ValueError(f"{self._what}.{name}: {error}") from None
 
