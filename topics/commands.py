@@ -228,7 +228,7 @@ def _decode(
     if "v" not in body:
         raise FieldError('v: missing; add "v": 1 (the version of the command schema)')
     version = body["v"]
-    if isinstance(version, bool) or version != 1:
+    if type(version) is not int or version != 1:  # not True, not 1.0: exactly the integer 1
         raise FieldError(
             f"v: expected 1, got {describe(version)}; this version of kafkron understands "
             "version 1 of the command schema"
