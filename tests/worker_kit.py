@@ -184,3 +184,54 @@ def marks(tmp: Path) -> list[tuple[str, str, int, str]]:
         event, run_id, attempt, worker = line.split(" ")
         out.append((event, run_id, int(attempt), worker))
     return out
+
+
+def owned_partitions(worker: WorkerProcess) -> set[int]:
+    """The runs partitions the worker's log last said it owns."""
+    owned: set[int] = set()
+    for line in worker.log().splitlines():
+        if "owns runs partitions" in line:
+            text = line.rsplit("owns runs partitions", 1)[1].strip()
+            owned = set() if text == "none" else {int(p) for p in text.strip("[]").split(",")}
+    return owned
+
+
+async def wait_until_split(
+    workers: list[WorkerProcess], partitions: int, timeout_s: float = 60
+) -> list[set[int]]:
+    """Wait until every partition is owned, each by exactly one of ``workers``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        owned = [owned_partitions(w) for w in workers]
+        flat = [p for o in owned for p in o]
+        if sorted(flat) == list(range(partitions)) and all(owned):
+            return owned
+        for worker in workers:
+            worker.check_alive()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"partitions never split between workers: {owned}")
+        await asyncio.sleep(0.2)
+
+
+def key_for_partition(prefix: str, partition: int, partitions: int) -> str:
+    """A schedule id that the default partitioner puts on ``partition``."""
+    from topics.partitioner import murmur2_partition
+
+    for i in range(10_000):
+        candidate = f"{prefix}-{i}"
+        if murmur2_partition(candidate.encode(), partitions) == partition:
+            return candidate
+    raise AssertionError(f"no key for partition {partition}")
+
+
+async def wait_marks(
+    tmp: Path, want: Callable[[list[tuple[str, str, int, str]]], bool], timeout_s: float = 60
+) -> list[tuple[str, str, int, str]]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = marks(tmp)
+        if want(found):
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"marks never matched: {found}")
+        await asyncio.sleep(0.1)

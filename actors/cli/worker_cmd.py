@@ -68,6 +68,14 @@ def register(subparsers: Any) -> None:
         metavar="S",
         help="on stop, seconds running jobs may take to finish (default 30)",
     )
+    parser.add_argument(
+        "--lease-loss-heartbeats",
+        type=int,
+        default=3,
+        metavar="N",
+        help="cancel all jobs after N heartbeat intervals without reaching the group "
+        "coordinator (default 3; 0: never, rely on fencing alone)",
+    )
     parser.add_argument("--worker-id", default=None, help="name in results (default HOST:PID)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.set_defaults(func=run)
@@ -103,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         session_timeout_ms=args.session_timeout_ms,
         max_poll_interval_ms=args.max_poll_interval_ms,
         drain_s=args.drain_s,
+        lease_loss_heartbeats=args.lease_loss_heartbeats,
         worker_id=args.worker_id or default_worker_id(),
     )
     runtime = WorkerRuntime(Settings.from_env(), registry, options)

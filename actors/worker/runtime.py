@@ -28,7 +28,7 @@ Partition ownership is group membership, and membership is the lease:
 - **Losing the coordinator (Dropbox ATF's rule).** aiokafka has no public hook for
   heartbeats, so the runtime wraps the group coordinator's ``_do_heartbeat`` and
   tells the core the time of each successful one. With no success for
-  ``LEASE_LOSS_HEARTBEATS`` heartbeat intervals (heartbeat interval = session
+  ``lease_loss_heartbeats`` (default 3) heartbeat intervals (heartbeat interval = session
   timeout / 5, so this is 60% of the session timeout, before the broker can give
   our partitions away) the core cancels every job and drops every partition. When a
   heartbeat succeeds again and no rebalance happened, the group still regards us as
@@ -74,6 +74,7 @@ POLL_MS = 200
 LEASE_LOSS_HEARTBEATS = 3
 COMMIT_RETRY_S = 0.5
 STATS_EVERY_S = 10.0
+NEVER_MS = 1 << 62
 
 
 def now_ms() -> int:
@@ -96,6 +97,9 @@ class WorkerOptions:
     max_open_per_partition: int = MAX_OPEN_PER_PARTITION
     drain_s: float = 30.0
     """On stop, how long running jobs may finish before they are cancelled."""
+    lease_loss_heartbeats: int = LEASE_LOSS_HEARTBEATS
+    """Heartbeat intervals without a successful heartbeat before the worker cancels its
+    jobs itself; 0 turns that off and leaves zombies to fencing alone (tests use it)."""
     worker_id: str = field(default_factory=default_worker_id)
 
     @property
@@ -104,7 +108,9 @@ class WorkerOptions:
 
     @property
     def lease_loss_ms(self) -> int:
-        return LEASE_LOSS_HEARTBEATS * self.heartbeat_interval_ms
+        if self.lease_loss_heartbeats <= 0:
+            return NEVER_MS
+        return self.lease_loss_heartbeats * self.heartbeat_interval_ms
 
 
 @dataclass(slots=True)
@@ -161,6 +167,7 @@ class WorkerRuntime:
         self._slots: dict[int, _Slot] = {}
         self._lock = asyncio.Lock()  # rebalances and lease recovery adopt one at a time
         self._generation = 0
+        self._member: str | None = None
         self._last_heartbeat_ms = 0
         self._lease_lost_at_ms: int | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -358,7 +365,23 @@ class WorkerRuntime:
         self._generation += 1
         self._last_heartbeat_ms = now_ms()
         self.core.lease_renewed(self._last_heartbeat_ms)
+        member_id = self._member_id()
+        if self._member != member_id:
+            # We rejoined as a new member (the group expelled us, say after a pause):
+            # whatever we kept may have been owned by someone else meanwhile, so nothing
+            # is kept; every partition is adopted afresh from its committed offset.
+            if self._member is not None:
+                for partition in sorted(self.core.assigned):
+                    self._apply(self.core.revoke(partition, "rejoined the group"))
+                    self._release(partition)
+            self._member = member_id
         await self._reconcile({tp.partition for tp in assigned if tp.topic == self._runs_topic})
+
+    def _member_id(self) -> str | None:
+        consumer = self._consumer
+        coordinator = None if consumer is None else consumer._coordinator
+        member = getattr(coordinator, "member_id", None)
+        return member if isinstance(member, str) else None
 
     async def _reconcile(self, wanted: set[int]) -> None:
         async with self._lock:
