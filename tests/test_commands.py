@@ -773,3 +773,99 @@ def test_a_back_edge_is_reported_as_a_real_cycle(
     assert len(set(loop[:-1])) == len(loop) - 1
     for before, after in itertools.pairwise(loop):
         assert before in cyclic[after], (before, after, cyclic)
+
+
+retry_bodies = st.fixed_dictionaries(
+    {},
+    optional={
+        "max_attempts": st.integers(min_value=1, max_value=1000),
+        "initial_s": st.floats(min_value=0.001, max_value=50),
+        "coefficient": st.floats(min_value=1, max_value=100),
+        "max_interval_s": st.floats(min_value=50, max_value=604_800),
+        "jitter": st.sampled_from(["full", "none"]),
+        "non_retryable": st.lists(st.text(min_size=1, max_size=10), max_size=3),
+    },
+)
+valid_upserts = st.fixed_dictionaries(
+    {
+        "spec": st.sampled_from(
+            [
+                {"cron": "0 0 * * *", "tz": "Europe/London"},
+                {"cron": "H H(0-5) * * MON-FRI"},
+                {"every": "90s"},
+                {"every": "1h30m", "anchor": "2026-01-01T00:00:00Z"},
+                {"at": "2027-03-01T09:30:00+01:00"},
+            ]
+        ),
+        "job": st.fixed_dictionaries(
+            {"name": st.text(min_size=1, max_size=30)},
+            optional={
+                "args": st.dictionaries(st.text(max_size=5), st.integers(-1000, 1000), max_size=3)
+            },
+        ),
+    },
+    optional={
+        "misfire": st.fixed_dictionaries(
+            {},
+            optional={
+                "policy": st.sampled_from(["run_once", "catch_up", "skip"]),
+                "grace_s": st.integers(min_value=0, max_value=366 * 86_400),
+                "catch_up_max": st.integers(min_value=1, max_value=10_000),
+            },
+        ),
+        "overlap": st.sampled_from(["allow", "skip", "buffer_one", "buffer_all", "cancel_other"]),
+        "dst": st.fixed_dictionaries(
+            {},
+            optional={
+                "gap": st.sampled_from(["shift", "skip"]),
+                "fold": st.sampled_from(["once", "twice"]),
+            },
+        ),
+        "spread": st.fixed_dictionaries({"window_s": st.integers(min_value=0, max_value=86_400)}),
+        "retry": retry_bodies,
+        "timeout_s": st.integers(min_value=1, max_value=30 * 86_400),
+    },
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    fields=valid_upserts, schedule_id=st.from_regex(r"[a-z0-9][a-z0-9._-]{0,40}", fullmatch=True)
+)
+def test_valid_upserts_decode_to_what_they_say(fields: dict[str, Any], schedule_id: str) -> None:
+    body = {"v": 1, "type": "schedule.upsert", "id": schedule_id, **fields}
+    command = decode(body, key=schedule_id.encode())
+    assert isinstance(command, ScheduleUpsert), command
+    assert command.spec == body["spec"]
+    assert command.job == Job(body["job"]["name"], body["job"].get("args", {}))
+    misfire = {
+        **{"policy": "run_once", "grace_s": 300, "catch_up_max": 100},
+        **fields.get("misfire", {}),
+    }
+    assert command.misfire == MisfirePolicy(**misfire)
+    assert command.overlap == fields.get("overlap", "skip")
+    assert command.dst == {"gap": "shift", "fold": "once", **fields.get("dst", {})}
+    assert command.spread_window_s == fields.get("spread", {}).get("window_s", 0)
+    retry = fields.get("retry", {})
+    assert command.retry == RetryPolicy(
+        max_attempts=retry.get("max_attempts", 5),
+        initial_s=retry.get("initial_s", 1.0),
+        coefficient=retry.get("coefficient", 2.0),
+        max_interval_s=retry.get("max_interval_s", 100.0),
+        jitter=retry.get("jitter", "full"),
+        non_retryable=tuple(retry.get("non_retryable", ())),
+    )
+    assert command.timeout_s == fields.get("timeout_s", 3600)
+    assert command.compiled.kind in body["spec"]
+    # the raw object round-trips: decoding it again gives the same command
+    again = decode_object(command.raw, now_ms=None)
+    assert isinstance(again, ScheduleUpsert)
+    assert (again.id, again.job, again.misfire, again.retry, again.dst) == (
+        command.id,
+        command.job,
+        command.misfire,
+        command.retry,
+        command.dst,
+    )
+    first = command.compiled.next_after(NOW_MS)
+    assert again.compiled.next_after(NOW_MS) == first
