@@ -14,7 +14,7 @@ spec.tz            ``UTC``
 misfire            ``run_once`` with ``grace_s`` 300 (``catch_up_max`` 100)
 overlap            ``skip``
 dst                ``{"gap": "shift", "fold": "once"}`` (cronie's rule)
-spread.window_s    0 (fire exactly on the spec)
+spread.window_s    0 (fire exactly on the spec); at most 86400
 retry              1 s initial, ×2, capped at 100 s, full jitter, 5 attempts
 timeout_s          3600
 start / end        none (the spec alone bounds the schedule)
@@ -185,6 +185,7 @@ class ScheduleDelete:
     """``schedule.delete``: forget the schedule (or DAG); its changelog gets a tombstone."""
 
     id: str
+    """The schedule (or DAG) id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +193,7 @@ class SchedulePause:
     """``schedule.pause``: stop firing; occurrences while paused are not run later."""
 
     id: str
+    """The schedule (or DAG) id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +201,7 @@ class ScheduleResume:
     """``schedule.resume``: fire again from the next occurrence after now."""
 
     id: str
+    """The schedule (or DAG) id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +209,7 @@ class ScheduleTrigger:
     """``schedule.trigger``: fire once now, in addition to the spec (overlap applies)."""
 
     id: str
+    """The schedule (or DAG) id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,9 +217,11 @@ class DagClear:
     """``dag.clear``: re-run ``task`` of the DAG run ``run_id`` and what runs after it."""
 
     id: str
+    """The DAG id."""
     run_id: str
-    """The DAG run's id, ``{id}@{scheduled_at}``."""
+    """The DAG run's id, ``{id}@{scheduled_at}`` (no task part)."""
     task: str
+    """The task to run again; the tasks after it run again as they come due."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +229,7 @@ class DlqReplay:
     """``dlq.replay``: run a dead-lettered run again, attempts counted afresh."""
 
     id: str
+    """The schedule (or DAG) id the dead run belongs to."""
     run_id: str
     """The dead run's id as in the DLQ record (``{id}@{scheduled_at}`` or ``.../{task}``)."""
 
