@@ -8,7 +8,7 @@ relative to the demo's start so something happens within seconds:
   runs during the demo (billing example);
 - ``usage-rollup`` every 20 s, and ``send-invoices`` every 30 s (billing example);
 - ``remind-c42`` once, a few seconds out (a one-off ``at``);
-- ``charge-expired-card`` every 15 s and triggered at once: its job always fails,
+- ``charge-expired-card`` every 15 s and triggered at once: billing.always_fails,
   3 attempts 1 s apart (no jitter), then the dead-letter topic;
 - ``export-ledger`` every 10 s: fails its first attempt, succeeds on the retry;
 - ``nightly-billing``, the example's DAG (usage-rollup and fx-rates, then
@@ -24,6 +24,10 @@ from topics.timefmt import format_ms
 
 # Job modules the demo's workers import.
 JOB_MODULES = ("examples.billing.jobs", "actors.demo.jobs")
+
+# Customers invoice-nightly charges in the demo: enough to take a moment, few enough
+# to finish well inside a 30-second demo on a small machine.
+DEMO_CUSTOMERS = 200
 
 FAST_FAILURE_RETRY = {"max_attempts": 3, "initial_s": 1, "coefficient": 1.0, "jitter": "none"}
 
@@ -51,6 +55,7 @@ def schedules(now_ms: int) -> list[dict[str, Any]]:
             "invoice-nightly",
             {"cron": "0 0 * * *", "tz": "Europe/London"},
             "billing.invoice_nightly",
+            args={"customers": DEMO_CUSTOMERS},
             misfire={"policy": "run_once", "grace_s": 3600},
         ),
         _command("schedule.trigger", "invoice-nightly"),
@@ -65,8 +70,8 @@ def schedules(now_ms: int) -> list[dict[str, Any]]:
         _upsert(
             "charge-expired-card",
             {"every": "15s"},
-            "demo.charge_expired_card",
-            args={"customer": "c-13"},
+            "billing.always_fails",
+            args={"message": "card of customer c-13 expired"},
             retry=FAST_FAILURE_RETRY,
         ),
         _command("schedule.trigger", "charge-expired-card"),
@@ -85,7 +90,7 @@ def dag() -> dict[str, Any]:
             "usage-rollup": {"job": {"name": "billing.usage_rollup", "args": {}}},
             "fx-rates": {"job": {"name": "billing.fx_rates", "args": {}}},
             "invoice-nightly": {
-                "job": {"name": "billing.invoice_nightly", "args": {}},
+                "job": {"name": "billing.invoice_nightly", "args": {"customers": DEMO_CUSTOMERS}},
                 "after": ["usage-rollup", "fx-rates"],
             },
             "send-invoices": {

@@ -1,4 +1,4 @@
-"""Jobs of the demo that show retries and the dead-letter topic on purpose.
+"""Jobs of the demo: a one-off reminder, and a retry that ends well.
 
 Registered under ``demo.*`` so they never collide with the billing example's
 names; the demo's workers import this module next to ``examples.billing.jobs``.
@@ -12,10 +12,6 @@ from actors.worker.context import RunContext
 from actors.worker.registry import job
 
 
-class CardDeclined(Exception):
-    """The fake payment provider refuses an expired card, every time."""
-
-
 class ProviderBusy(Exception):
     """The fake provider asks to come back later (once)."""
 
@@ -24,12 +20,6 @@ class ProviderBusy(Exception):
 async def send_reminder(ctx: RunContext, customer: str = "c-42", **_: Any) -> None:
     """A one-off reminder: nothing to do but succeed, once per run id."""
     ctx.idempotency_key("reminder", customer)  # what a real mailer would dedupe on
-
-
-@job("demo.charge_expired_card")
-async def charge_expired_card(ctx: RunContext, customer: str = "c-13", **_: Any) -> None:
-    """Always fails: retried with backoff, then dead-lettered with this error."""
-    raise CardDeclined(f"card of customer {customer} expired (attempt {ctx.attempt})")
 
 
 @job("demo.flaky_export")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -46,7 +47,10 @@ from topics.records import InRecord
 DEMO_PARTITIONS = 3
 WORKERS = 2
 SCHEDULER_STOP_GRACE_S = 20.0
-WORKER_STOP_GRACE_S = 20.0
+# Workers drain on SIGTERM: running jobs get WORKER_DRAIN_S, then are abandoned (and
+# run again later, at least once); the grace adds room for leaving the group.
+WORKER_DRAIN_S = 10.0
+WORKER_STOP_GRACE_S = WORKER_DRAIN_S + 15.0
 RECORDER_CATCH_UP_S = 30.0
 RECORDER_STOP_GRACE_S = 10.0
 
@@ -159,6 +163,8 @@ class Demo:
         print(f"kafkron demo: {text}", file=sys.stderr, flush=True)
 
     async def run(self) -> int:
+        # The client's own retries (a new topic's leader moving) are not the demo's news.
+        logging.getLogger("aiokafka").setLevel(logging.ERROR)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stop.set)
@@ -182,7 +188,10 @@ class Demo:
             children.start("recorder", ["recorder", "--db", str(self.db)])
             children.start("scheduler", ["scheduler"])
             for n in range(1, WORKERS + 1):
-                children.start(f"worker-{n}", ["worker", "--jobs", ",".join(modules)])
+                children.start(
+                    f"worker-{n}",
+                    ["worker", "--jobs", ",".join(modules), "--drain-s", str(WORKER_DRAIN_S)],
+                )
             await send_commands(self.settings, records)
             await send_broken_command(self.settings)
             self.say(f"sent {len(records) + 1} commands (one broken on purpose)")
