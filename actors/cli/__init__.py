@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "rejected_cmd",
     "ls_cmd",
     "worker_cmd",
+    "dlq_cmd",
     "scheduler_cmd",
     "demo_cmd",
 )
