@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "dlq_cmd",
     "scheduler_cmd",
     "demo_cmd",
+    "next_cmd",
 )
 
 EXIT_OK = 0

@@ -159,16 +159,20 @@ class DayRule:
     def _build_year(self, year: int) -> tuple[int, int, tuple[int, ...]]:
         lo = date(year, 1, 1).toordinal() - _EPOCH_ORDINAL
         hi = lo + (366 if calendar.isleap(year) else 365)
-        matches = []
+        matches: list[int] = []
         for month in sorted(self._months):
             first = date(year, month, 1).toordinal() - _EPOCH_ORDINAL
             length = calendar.monthrange(year, month)[1]
-            for dom in range(1, length + 1):
-                day = first + dom - 1
-                dom_ok = dom in self._dom or (self._last_day and dom == length)
-                dow_ok = (day + 4) % 7 in self._dow  # 1970-01-01 was a Thursday (4)
-                if (dom_ok or dow_ok) if self._dom_or_dow else (dom_ok and dow_ok):
-                    matches.append(day)
+            by_dom = {d for d in self._dom if d <= length}
+            if self._last_day:
+                by_dom.add(length)
+            # Days of this month (1-based) on each allowed weekday: one range per weekday.
+            # 1970-01-01 (day 0) was a Thursday, weekday 4 in cron's numbering.
+            by_dow: set[int] = set()
+            for weekday in self._dow:
+                by_dow.update(range(1 + (weekday - first - 4) % 7, length + 1, 7))
+            chosen = (by_dom | by_dow) if self._dom_or_dow else (by_dom & by_dow)
+            matches.extend(first + d - 1 for d in sorted(chosen))
         entry = (lo, hi, tuple(matches))
         if len(self._years) > 64:  # schedules move forward; old years are not asked again
             self._years.clear()

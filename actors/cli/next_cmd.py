@@ -1,0 +1,158 @@
+"""``kafkron next``: when will this schedule run? (the crontab.guru of kafkron)
+
+Prints the next N fire instants strictly after ``--from`` (default now), one per
+line, RFC 3339 UTC with milliseconds, computed by exactly the code the schedule
+actors use. It doubles as the test oracle of the rest of the project.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from actors.cli import EXIT_OK, EXIT_USAGE
+from actors.timespec import CompiledSpec, SpecError, compile_spec
+from actors.timespec.cronspec import CronSpec
+from actors.timespec.durations import parse_duration_s
+from actors.timespec.zones import load_zone
+from topics.codec import loads
+from topics.timefmt import format_ms, parse_instant
+
+EPILOG = """\
+SPEC is one of:
+  a cron expression        '30 2 * * *'  '*/5 9-17 * * MON-FRI'  '@daily'  'H H * * *'
+  an interval              'every 90s'  '1h30m'
+  an instant (once)        '2026-12-04T14:05:00Z'
+  a JSON spec or command   '{"cron": "30 1 * * *", "tz": "America/New_York",
+                             "dst": {"fold": "twice"}, "spread": {"window_s": 900}}'
+
+examples:
+  kafkron next '30 2 * * *' --tz America/New_York --from 2026-03-07T00:00:00Z -n 3 --local
+  kafkron next 'H H * * *' --id invoice-nightly
+  kafkron next 'every 90s' -n 10
+"""
+
+# Keys of a JSON object that belong to the command around the spec, not to the spec.
+_COMMAND_KEYS = ("v", "type", "id", "dst", "spread", "start", "end")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "next",
+        help="print the next fire times of a schedule spec",
+        description="Print the next fire instants of a schedule spec, strictly after --from.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("spec", metavar="SPEC", help="cron expression, interval, instant or JSON")
+    parser.add_argument("--tz", metavar="ZONE", help="IANA time zone of a cron spec (default UTC)")
+    parser.add_argument("--id", metavar="ID", help="schedule id (needed for H and spread)")
+    parser.add_argument(
+        "--from", dest="from_", metavar="INSTANT", help="RFC 3339 instant (default now)"
+    )
+    parser.add_argument("-n", type=int, default=5, metavar="N", help="how many fires (default 5)")
+    parser.add_argument("--local", action="store_true", help="also print the local wall time")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        spec, zone_name = build(args)
+        after_ms = now_ms() if args.from_ is None else parse_instant(args.from_)
+    except (SpecError, ValueError) as exc:
+        print(f"kafkron next: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.n < 1:
+        print("kafkron next: -n must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    zone = ZoneInfo(zone_name)
+    for _ in range(args.n):
+        fire_ms = spec.next_after(after_ms)
+        if fire_ms is None:
+            print("kafkron next: no further fires (the schedule is exhausted)", file=sys.stderr)
+            break
+        line = format_ms(fire_ms)
+        if args.local:
+            local = datetime.fromtimestamp(fire_ms / 1000, zone)
+            line += f"  {local.isoformat(timespec='milliseconds')} {local.tzname()}"
+        print(line)
+        after_ms = fire_ms
+    return EXIT_OK
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def build(args: argparse.Namespace) -> tuple[CompiledSpec, str]:
+    """The compiled spec and the zone to show local times in."""
+    spec, command = parse_spec_text(args.spec)
+    if args.tz is not None:
+        if "cron" in spec and "tz" in spec and spec["tz"] != args.tz:
+            raise SpecError(f"--tz {args.tz} contradicts spec.tz {spec['tz']}; give one")
+        if "cron" in spec:
+            spec["tz"] = args.tz
+    schedule_id = args.id if args.id is not None else command.get("id")
+    spread = command.get("spread") or {}
+    if not isinstance(spread, Mapping):
+        raise SpecError('spread: expected an object like {"window_s": 900}')
+    compiled = compile_spec(
+        spec,
+        schedule_id=schedule_id if schedule_id is not None else "",
+        dst=command.get("dst"),
+        spread_window_s=spread.get("window_s", 0),
+        start_ms=_bound(command, "start"),
+        end_ms=_bound(command, "end"),
+    )
+    hashes = isinstance(compiled, CronSpec) and compiled.uses_hash
+    if schedule_id is None and (hashes or spread.get("window_s")):
+        raise SpecError(
+            "this spec uses H or a spread window, which depend on the schedule id: pass --id ID"
+        )
+    zone_name = args.tz or (spec.get("tz") if isinstance(spec.get("tz"), str) else None) or "UTC"
+    load_zone(zone_name)  # --tz of an every/at spec is only for --local, but must exist
+    return compiled, zone_name
+
+
+def parse_spec_text(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(spec object, command fields around it) from the SPEC argument."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            obj = loads(stripped)
+        except ValueError as exc:
+            raise SpecError(f"SPEC looks like JSON but does not parse: {exc}") from None
+        if not isinstance(obj, dict):
+            raise SpecError("SPEC: expected a JSON object")
+        if "spec" in obj:  # a whole schedule.upsert command
+            spec = obj["spec"]
+            if not isinstance(spec, dict):
+                raise SpecError("spec: expected an object")
+            return dict(spec), obj
+        command = {k: obj[k] for k in _COMMAND_KEYS if k in obj}
+        return {k: v for k, v in obj.items() if k not in _COMMAND_KEYS}, command
+    lowered = stripped.lower()
+    if lowered.startswith("every "):
+        return {"every": stripped[len("every ") :].strip()}, {}
+    if ":" in stripped:  # cron never has a colon; an instant always does
+        return {"at": stripped}, {}
+    try:
+        parse_duration_s(stripped)
+    except SpecError:
+        return {"cron": stripped}, {}
+    return {"every": stripped}, {}
+
+
+def _bound(command: Mapping[str, Any], key: str) -> int | None:
+    value = command.get(key)
+    if value is None:
+        return None
+    try:
+        return parse_instant(value)
+    except ValueError as exc:
+        raise SpecError(f"{key}: {exc}") from None
