@@ -701,19 +701,19 @@ def assert_decoded(outcome: object) -> None:
         assert isinstance(outcome.reason, str) and outcome.reason
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(key=st.none() | st.binary(max_size=20), value=st.none() | st.binary(max_size=200))
 def test_arbitrary_bytes_never_raise(key: bytes | None, value: bytes | None) -> None:
     assert_decoded(decode_command(key, value, NOW_MS))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(value=json_values)
 def test_arbitrary_json_never_raises(value: Any) -> None:
     assert_decoded(decode_command(None, encode(value), NOW_MS))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     base=st.sampled_from([upsert(), dag()]),
     path=st.lists(field_names, min_size=1, max_size=3),
@@ -828,7 +828,7 @@ valid_upserts = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     fields=valid_upserts, schedule_id=st.from_regex(r"[a-z0-9][a-z0-9._-]{0,40}", fullmatch=True)
 )
