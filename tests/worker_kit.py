@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ async def wait_for_results(
     done: Callable[[list[Result]], bool],
     *,
     timeout_s: float = 120,
-    workers: list[WorkerProcess] | None = None,
+    workers: Sequence[ChildProcess] = (),
 ) -> list[Result]:
     """Poll the results topic (read_committed) until ``done(results)`` holds."""
     deadline = time.monotonic() + timeout_s
@@ -83,7 +83,7 @@ async def wait_for_results(
         found = await results(settings)
         if done(found):
             return found
-        for worker in workers or []:
+        for worker in workers:
             worker.check_alive()
         if time.monotonic() > deadline:
             raise AssertionError(
@@ -93,19 +93,16 @@ async def wait_for_results(
         await asyncio.sleep(0.5)
 
 
-class WorkerProcess:
-    """``kafkron worker`` in a child process, its log kept in a file."""
+class ChildProcess:
+    """A ``kafkron`` command in a child process, its output kept in a file."""
 
     def __init__(
         self,
         settings: Settings,
         tmp: Path,
         name: str,
+        argv: list[str],
         *,
-        jobs: str = "worker_jobs",
-        concurrency: int = 4,
-        session_timeout_ms: int = 6_000,
-        extra_args: tuple[str, ...] = (),
         env: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
@@ -122,21 +119,7 @@ class WorkerProcess:
         full_env.update(env or {})
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "actors.cli",
-                "worker",
-                "--jobs",
-                jobs,
-                "--concurrency",
-                str(concurrency),
-                "--session-timeout-ms",
-                str(session_timeout_ms),
-                "--worker-id",
-                name,
-                *extra_args,
-            ],
+            [sys.executable, "-m", "actors.cli", *argv],
             cwd=REPO,
             env=full_env,
             stdout=self._log,
@@ -172,6 +155,44 @@ class WorkerProcess:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+
+class WorkerProcess(ChildProcess):
+    """``kafkron worker`` with the test jobs (or ``jobs``)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tmp: Path,
+        name: str,
+        *,
+        jobs: str = "worker_jobs",
+        concurrency: int = 4,
+        session_timeout_ms: int = 6_000,
+        extra_args: tuple[str, ...] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        argv = [
+            "worker",
+            "--jobs",
+            jobs,
+            "--concurrency",
+            str(concurrency),
+            "--session-timeout-ms",
+            str(session_timeout_ms),
+            "--worker-id",
+            name,
+            *extra_args,
+        ]
+        super().__init__(settings, tmp, name, argv, env=env)
+
+
+class SchedulerProcess(ChildProcess):
+    """``kafkron scheduler`` with a short session (tests fail over faster)."""
+
+    def __init__(self, settings: Settings, tmp: Path, name: str = "scheduler") -> None:
+        argv = ["scheduler", "--session-timeout-ms", "6000", "--heartbeat-ms", "1000"]
+        super().__init__(settings, tmp, name, argv)
 
 
 def marks(tmp: Path) -> list[tuple[str, str, int, str]]:
