@@ -25,7 +25,8 @@ FETCH_MAX_BYTES = 64 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class RestoreResult:
-    records: int
+    records: int  # changelog records read
+    keys: int  # distinct schedule ids among them (what the core was fed)
     end_offset: int
 
 
@@ -50,11 +51,20 @@ async def read_to_end(
     tp: TopicPartition,
     feed: Callable[[bytes, bytes | None], None],
 ) -> RestoreResult:
-    """Feed every committed record of ``tp`` to ``feed(key, value)`` in offset order."""
+    """Feed the latest committed value of every key of ``tp`` to ``feed(key, value)``.
+
+    The changelog is last-writer-wins per key (a schedule's record is its whole
+    state), so only the last record of each key matters: older ones are skipped
+    here rather than decoded by the core. That is what compaction would have done,
+    and a partition between cleanings holds many superseded records (a schedule
+    firing every second writes one per fire). Keys are fed in the order of their
+    first appearance; a final tombstone is fed as ``None``.
+    """
     consumer.assign([tp])
     await consumer.seek_to_beginning(tp)
     end_offset = (await consumer.end_offsets([tp]))[tp]
     records = 0
+    latest: dict[bytes, bytes | None] = {}
     while await consumer.position(tp) < end_offset:
         batches = await consumer.getmany(tp, timeout_ms=1_000, max_records=50_000)
         for record in batches.get(tp, ()):
@@ -62,7 +72,9 @@ async def read_to_end(
                 break
             if record.key is None:
                 continue  # changelog records are keyed by schedule id; nothing to rebuild
-            feed(record.key, record.value)
+            latest[record.key] = record.value
             records += 1
+    for key, value in latest.items():
+        feed(key, value)
     consumer.assign([])  # stop fetching in the background; the next restore assigns anew
-    return RestoreResult(records=records, end_offset=end_offset)
+    return RestoreResult(records=records, keys=len(latest), end_offset=end_offset)

@@ -434,9 +434,10 @@ class SchedulerRuntime:
         self.runners[runner.partition] = runner
         consumer.resume(runner.commands_tp, runner.results_tp)
         log.info(
-            "shard %d taken on: %d changelog records restored in %.0f ms",
+            "shard %d taken on: %d changelog records (%d schedule ids) restored in %.0f ms",
             runner.partition,
             runner.restored_records,
+            runner.restored_keys,
             runner.restore_ms or 0.0,
         )
 

@@ -98,6 +98,7 @@ class ShardRunner:
         self.transactional_id = settings.shard_transactional_id(partition)
         self.restore_ms: float | None = None
         self.restored_records = 0
+        self.restored_keys = 0
         self.transactions = RateWindow()
         self.records_written = 0
         self.commands_tp = TopicPartition(settings.topic(TopicKind.COMMANDS), partition)
@@ -138,6 +139,7 @@ class ShardRunner:
         self._core = core
         self.restore_ms = (time.monotonic() - started) * 1000.0
         self.restored_records = result.records
+        self.restored_keys = result.keys
 
     def has_unwritten(self) -> bool:
         return bool(self._unwritten)
@@ -221,6 +223,7 @@ class ShardRunner:
         figures: dict[str, Any] = {
             "restore_ms": None if self.restore_ms is None else round(self.restore_ms, 1),
             "restored_records": self.restored_records,
+            "restored_keys": self.restored_keys,
             "transactions": self.transactions.total,
             "transactions_per_s": round(self.transactions.per_s(now_s), 2),
             "records_written": self.records_written,
