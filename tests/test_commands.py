@@ -699,6 +699,7 @@ def assert_decoded(outcome: object) -> None:
     assert isinstance(outcome, (Rejection, *COMMAND_CLASSES))
     if isinstance(outcome, Rejection):
         assert isinstance(outcome.reason, str) and outcome.reason
+        assert len(outcome.reason) < 1500, outcome.reason
 
 
 @settings(max_examples=150, deadline=None)
@@ -869,3 +870,30 @@ def test_valid_upserts_decode_to_what_they_say(fields: dict[str, Any], schedule_
     )
     first = command.compiled.next_after(NOW_MS)
     assert again.compiled.next_after(NOW_MS) == first
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        upsert(**{"x" * 100_000: 1}),
+        upsert(spec={"at": "9" * 100_000}),
+        {"v": 1, "type": "dlq.replay", "id": "a", "run_id": "b" * 900},
+        dag(tasks={f"{'t' * 150}{i}": {"job": {"name": "j"}} for i in range(900)} | tasks(z=["y"])),
+        dag(
+            tasks={
+                f"{'t' * 150}{i}": {"job": {"name": "j"}, "after": [f"{'t' * 150}{i - 1}"]}
+                for i in range(1, 1000)
+            }
+            | {"t" * 150 + "0": {"job": {"name": "j"}, "after": ["t" * 150 + "999"]}}
+        ),
+    ],
+    ids=["runaway key", "runaway instant", "long run id", "unknown dep among many", "long cycle"],
+)
+def test_reasons_stay_small_whatever_the_input(body: dict[str, Any]) -> None:
+    outcome = decode_command(
+        b"x" * 10_000 if body.get("id") == "zzz" else None, encode(body), NOW_MS
+    )
+    assert isinstance(outcome, Rejection), outcome
+    assert len(outcome.reason) < 1500, len(outcome.reason)
+    key_outcome = decode_command(b"k" * 100_000, encode(upsert()), NOW_MS)
+    assert isinstance(key_outcome, Rejection) and len(key_outcome.reason) < 1500

@@ -30,6 +30,11 @@ class FieldError(ValueError):
     """A command field is wrong; ``str(error)`` is the reason for ``{ns}.rejected``."""
 
 
+def clip(text: str, limit: int = 40) -> str:
+    """``text`` shortened for an error message (reasons stay readable and small)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def describe(value: Any) -> str:
     """A short, safe rendering of an offending value for an error message."""
     kind = json_kind(value)
@@ -77,6 +82,11 @@ def check_keys(
     """
     for key in value:
         if key not in allowed:
+            if len(key) > 40:  # a runaway key: neither echo it whole nor fuzzy-match it
+                raise FieldError(
+                    f"{path or 'value'}: unknown field {clip(key)!r}; "
+                    f"known fields are {', '.join(sorted(allowed))}"
+                )
             alias = aliases.get(key) if aliases else None
             close = [alias] if alias else difflib.get_close_matches(key, list(allowed), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
@@ -161,5 +171,6 @@ def instant(value: Any, path: str) -> int:
     try:
         instant_ms = parse_instant(value)
     except (ValueError, OverflowError) as error:
-        raise FieldError(f"{path}: {error}") from None
+        detail = str(error) if len(value) <= 64 else f"{clip(value)!r} is not an RFC 3339 instant"
+        raise FieldError(f"{path}: {detail}") from None
     return instant_ms

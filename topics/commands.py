@@ -40,6 +40,7 @@ from topics.command_fields import (
     FieldError,
     check_keys,
     choice,
+    clip,
     describe,
     identifier,
     instant,
@@ -249,7 +250,8 @@ def _decode(
     schedule_id = identifier(body["id"], "id")
     if key_text is not None and key_text != schedule_id:
         raise FieldError(
-            f"key: the record key {key_text!r} differs from id {schedule_id!r}; produce the "
+            f"key: the record key {clip(key_text, 200)!r} differs from id {schedule_id!r}; "
+            "produce the "
             "command keyed by its id (or with a null key) so the shard owning it applies it"
         )
     if kind == "schedule.upsert":
@@ -279,13 +281,14 @@ def _run_id(value: Any, schedule_id: str, *, allow_task: bool) -> str:
     prefix = f"{schedule_id}@"
     if not text.startswith(prefix):
         raise FieldError(
-            f"run_id: {text!r} is not a run of {schedule_id!r}; a run id looks like {example!r}"
+            f"run_id: {clip(text, 100)!r} is not a run of {schedule_id!r}; "
+            f"a run id looks like {example!r}"
         )
     scheduled, slash, task = text[len(prefix) :].partition("/")
     if slash and not allow_task:
         raise FieldError(
-            f"run_id: {text!r} names a task run; give the DAG run id ({example!r}) and the "
-            'task in "task"'
+            f"run_id: {clip(text, 100)!r} names a task run; give the DAG run id "
+            f'({example!r}) and the task in "task"'
         )
     instant(scheduled, "run_id (the part after '@')")
     if slash:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 
+from topics.command_fields import clip
+
 MAX_TASKS = 1000
 
 
@@ -44,7 +46,7 @@ def topological_order(after: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
             if dependency not in index:
                 raise GraphError(
                     f"tasks.{name}.after: {dependency!r} is not a task of this DAG; "
-                    f"known tasks are {', '.join(sorted(index))}"
+                    f"known tasks are {_some(sorted(index))}"
                 )
             downstream[dependency].append(name)
         waiting_on[name] = len(unique)
@@ -62,7 +64,7 @@ def topological_order(after: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
     if len(order) < len(after):
         cycle = find_cycle(after, {name for name, count in waiting_on.items() if count > 0})
         raise GraphError(
-            f"tasks: the dependencies form a cycle, {' -> '.join(cycle)} "
+            f"tasks: the dependencies form a cycle, {_loop(cycle)} "
             f'("x -> y" means y lists x in "after"); remove one of these "after" entries'
         )
     return tuple(order)
@@ -91,3 +93,21 @@ def find_cycle(after: Mapping[str, Sequence[str]], blocked: set[str]) -> list[st
     lead = min(range(len(loop)), key=lambda i: declared[loop[i]])
     loop = loop[lead:] + loop[:lead]
     return [*loop, loop[0]]
+
+
+# A reason goes into a Kafka record and in front of a person: name a few, count the rest.
+_NAMED_AT_MOST = 12
+
+
+def _some(names: list[str]) -> str:
+    shown = ", ".join(clip(name) for name in names[:_NAMED_AT_MOST])
+    more = len(names) - _NAMED_AT_MOST
+    return shown if more <= 0 else f"{shown} and {more} more"
+
+
+def _loop(cycle: list[str]) -> str:
+    """The closed cycle ``a -> b -> a``; a very long one shows its start and its size."""
+    if len(cycle) <= _NAMED_AT_MOST + 1:
+        return " -> ".join(clip(name) for name in cycle)
+    head = " -> ".join(clip(name) for name in cycle[:_NAMED_AT_MOST])
+    return f"{head} -> ... -> {clip(cycle[0])} ({len(cycle) - 1} tasks)"
