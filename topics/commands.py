@@ -434,8 +434,9 @@ def _check_at(value: Any, grace_s: int, now_ms: int | None) -> None:
         return
     if at_ms < now_ms - grace_s * 1000:
         late_s = (now_ms - at_ms) // 1000
+        late = f"{late_s} s" if late_s < 2 * 86_400 else f"{late_s // 86_400} days"
         raise FieldError(
-            f"spec.at: {value} is {late_s} s in the past, beyond misfire.grace_s ({grace_s} s), "
+            f"spec.at: {value} is {late} in the past, beyond misfire.grace_s ({grace_s} s), "
             "so it would never fire; give a future instant (or a larger misfire.grace_s)"
         )
     if at_ms > now_ms + MAX_AT_AHEAD_MS:
