@@ -134,6 +134,7 @@ def test_ls_on_an_empty_namespace_says_how_to_add(
     assert code == 0 and json.loads(out) == []
 
 
+@pytest.mark.broker
 def test_ls_bad_usage_and_missing_topics(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -92,6 +92,7 @@ def test_recorder_process_records_and_stops_cleanly_on_sigterm(
     assert "skipping undecodable record" in err
 
 
+@pytest.mark.broker
 def test_recorder_refuses_a_namespace_without_topics(tmp_path: Path) -> None:
     settings = Settings.from_env(namespace="t-no-such-namespace")
     recorder = kafkron(settings, "recorder", "--db", str(tmp_path / "h.db"))
