@@ -76,6 +76,7 @@ class SchedulerProcesses:
         self.log_dir = log_dir
         self.session_timeout_ms = session_timeout_ms
         self.procs: list[subprocess.Popen[bytes]] = []
+        self._logs: list[Any] = []
 
     def start(self, count: int = 1) -> None:
         env = {
@@ -86,6 +87,7 @@ class SchedulerProcesses:
         for _ in range(count):
             i = len(self.procs)
             log = (self.log_dir / f"scheduler-{i}.log").open("wb")
+            self._logs.append(log)
             self.procs.append(
                 subprocess.Popen(
                     [
@@ -124,6 +126,8 @@ class SchedulerProcesses:
                 proc.kill()
                 proc.wait()
                 codes.append(None)
+        for log in self._logs:
+            log.close()
         return codes
 
     def logs(self, tail_lines: int = 40) -> str:
