@@ -332,92 +332,110 @@ class HistoryStore:
     # ---------------------------------------------------------------- writes
 
     async def write(self, rows: Sequence[Row], next_offsets: Mapping[tuple[str, int], int]) -> None:
-        """Apply ``rows`` and record ``next_offsets`` in one transaction (idempotent)."""
-        touched: set[str] = set()
+        """Apply ``rows`` and record ``next_offsets`` in one transaction (idempotent).
+
+        One statement per kind of row and a handful for the summaries, whatever the
+        batch size: each await crosses to SQLite's thread, so per-row awaits would
+        cap the recorder at about a thousand records a second.
+        """
+        fired = [r for r in rows if isinstance(r, AttemptFired)]
+        finished = [r for r in rows if isinstance(r, AttemptFinished)]
+        dead = [r for r in rows if isinstance(r, DeadLetterRow)]
+        rejected = [r for r in rows if isinstance(r, RejectionRow)]
         db = self._db
-        for row in rows:
-            if isinstance(row, AttemptFired):
-                await db.execute(
-                    "INSERT INTO attempts (run_id, attempt, schedule_id, task, job_name, "
-                    "scheduled_ms, fired_ms, deadline_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (run_id, attempt) DO UPDATE SET "
-                    "schedule_id = excluded.schedule_id, task = excluded.task, "
-                    "job_name = excluded.job_name, scheduled_ms = excluded.scheduled_ms, "
-                    "fired_ms = excluded.fired_ms, deadline_ms = excluded.deadline_ms",
+        if fired:
+            await db.executemany(
+                "INSERT INTO attempts (run_id, attempt, schedule_id, task, job_name, "
+                "scheduled_ms, fired_ms, deadline_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id, attempt) DO UPDATE SET "
+                "schedule_id = excluded.schedule_id, task = excluded.task, "
+                "job_name = excluded.job_name, scheduled_ms = excluded.scheduled_ms, "
+                "fired_ms = excluded.fired_ms, deadline_ms = excluded.deadline_ms",
+                [
                     (
-                        row.run_id,
-                        row.attempt,
-                        row.schedule_id,
-                        row.task,
-                        row.job_name,
-                        row.scheduled_ms,
-                        row.fired_ms,
-                        row.deadline_ms,
-                    ),
-                )
-                touched.add(row.run_id)
-            elif isinstance(row, AttemptFinished):
-                await db.execute(
-                    "INSERT INTO attempts (run_id, attempt, schedule_id, task, scheduled_ms, "
-                    "started_ms, finished_ms, status, worker, error_type, error_message) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (run_id, attempt) DO UPDATE SET "
-                    "scheduled_ms = COALESCE(attempts.scheduled_ms, excluded.scheduled_ms), "
-                    "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
-                    "status = excluded.status, worker = excluded.worker, "
-                    "error_type = excluded.error_type, error_message = excluded.error_message",
+                        r.run_id,
+                        r.attempt,
+                        r.schedule_id,
+                        r.task,
+                        r.job_name,
+                        r.scheduled_ms,
+                        r.fired_ms,
+                        r.deadline_ms,
+                    )
+                    for r in fired
+                ],
+            )
+        if finished:
+            await db.executemany(
+                "INSERT INTO attempts (run_id, attempt, schedule_id, task, scheduled_ms, "
+                "started_ms, finished_ms, status, worker, error_type, error_message) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id, attempt) DO UPDATE SET "
+                "scheduled_ms = COALESCE(attempts.scheduled_ms, excluded.scheduled_ms), "
+                "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
+                "status = excluded.status, worker = excluded.worker, "
+                "error_type = excluded.error_type, error_message = excluded.error_message",
+                [
                     (
-                        row.run_id,
-                        row.attempt,
-                        row.schedule_id,
-                        row.task,
-                        row.scheduled_ms,
-                        row.started_ms,
-                        row.finished_ms,
-                        row.status,
-                        row.worker,
-                        row.error_type,
-                        row.error_message,
-                    ),
-                )
-                touched.add(row.run_id)
-            elif isinstance(row, DeadLetterRow):
-                await db.execute(
-                    f"INSERT OR REPLACE INTO dead_letters ({_DL_COLUMNS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        r.run_id,
+                        r.attempt,
+                        r.schedule_id,
+                        r.task,
+                        r.scheduled_ms,
+                        r.started_ms,
+                        r.finished_ms,
+                        r.status,
+                        r.worker,
+                        r.error_type,
+                        r.error_message,
+                    )
+                    for r in finished
+                ],
+            )
+        if dead:
+            await db.executemany(
+                f"INSERT OR REPLACE INTO dead_letters ({_DL_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
                     (
-                        row.partition,
-                        row.offset,
-                        row.run_id,
-                        row.schedule_id,
-                        row.task,
-                        row.job_name,
-                        row.error_type,
-                        row.error_message,
-                        row.attempts,
-                        row.dead_at_ms,
-                    ),
-                )
-                touched.add(row.run_id)
-            else:
-                await db.execute(
-                    "INSERT OR REPLACE INTO rejections (partition, offset, key, reason, "
-                    "original, original_topic, original_partition, original_offset, "
-                    "rejected_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        r.partition,
+                        r.offset,
+                        r.run_id,
+                        r.schedule_id,
+                        r.task,
+                        r.job_name,
+                        r.error_type,
+                        r.error_message,
+                        r.attempts,
+                        r.dead_at_ms,
+                    )
+                    for r in dead
+                ],
+            )
+        if rejected:
+            await db.executemany(
+                "INSERT OR REPLACE INTO rejections (partition, offset, key, reason, "
+                "original, original_topic, original_partition, original_offset, "
+                "rejected_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
                     (
-                        row.partition,
-                        row.offset,
-                        row.key,
-                        row.reason,
-                        row.original,
-                        row.original_topic,
-                        row.original_partition,
-                        row.original_offset,
-                        row.rejected_ms,
-                    ),
-                )
-        for run_id in touched:
-            await self._refresh_run(run_id)
+                        r.partition,
+                        r.offset,
+                        r.key,
+                        r.reason,
+                        r.original,
+                        r.original_topic,
+                        r.original_partition,
+                        r.original_offset,
+                        r.rejected_ms,
+                    )
+                    for r in rejected
+                ],
+            )
+        touched = {r.run_id for r in fired} | {r.run_id for r in finished}
+        touched |= {r.run_id for r in dead}
+        if touched:
+            await self._refresh_runs(touched)
         await db.executemany(
             "INSERT INTO offsets (topic, partition, next_offset) VALUES (?, ?, ?) "
             "ON CONFLICT (topic, partition) DO UPDATE SET "
@@ -426,47 +444,59 @@ class HistoryStore:
         )
         await db.commit()
 
-    async def _refresh_run(self, run_id: str) -> None:
-        attempts = [
-            AttemptView(*r)
-            for r in await self._db.execute_fetchall(
-                f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ?", (run_id,)
-            )
-        ]
-        dead_letters = [
-            DeadLetterRow(*r)
-            for r in await self._db.execute_fetchall(
-                f"SELECT {_DL_COLUMNS} FROM dead_letters WHERE run_id = ?", (run_id,)
-            )
-        ]
-        view = summarize(run_id, attempts, dead_letters)
-        if view is None:
-            return
-        job_rows = await self._db.execute_fetchall(
-            "SELECT job_name FROM attempts WHERE run_id = ? AND job_name IS NOT NULL LIMIT 1",
-            (run_id,),
+    async def _refresh_runs(self, run_ids: set[str]) -> None:
+        """Recompute the ``runs`` rows of ``run_ids`` from all their inputs."""
+        db = self._db
+        await db.execute("CREATE TEMP TABLE IF NOT EXISTS touched (run_id TEXT PRIMARY KEY)")
+        await db.execute("DELETE FROM touched")
+        await db.executemany(
+            "INSERT OR IGNORE INTO touched (run_id) VALUES (?)", [(r,) for r in run_ids]
         )
-        job_name = next((str(r[0]) for r in job_rows), view.job_name)
-        await self._db.execute(
+        attempts: dict[str, list[AttemptView]] = {}
+        job_names: dict[str, str] = {}
+        for row in await db.execute_fetchall(
+            f"SELECT {_ATTEMPT_COLUMNS}, job_name FROM attempts "
+            "WHERE run_id IN (SELECT run_id FROM touched)"
+        ):
+            attempt = AttemptView(*row[:-1])
+            attempts.setdefault(attempt.run_id, []).append(attempt)
+            if row[-1] is not None:
+                job_names.setdefault(attempt.run_id, str(row[-1]))
+        dead: dict[str, list[DeadLetterRow]] = {}
+        for row in await db.execute_fetchall(
+            f"SELECT {_DL_COLUMNS} FROM dead_letters WHERE run_id IN (SELECT run_id FROM touched)"
+        ):
+            letter = DeadLetterRow(*row)
+            dead.setdefault(letter.run_id, []).append(letter)
+        summaries: list[tuple[Any, ...]] = []
+        for run_id in run_ids:
+            view = summarize(run_id, attempts.get(run_id, []), dead.get(run_id, []))
+            if view is None:
+                continue
+            summaries.append(
+                (
+                    view.run_id,
+                    view.schedule_id,
+                    view.task,
+                    job_names.get(run_id, view.job_name),
+                    view.scheduled_ms,
+                    view.fired_ms,
+                    view.started_ms,
+                    view.finished_ms,
+                    view.status,
+                    view.attempts,
+                    view.worker,
+                    view.error_type,
+                    view.error_message,
+                    view.dead_at_ms,
+                )
+            )
+        await db.executemany(
             f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                view.run_id,
-                view.schedule_id,
-                view.task,
-                job_name,
-                view.scheduled_ms,
-                view.fired_ms,
-                view.started_ms,
-                view.finished_ms,
-                view.status,
-                view.attempts,
-                view.worker,
-                view.error_type,
-                view.error_message,
-                view.dead_at_ms,
-            ),
+            summaries,
         )
+        await db.execute("DELETE FROM touched")
 
     # --------------------------------------------------------------- queries
 
