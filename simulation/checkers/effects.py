@@ -1,0 +1,27 @@
+"""Effects exactly once (DESIGN.md §3.3) for jobs that use idempotency keys.
+
+Execution is at least once, so a job may call the outside world more than once for
+a run; with the run's idempotency key the effect happens once. Every run of such
+a job that a worker reported ``succeeded`` had its effect applied exactly once.
+"""
+
+from __future__ import annotations
+
+from simulation.checkers.evidence import Evidence, Verdict
+
+
+def check(evidence: Evidence) -> Verdict:
+    verdict = Verdict("effects-once", "idempotent jobs' effects happen once per run")
+    succeeded = {
+        r.run_id
+        for r in evidence.results
+        if r.status == "succeeded" and r.run_id in evidence.idempotent_runs
+    }
+    for run_id in sorted(evidence.idempotent_runs):
+        verdict.checked += 1
+        applied = evidence.ledger_applied.get(run_id, 0)
+        if applied > 1:
+            verdict.fail(f"{run_id}: effect applied {applied} times")
+        elif run_id in succeeded and applied != 1:
+            verdict.fail(f"{run_id}: reported succeeded but its effect never happened")
+    return verdict

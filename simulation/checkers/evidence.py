@@ -1,0 +1,181 @@
+"""What the checkers look at: the topics as a read_committed reader sees them at the end.
+
+Instants called ``append_ms`` are the broker's (true time, LogAppendTime), never a
+node's clock: "early" and "late" are judged by the truth, not by the clock that
+may be wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from topics.codec import loads
+from topics.commands import ScheduleUpsert, decode_command
+from topics.messages import parse_dlq, parse_result, parse_run
+from topics.names import TopicKind
+from topics.timefmt import parse_instant
+
+DETAIL_MAX = 10
+_FOLDED = re.compile(r"occurrences from (\S+) to (\S+) \(")
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    run_id: str
+    schedule_id: str
+    scheduled_ms: int
+    attempt: int
+    append_ms: int
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRecord:
+    run_id: str
+    schedule_id: str
+    scheduled_ms: int
+    attempt: int
+    status: str
+    append_ms: int
+    worker: str
+    message: str
+
+
+@dataclass(slots=True)
+class Verdict:
+    name: str
+    rule: str
+    violations: list[str] = field(default_factory=list)
+    checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def fail(self, text: str) -> None:
+        self.violations.append(text)
+
+
+@dataclass(slots=True)
+class Evidence:
+    runs: list[RunRecord]
+    results: list[ResultRecord]
+    dead: list[tuple[str, str, int]]  # run_id, schedule_id, append_ms
+    definitions: dict[str, ScheduleUpsert]
+    first_next_ms: dict[str, int | None]  # the first occurrence the shard planned
+    final_state: dict[str, dict[str, Any]]
+    start_ms: int
+    heal_ms: int
+    end_ms: int
+    lateness_bound_ms: int
+    settle_ms: int  # after healing, how long the system may take to be on time again
+    ledger_calls: dict[str, int]
+    ledger_applied: dict[str, int]
+    idempotent_runs: set[str]
+    owners: dict[str, dict[int, list[str]]]  # group -> partition -> live owners at the end
+    partitions: dict[str, int]
+
+    def folded_ranges(self) -> dict[str, list[tuple[int, int]]]:
+        """Per schedule, the [first, last] ranges that folded missed/skipped results cover."""
+        out: dict[str, list[tuple[int, int]]] = {}
+        for r in self.results:
+            if r.status in ("missed", "skipped"):
+                m = _FOLDED.search(r.message)
+                if m:
+                    out.setdefault(r.schedule_id, []).append(
+                        (parse_instant(m.group(1)), parse_instant(m.group(2)))
+                    )
+        return out
+
+
+def gather(world: Any) -> Evidence:
+    """Read the evidence out of a finished `simulation.world.World`."""
+    kafka = world.kafka
+    runs = []
+    for p, offset, entry in kafka.committed_records(TopicKind.RUNS):
+        run = parse_run(entry.value)
+        runs.append(
+            RunRecord(
+                run.run_id,
+                run.schedule_id,
+                run.scheduled_ms,
+                run.attempt,
+                entry.append_ms,
+                p,
+                offset,
+            )
+        )
+    runs.sort(key=lambda r: (r.append_ms, r.partition, r.offset))
+    results = []
+    for _, _, entry in kafka.committed_records(TopicKind.RESULTS):
+        res = parse_result(entry.value)
+        message = "" if res.error is None else str(res.error.get("message", ""))
+        results.append(
+            ResultRecord(
+                res.run_id,
+                res.schedule_id,
+                res.scheduled_ms,
+                res.attempt,
+                res.status,
+                entry.append_ms,
+                res.worker,
+                message,
+            )
+        )
+    results.sort(key=lambda r: r.append_ms)
+    dead = []
+    for _, _, entry in kafka.committed_records(TopicKind.DLQ):
+        d = parse_dlq(entry.value)
+        dead.append((d.run_id, d.schedule_id, entry.append_ms))
+    definitions: dict[str, ScheduleUpsert] = {}
+    for s in world.submitted:
+        command = decode_command(s.key, s.value, s.submitted_ms)
+        if isinstance(command, ScheduleUpsert):
+            definitions[s.schedule_id] = command
+    first_next: dict[str, int | None] = {}
+    final: dict[str, dict[str, Any]] = {}
+    for log in kafka.logs[TopicKind.SCHEDULES]:
+        for entry in log.entries:  # compacted records too: the history, not the topic
+            if entry.control or entry.key is None:
+                continue
+            if entry.txn is not None and entry.txn.status != "committed":
+                continue
+            schedule_id = entry.key.decode()
+            state = None if entry.value is None else loads(entry.value)
+            if schedule_id not in first_next and state is not None:
+                nxt = state.get("next")
+                first_next[schedule_id] = None if nxt is None else parse_instant(nxt)
+            if state is None:
+                final.pop(schedule_id, None)
+            else:
+                final[schedule_id] = state
+    scenario = world.scenario
+    owners: dict[str, dict[int, list[str]]] = {"scheduler": {}, "worker": {}}
+    for node in world.nodes.values():
+        if node.state != "up":
+            continue
+        held = node.shards if node.role == "scheduler" else node.core.assigned
+        for p in held:
+            owners[node.role].setdefault(p, []).append(node.name)
+    ledger = world.jobs.ledger
+    return Evidence(
+        runs=runs,
+        results=results,
+        dead=dead,
+        definitions=definitions,
+        first_next_ms=first_next,
+        final_state=final,
+        start_ms=scenario.start_ms,
+        heal_ms=scenario.heal_ms,
+        end_ms=scenario.end_ms,
+        lateness_bound_ms=scenario.lateness_bound_ms,
+        settle_ms=scenario.session_timeout_ms + 10_000,
+        ledger_calls=dict(ledger.calls),
+        ledger_applied=dict(ledger.applied),
+        idempotent_runs=set(ledger.idempotent_runs),
+        owners=owners,
+        partitions={"scheduler": scenario.shards, "worker": scenario.runs_partitions},
+    )

@@ -1,0 +1,42 @@
+"""What a simulated node may use of the world it lives in."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from simulation.clock import WorldTime
+from simulation.group import Group
+from simulation.kafka import SimKafka
+from simulation.timeline import Timeline
+from topics.names import Settings, TopicKind
+
+# Broken variants (test-only switches): the checkers must catch each of them.
+BROKEN_VARIANTS = (
+    "no-fencing",  # the simulated broker lets a fenced producer commit
+    "changelog-outside-txn",  # the shard writes its changelog outside its transaction
+)
+
+
+class Host(Protocol):
+    time: WorldTime
+    kafka: SimKafka
+    timeline: Timeline
+    rng: random.Random
+    settings: Settings
+    scheduler_group: Group
+    worker_group: Group
+    broken: frozenset[str]
+
+    def at(self, true_ms: int, action: Callable[[], None]) -> None:
+        """Run ``action`` when true time reaches ``true_ms``."""
+        ...
+
+    def arrived(self, parts: Iterable[tuple[TopicKind, int]], true_ms: int) -> None:
+        """Records became visible in these partitions: wake their consumers."""
+        ...
+
+    def latency_ms(self) -> int:
+        """A drawn broker round trip (produce, commit or fetch)."""
+        ...

@@ -1,0 +1,293 @@
+"""A simulated Kafka, good enough to be wrong in the same ways as the real one.
+
+What it models (and the runtime code in `simulation.node` relies on):
+
+- **Partitions with offsets.** Every append takes the next offset; so does each
+  transaction marker (commit or abort), which a consumer never sees, so offsets a
+  read_committed consumer receives are not contiguous, as on a real broker.
+- **Transactions with epochs.** ``init_transactions(tx_id)`` bumps the id's epoch
+  and aborts the id's open transaction: the previous holder is *fenced* and its
+  next ``send``/``commit`` raises `ProducerFenced`. Records of a transaction are
+  appended when sent and become visible only when it commits; an abort hides them
+  forever. A transaction left open longer than `TRANSACTION_TIMEOUT_MS` is aborted
+  by the broker (``expire``).
+- **read_committed visibility.** A consumer reads up to the last stable offset
+  (the first offset of the oldest open transaction of the partition) and skips
+  aborted records and markers.
+- **Consumer group offsets** (with metadata) written inside a transaction, applied
+  at its commit, as ``send_offsets_to_transaction`` does.
+- **Compaction** of a topic: superseded committed records (below the last stable
+  offset) disappear, offsets stay.
+- **Unavailability.** While ``available`` is False every call raises
+  `BrokerUnavailable` and the open transactions it touches are lost.
+
+Consumer groups live in `simulation.group`. The test-only switch ``fencing=False``
+lets a fenced producer commit anyway: the deliberately broken variant the
+checkers must catch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from topics.names import TopicKind
+from topics.partitioner import murmur2_partition
+from topics.records import InRecord
+
+TRANSACTION_TIMEOUT_MS = 30_000
+
+OPEN = "open"
+COMMITTED = "committed"
+ABORTED = "aborted"
+
+
+class ProducerFenced(Exception):
+    """A newer producer with the same transactional id exists (a newer owner)."""
+
+
+class BrokerUnavailable(Exception):
+    """The broker does not answer; the call did nothing (an open transaction is lost)."""
+
+
+@dataclass(slots=True, eq=False)
+class Txn:
+    tx_id: str
+    epoch: int
+    begun_ms: int
+    status: str = OPEN
+    first: dict[tuple[TopicKind, int], int] = field(default_factory=dict)
+    offsets: dict[tuple[str, TopicKind, int], tuple[int, str | None]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Entry:
+    """One offset of a partition: a record (txn None: written outside a transaction)."""
+
+    key: bytes | None
+    value: bytes | None
+    txn: Txn | None
+    append_ms: int  # the broker's clock (true time) at append: LogAppendTime
+    control: bool = False
+    compacted: bool = False
+
+    def visible(self) -> bool:
+        if self.control or self.compacted:
+            return False
+        return self.txn is None or self.txn.status == COMMITTED
+
+
+class Log:
+    """One partition."""
+
+    __slots__ = ("entries", "kind", "open", "partition")
+
+    def __init__(self, kind: TopicKind, partition: int) -> None:
+        self.kind = kind
+        self.partition = partition
+        self.entries: list[Entry] = []
+        self.open: dict[Txn, int] = {}  # open transaction -> its first offset here
+
+    def last_stable_offset(self) -> int:
+        if self.open:
+            return min(self.open.values())
+        return len(self.entries)
+
+    def fetch(self, position: int, max_records: int) -> tuple[list[InRecord], int]:
+        """read_committed records from ``position``; the new position."""
+        end = self.last_stable_offset()
+        out: list[InRecord] = []
+        entries = self.entries
+        offset = position
+        while offset < end and len(out) < max_records:
+            entry = entries[offset]
+            if entry.visible():
+                out.append(
+                    InRecord(
+                        self.kind, self.partition, offset, entry.key, entry.value, entry.append_ms
+                    )
+                )
+            offset += 1
+        return out, offset
+
+    def has_data(self, position: int) -> bool:
+        return position < self.last_stable_offset()
+
+
+class SimKafka:
+    """The broker: topics of logs, transactional ids, group offsets."""
+
+    def __init__(self, partitions: dict[TopicKind, int], *, fencing: bool = True) -> None:
+        self.partitions = dict(partitions)
+        self.logs = {kind: [Log(kind, p) for p in range(n)] for kind, n in partitions.items()}
+        self.fencing = fencing
+        self.available = True
+        self._epochs: dict[str, int] = {}
+        self._open: dict[Txn, None] = {}  # open transactions, in begin order
+        self._group_offsets: dict[tuple[str, TopicKind, int], tuple[int, str | None]] = {}
+        self.fenced_total = 0
+        self.aborted_total = 0
+        self.committed_total = 0
+
+    # -- producers -----------------------------------------------------------------
+
+    def _check(self) -> None:
+        if not self.available:
+            raise BrokerUnavailable("broker unavailable")
+
+    def init_transactions(self, tx_id: str, now_ms: int) -> int:
+        """Bump ``tx_id``'s epoch (fencing every older holder); abort its open transaction."""
+        self._check()
+        if self.fencing:
+            for previous in [t for t in self._open if t.tx_id == tx_id]:
+                self._finish(previous, ABORTED, now_ms)
+        epoch = self._epochs.get(tx_id, -1) + 1
+        self._epochs[tx_id] = epoch
+        return epoch
+
+    def _check_epoch(self, txn: Txn) -> None:
+        if txn.epoch < self._epochs[txn.tx_id] and self.fencing:
+            self.fenced_total += 1
+            if txn.status == OPEN:
+                self._finish(txn, ABORTED, 0)
+            raise ProducerFenced(f"{txn.tx_id} epoch {txn.epoch} is fenced")
+
+    def begin(self, tx_id: str, epoch: int, now_ms: int) -> Txn:
+        self._check()
+        txn = Txn(tx_id, epoch, now_ms)
+        self._check_epoch(txn)
+        self._open[txn] = None
+        return txn
+
+    def send(
+        self,
+        txn: Txn,
+        kind: TopicKind,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        now_ms: int,
+    ) -> tuple[int, int]:
+        """Append inside ``txn``: (partition, offset)."""
+        self._check()
+        self._check_epoch(txn)
+        if txn.status != OPEN:
+            raise ProducerFenced(f"{txn.tx_id}: transaction already {txn.status}")
+        p = self.partition_for(kind, key, partition)
+        log = self.logs[kind][p]
+        offset = len(log.entries)
+        log.entries.append(Entry(key, value, txn, now_ms))
+        if (kind, p) not in txn.first:
+            txn.first[(kind, p)] = offset
+            log.open[txn] = offset
+        return p, offset
+
+    def send_offsets(
+        self,
+        txn: Txn,
+        group: str,
+        offsets: Mapping[tuple[TopicKind, int], tuple[int, str | None]],
+    ) -> None:
+        self._check()
+        self._check_epoch(txn)
+        for (kind, p), committed in offsets.items():
+            txn.offsets[(group, kind, p)] = committed
+
+    def commit(self, txn: Txn, now_ms: int) -> None:
+        """Make ``txn`` visible, atomically; raises if fenced, aborted or unreachable."""
+        if not self.available:
+            self._finish(txn, ABORTED, now_ms)
+            raise BrokerUnavailable("broker unavailable: transaction aborted")
+        self._check_epoch(txn)
+        if txn.status != OPEN:
+            raise ProducerFenced(f"{txn.tx_id}: transaction was {txn.status} by the broker")
+        self._finish(txn, COMMITTED, now_ms)
+        self._group_offsets.update(txn.offsets)
+
+    def abort(self, txn: Txn, now_ms: int) -> None:
+        if txn.status == OPEN:
+            self._finish(txn, ABORTED, now_ms)
+
+    def _finish(self, txn: Txn, status: str, now_ms: int) -> None:
+        txn.status = status
+        self._open.pop(txn, None)
+        for kind, p in txn.first:
+            log = self.logs[kind][p]
+            log.open.pop(txn, None)
+            log.entries.append(Entry(None, None, txn, now_ms, control=True))
+        if status == COMMITTED:
+            self.committed_total += 1
+        else:
+            self.aborted_total += 1
+
+    def expire(self, now_ms: int) -> list[Txn]:
+        """Abort transactions open longer than the timeout (the broker's reaper)."""
+        old = [t for t in self._open if now_ms - t.begun_ms > TRANSACTION_TIMEOUT_MS]
+        for txn in old:
+            self._finish(txn, ABORTED, now_ms)
+        return old
+
+    def open_transactions(self) -> int:
+        return len(self._open)
+
+    # -- plain appends (clients outside the system) -----------------------------------
+
+    def append(
+        self,
+        kind: TopicKind,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        now_ms: int,
+    ) -> tuple[int, int]:
+        self._check()
+        p = self.partition_for(kind, key, partition)
+        log = self.logs[kind][p]
+        log.entries.append(Entry(key, value, None, now_ms))
+        return p, len(log.entries) - 1
+
+    def partition_for(self, kind: TopicKind, key: bytes | None, partition: int | None) -> int:
+        if partition is not None:
+            return partition
+        if key is None:
+            raise ValueError("a record without key needs an explicit partition")
+        return murmur2_partition(key, self.partitions[kind])
+
+    # -- consumers -----------------------------------------------------------------
+
+    def fetch(
+        self, kind: TopicKind, partition: int, position: int, max_records: int
+    ) -> tuple[list[InRecord], int]:
+        self._check()
+        return self.logs[kind][partition].fetch(position, max_records)
+
+    def committed(self, group: str, kind: TopicKind, partition: int) -> tuple[int, str | None]:
+        self._check()
+        return self._group_offsets.get((group, kind, partition), (0, None))
+
+    # -- maintenance and views -----------------------------------------------------------
+
+    def compact(self, kind: TopicKind) -> int:
+        """Drop superseded committed records below each partition's stable offset."""
+        dropped = 0
+        for log in self.logs[kind]:
+            latest: dict[bytes | None, int] = {}
+            end = log.last_stable_offset()
+            for offset in range(end):
+                entry = log.entries[offset]
+                if entry.visible():
+                    previous = latest.get(entry.key)
+                    if previous is not None:
+                        log.entries[previous].compacted = True
+                        dropped += 1
+                    latest[entry.key] = offset
+        return dropped
+
+    def committed_records(self, kind: TopicKind) -> Iterator[tuple[int, int, Entry]]:
+        """Every visible record of a topic, as a read_committed reader sees it at the end."""
+        for log in self.logs[kind]:
+            end = log.last_stable_offset()
+            for offset in range(end):
+                entry = log.entries[offset]
+                if entry.visible():
+                    yield log.partition, offset, entry

@@ -1,0 +1,248 @@
+"""Scenarios: a TOML file says what world to build and what goes wrong in it.
+
+Example (see ``simulation/scenarios/`` for the real ones)::
+
+    name = "midnight-reboot"
+    story = "The only scheduler reboots from 23:58 to 00:03."
+    start = "2026-03-04T23:50:00Z"   # true time at the start
+    safety_s = 1200                   # faults happen in this phase
+    liveness_s = 900                  # then everything heals and must converge
+    shards = 6                        # partitions of commands/schedules/results
+    runs_partitions = 6
+    lateness_bound_ms = 1000          # on-time bound once healed
+
+    [[schedulers]]
+    name = "sched-a"
+    clock = { offset_ms = 0, drift_ppm = 0 }
+
+    [[workers]]
+    name = "worker-1"
+    concurrency = 8
+
+    [[schedules]]                     # one command per schedule, sent at the start
+    id = "invoice-nightly"            # with count = N: a template, "{i}" the index
+    [schedules.command]               # the body of its schedule.upsert
+    spec = { cron = "0 0 * * *", tz = "Europe/London" }
+    job = { name = "billing.invoice_nightly" }
+
+    [jobs."billing.invoice_nightly"]
+    duration_s = [60, 90]             # uniform
+    fail_p = 0.0
+    idempotent = true                 # effects go through the run's idempotency key
+    fail_windows = [["2026-03-05T00:01:00Z", "2026-03-05T00:02:00Z", "EmailDown"]]
+
+    [[script]]                        # faults at fixed instants
+    at = "2026-03-04T23:58:00Z"
+    action = "crash"                  # see SCRIPT_ACTIONS
+    node = "sched-a"
+
+    [faults]                          # random faults: probability per tick, minimum duration
+    tick_ms = 1000
+    crash = { p = 0.0005, min_s = 5 }
+
+The ``command`` table is the body of a ``schedule.upsert`` (``v``, ``type`` and
+``id`` are filled in) and goes through the real `topics.commands.decode_command`.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from topics.timefmt import parse_instant
+
+FAULT_KINDS = (
+    "crash",  # a node's process dies; restarted after the duration
+    "pause",  # SIGSTOP for the duration (a GC pause, a frozen VM)
+    "broker",  # the broker does not answer for the duration
+    "skew",  # one node's clock jumps by up to skew_max_ms for the duration
+    "slow_job",  # jobs started on one worker run slow_factor times longer
+    "worker_crash_mid_job",  # a worker running a job dies; restarted after the duration
+)
+SCRIPT_ACTIONS = (
+    "crash",
+    "restart",
+    "pause",
+    "resume",
+    "broker_down",
+    "broker_up",
+    "skew",
+    "leave",
+    "start",
+)
+
+
+class ScenarioError(ValueError):
+    """The scenario file is wrong; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class FaultKnob:
+    p: float  # probability per tick (per node for node faults)
+    min_ms: int  # minimum duration; a drawn duration is in [min, 3 * min]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    name: str
+    role: str  # "scheduler" | "worker"
+    offset_ms: int = 0
+    drift_ppm: float = 0.0
+    concurrency: int = 8
+    start_ms: int | None = None  # None: at the start; else joins at this instant
+
+
+@dataclass(frozen=True, slots=True)
+class JobModel:
+    duration_ms: tuple[int, int] = (100, 1000)
+    fail_p: float = 0.0
+    idempotent: bool = True
+    fail_windows: tuple[tuple[int, int, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleGroup:
+    id: str
+    count: int
+    command: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptStep:
+    at_ms: int
+    action: str
+    node: str | None = None
+    value: int = 0  # skew: milliseconds added to the clock
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    story: str
+    start_ms: int
+    safety_ms: int
+    liveness_ms: int
+    shards: int
+    runs_partitions: int
+    lateness_bound_ms: int
+    session_timeout_ms: int
+    nodes: tuple[NodeSpec, ...]
+    schedules: tuple[ScheduleGroup, ...]
+    jobs: dict[str, JobModel]
+    script: tuple[ScriptStep, ...]
+    fault_tick_ms: int = 1000
+    faults: dict[str, FaultKnob] = field(default_factory=dict)
+    skew_max_ms: int = 5_000
+    slow_factor: float = 10.0
+    compact_every_ms: int = 3_600_000
+    path: str = ""
+
+    @property
+    def end_ms(self) -> int:
+        return self.start_ms + self.safety_ms + self.liveness_ms
+
+    @property
+    def heal_ms(self) -> int:
+        return self.start_ms + self.safety_ms
+
+
+def load(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such scenario file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(f"{path}: not valid TOML ({error})") from None
+    try:
+        return _scenario(data, str(path))
+    except (KeyError, TypeError, ValueError) as error:
+        raise ScenarioError(f"{path}: {error}") from None
+
+
+def _instant(value: Any, name: str) -> int:
+    try:
+        return parse_instant(str(value))
+    except ValueError:
+        raise ScenarioError(f"{name}: {value!r} is not an RFC 3339 UTC instant") from None
+
+
+def _scenario(data: dict[str, Any], path: str) -> Scenario:
+    nodes = [
+        NodeSpec(
+            name=str(n["name"]),
+            role=role,
+            offset_ms=int(n.get("clock", {}).get("offset_ms", 0)),
+            drift_ppm=float(n.get("clock", {}).get("drift_ppm", 0.0)),
+            concurrency=int(n.get("concurrency", 8)),
+            start_ms=_instant(n["start"], f"{n['name']}.start") if "start" in n else None,
+        )
+        for key, role in (("schedulers", "scheduler"), ("workers", "worker"))
+        for n in data.get(key, [])
+    ]
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise ScenarioError(f"node names must be unique, got {names}")
+    jobs = {
+        name: JobModel(
+            duration_ms=(
+                int(float(j.get("duration_s", [0.1, 1])[0]) * 1000),
+                int(float(j.get("duration_s", [0.1, 1])[1]) * 1000),
+            ),
+            fail_p=float(j.get("fail_p", 0.0)),
+            idempotent=bool(j.get("idempotent", True)),
+            fail_windows=tuple(
+                (_instant(w[0], f"jobs.{name}.fail_windows"), _instant(w[1], name), str(w[2]))
+                for w in j.get("fail_windows", [])
+            ),
+        )
+        for name, j in data.get("jobs", {}).items()
+    }
+    schedules = tuple(
+        ScheduleGroup(id=str(s["id"]), count=int(s.get("count", 1)), command=dict(s["command"]))
+        for s in data.get("schedules", [])
+    )
+    script = []
+    for step in data.get("script", []):
+        action = str(step["action"])
+        if action not in SCRIPT_ACTIONS:
+            raise ScenarioError(f"script.action: {action!r} is not one of {SCRIPT_ACTIONS}")
+        node = step.get("node")
+        if node is not None and node not in names:
+            raise ScenarioError(f"script.node: no node named {node!r} (nodes: {names})")
+        script.append(
+            ScriptStep(_instant(step["at"], "script.at"), action, node, int(step.get("value", 0)))
+        )
+    raw_faults = dict(data.get("faults", {}))
+    tick_ms = int(raw_faults.pop("tick_ms", 1000))
+    skew_max_ms = int(raw_faults.pop("skew_max_ms", 5000))
+    slow_factor = float(raw_faults.pop("slow_factor", 10.0))
+    faults: dict[str, FaultKnob] = {}
+    for kind, knob in raw_faults.items():
+        if kind not in FAULT_KINDS:
+            raise ScenarioError(f"faults.{kind}: unknown fault; known: {FAULT_KINDS}")
+        faults[kind] = FaultKnob(float(knob["p"]), int(float(knob["min_s"]) * 1000))
+    shards = int(data.get("shards", 6))
+    return Scenario(
+        name=str(data["name"]),
+        story=str(data.get("story", "")),
+        start_ms=_instant(data["start"], "start"),
+        safety_ms=int(float(data["safety_s"]) * 1000),
+        liveness_ms=int(float(data.get("liveness_s", 600)) * 1000),
+        shards=shards,
+        runs_partitions=int(data.get("runs_partitions", shards)),
+        lateness_bound_ms=int(data.get("lateness_bound_ms", 1000)),
+        session_timeout_ms=int(data.get("session_timeout_ms", 10_000)),
+        nodes=tuple(nodes),
+        schedules=schedules,
+        jobs=jobs,
+        script=tuple(sorted(script, key=lambda s: s.at_ms)),
+        fault_tick_ms=tick_ms,
+        faults=faults,
+        skew_max_ms=skew_max_ms,
+        slow_factor=slow_factor,
+        compact_every_ms=int(float(data.get("compact_every_s", 3600)) * 1000),
+        path=path,
+    )

@@ -1,0 +1,321 @@
+"""One simulated run: build the world, inject faults, heal, check.
+
+The run is event driven: a heap of (true instant, sequence, action); the clock
+jumps from one event to the next, so a quiet hour costs nothing. Ties run in
+the order they were scheduled, and every random choice comes from one
+`random.Random(seed)`, so a seed replays the same run byte for byte.
+
+Two phases, as TigerBeetle's VOPR: the *safety* phase, where scripted and random
+faults happen and only safety invariants must hold, then the *liveness* phase,
+where every fault heals (crashed nodes restart, paused ones resume, the broker
+answers, clocks are right again) and the system must converge: every shard owned,
+every due occurrence accounted for, every run ended, lateness back within bound.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from simulation.clock import NodeClock, WorldTime
+from simulation.faults import FaultInjector, Target
+from simulation.group import Group
+from simulation.jobs import Jobs
+from simulation.kafka import SimKafka
+from simulation.node import SchedulerNode
+from simulation.scenario import Scenario, ScheduleGroup
+from simulation.timeline import Timeline
+from simulation.worker_node import WorkerNode
+from topics.codec import dumps
+from topics.names import Settings, TopicKind
+
+Node = SchedulerNode | WorkerNode
+REBALANCE_NOTICE_MS = (100, 3_000)  # members learn of a rebalance at their next heartbeat
+LATENCY_MS = (2, 20)
+FETCH_MS = (1, 5)
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    schedule_id: str
+    key: bytes
+    value: bytes
+    submitted_ms: int
+
+
+class World:
+    def __init__(self, scenario: Scenario, seed: int, *, broken: Iterable[str] = ()) -> None:
+        self.scenario = scenario
+        self.seed = seed
+        self.broken = frozenset(broken)
+        self.rng = random.Random(seed)
+        self.time = WorldTime(scenario.start_ms)
+        self.settings = Settings()
+        n = scenario.shards
+        self.kafka = SimKafka(
+            {
+                TopicKind.COMMANDS: n,
+                TopicKind.SCHEDULES: n,
+                TopicKind.RESULTS: n,
+                TopicKind.RUNS: scenario.runs_partitions,
+                TopicKind.DLQ: n,
+                TopicKind.REJECTED: 1,
+            },
+            fencing="no-fencing" not in self.broken,
+        )
+        self.scheduler_group = Group(self.settings.scheduler_group, n, scenario.session_timeout_ms)
+        self.worker_group = Group(
+            self.settings.worker_group, scenario.runs_partitions, scenario.session_timeout_ms
+        )
+        self.timeline = Timeline()
+        self.jobs = Jobs(scenario.jobs, self.rng)
+        self.nodes: dict[str, Node] = {}
+        for spec in scenario.nodes:
+            clock = NodeClock(self.time, offset_ms=spec.offset_ms, drift_ppm=spec.drift_ppm)
+            if spec.role == "scheduler":
+                self.nodes[spec.name] = SchedulerNode(
+                    self, spec.name, clock, scenario.session_timeout_ms
+                )
+            else:
+                self.nodes[spec.name] = WorkerNode(
+                    self, spec.name, clock, self.jobs, spec.concurrency
+                )
+        self.faults = FaultInjector(self, scenario)
+        self.submitted: list[Submitted] = []
+        self._heap: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = 0
+        self._generations = (0, 0)
+        self.events_run = 0
+
+    # -- the Host interface -------------------------------------------------------
+
+    def at(self, true_ms: int, action: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (true_ms, self._seq, action))
+
+    def arrived(self, parts: Iterable[tuple[TopicKind, int]], true_ms: int) -> None:
+        parts = list(parts)
+        if not parts:
+            return
+        for node in self.nodes.values():
+            if node.state == "up" and any(node.consumes(kind, p) for kind, p in parts):
+                node.wake(true_ms + self.rng.randint(*FETCH_MS))
+
+    def latency_ms(self) -> int:
+        return self.rng.randint(*LATENCY_MS)
+
+    # -- the FaultHost interface ------------------------------------------------------
+
+    def now(self) -> int:
+        return self.time.true_ms
+
+    def draw_float(self) -> float:
+        return self.rng.random()
+
+    def draw_int(self, low: int, high: int) -> int:
+        return self.rng.randint(low, high)
+
+    def targets(self) -> list[Target]:
+        return list(self.nodes.values())
+
+    def log(self, kind: str, text: str) -> None:
+        self.timeline.add(self.time.true_ms, "faults", kind, text)
+
+    def fault(self, kind: str, node: str | None, start: bool, value: int) -> None:
+        if kind == "broker":
+            self._broker(up=not start)
+            return
+        assert node is not None
+        target = self.nodes[node]
+        if kind in ("crash", "worker_crash_mid_job"):
+            if start:
+                target.crash()
+            else:
+                target.start()
+        elif kind == "pause":
+            if start:
+                target.pause()
+            else:
+                target.resume()
+        elif kind == "skew":
+            target.clock.step(value if start else -value)
+            self.timeline.add(
+                self.time.true_ms,
+                node,
+                "clock",
+                f"clock now {target.clock.skew_ms:+d} ms off true time",
+            )
+            target.wake(self.time.true_ms)
+        elif kind == "slow_job" and isinstance(target, WorkerNode):
+            target.slow_factor = self.scenario.slow_factor if start else 1.0
+
+    def _broker(self, *, up: bool) -> None:
+        now = self.time.true_ms
+        if up == self.kafka.available:
+            return
+        self.kafka.available = up
+        if up:
+            self.scheduler_group.broker_back(now)
+            self.worker_group.broker_back(now)
+            self.timeline.add(now, "broker", "broker", "answers again")
+            for node in self.nodes.values():
+                node.wake(now)
+        else:
+            self.timeline.add(now, "broker", "broker", "stops answering (every call fails)")
+
+    # -- running -----------------------------------------------------------------
+
+    def run(self) -> None:
+        scenario = self.scenario
+        start = scenario.start_ms
+        self.at(start, self._submit)
+        for spec in scenario.nodes:
+            node = self.nodes[spec.name]
+            self.at(start if spec.start_ms is None else spec.start_ms, node.start)
+        for step in scenario.script:
+            self.at(step.at_ms, self._scripted(step.action, step.node, step.value))
+        self.faults.install()
+        self.at(scenario.heal_ms, self._heal)
+        if scenario.compact_every_ms > 0:
+            self.at(start + scenario.compact_every_ms, self._compact)
+        self._loop(scenario.end_ms)
+
+    def _loop(self, end_ms: int) -> None:
+        heap = self._heap
+        kafka = self.kafka
+        groups = (self.scheduler_group, self.worker_group)
+        while heap and heap[0][0] <= end_ms:
+            next_ms = heap[0][0]
+            # Sessions that expire and transactions that time out before the next event.
+            if kafka.available:
+                for group in groups:
+                    expiry = group.next_expiry_ms()
+                    if expiry is not None and expiry <= next_ms:
+                        self.time.true_ms = max(self.time.true_ms, expiry)
+                        for member in group.expire(expiry):
+                            self.timeline.add(
+                                expiry,
+                                "broker",
+                                "expire",
+                                f"{group.name}: session of {member} expired; its partitions move",
+                            )
+                expired = kafka.expire(next_ms)
+                for txn in expired:
+                    self.timeline.add(
+                        next_ms,
+                        "broker",
+                        "txn",
+                        f"transaction of {txn.tx_id} epoch {txn.epoch} timed out and was aborted",
+                    )
+            self._notice_rebalances()
+            true_ms, _, action = heapq.heappop(heap)
+            self.time.true_ms = max(self.time.true_ms, true_ms)
+            action()
+            self.events_run += 1
+        self.time.true_ms = end_ms
+
+    def _notice_rebalances(self) -> None:
+        generations = (self.scheduler_group.generation, self.worker_group.generation)
+        if generations == self._generations:
+            return
+        self._generations = generations
+        for node in self.nodes.values():
+            if node.state == "up":
+                node.wake(self.time.true_ms + self.rng.randint(*REBALANCE_NOTICE_MS))
+
+    def _submit(self) -> None:
+        now = self.time.true_ms
+        for group in self.scenario.schedules:
+            for schedule_id, body in _commands(group):
+                key = schedule_id.encode()
+                value = dumps(body)
+                self.kafka.append(TopicKind.COMMANDS, key, value, None, now)
+                self.submitted.append(Submitted(schedule_id, key, value, now))
+        self.timeline.add(
+            now, "client", "submit", f"{len(self.submitted):,} schedule.upsert commands sent"
+        )
+        self.arrived(((TopicKind.COMMANDS, p) for p in range(self.scenario.shards)), now)
+
+    def _scripted(self, action: str, node: str | None, value: int) -> Callable[[], None]:
+        def step() -> None:
+            self.timeline.add(
+                self.time.true_ms,
+                "script",
+                "fault",
+                f"{action}" + (f" {node}" if node else "") + (f" {value:+d} ms" if value else ""),
+            )
+            if action == "broker_down":
+                self._broker(up=False)
+            elif action == "broker_up":
+                self._broker(up=True)
+            else:
+                assert node is not None
+                target = self.nodes[node]
+                if action in ("crash", "pause"):
+                    getattr(target, action)()
+                elif action == "restart":
+                    target.crash()
+                    target.start()
+                elif action in ("resume", "start"):
+                    getattr(target, action)()
+                elif action == "leave":
+                    self._leave(target)
+                elif action == "skew":
+                    target.clock.step(value)
+                    target.wake(self.time.true_ms)
+
+        return step
+
+    def _leave(self, node: Node) -> None:
+        """A clean stop: the process leaves the group, its partitions move at once."""
+        group = self.scheduler_group if node.role == "scheduler" else self.worker_group
+        member = node.member_id
+        node.crash()
+        if member is not None:
+            group.leave(member)
+
+    def _heal(self) -> None:
+        now = self.time.true_ms
+        healed = self.faults.heal_all()
+        self._broker(up=True)
+        for node in self.nodes.values():
+            if node.state == "paused":
+                node.resume()
+        for node in self.nodes.values():
+            if isinstance(node, WorkerNode):
+                node.slow_factor = 1.0
+            skew = node.clock.skew_ms
+            spec = next(s for s in self.scenario.nodes if s.name == node.name)
+            baseline = spec.offset_ms
+            if skew != baseline and spec.drift_ppm == 0:
+                node.clock.step(baseline - skew)
+        for node in self.nodes.values():
+            if node.state == "down":
+                node.start()
+        self.timeline.add(
+            now,
+            "faults",
+            "heal",
+            "liveness phase: every fault healed "
+            f"({', '.join(healed) if healed else 'none active'}); "
+            "the system must converge",
+        )
+
+    def _compact(self) -> None:
+        dropped = self.kafka.compact(TopicKind.SCHEDULES)
+        if dropped:
+            self.timeline.add(
+                self.time.true_ms,
+                "broker",
+                "compact",
+                f"changelog compacted: {dropped:,} superseded records removed",
+            )
+        self.at(self.time.true_ms + self.scenario.compact_every_ms, self._compact)
+
+
+def _commands(group: ScheduleGroup) -> Iterable[tuple[str, dict[str, object]]]:
+    for i in range(group.count):
+        schedule_id = group.id.format(i=i) if group.count > 1 else group.id
+        yield schedule_id, {"v": 1, "type": "schedule.upsert", "id": schedule_id, **group.command}
