@@ -6,25 +6,27 @@ around ``t`` during which wall time is ``t + offset``, and the offset just befor
 the stretch began (to know whether its start is a gap or a fold).
 
 We ask zoneinfo only its public question. Per UTC calendar year we sample the offset
-every ``_PROBE_S`` seconds and bisect each change down to the second. tzdata has no
-two offset changes closer than that in the years schedules live in (the test suite
-checks every zone against zoneinfo's own transition list), and a stretch also ends
-at each UTC new year (keeping its real start), so year tables are independent.
-A year costs about 2 ms once per zone; afterwards a lookup is one ``bisect``.
+once a day and bisect each change down to the second. That is exact as long as no
+two offset changes are less than a day apart: since 1970 the closest pair in tzdata
+is about a week apart (the test suite checks every zone against zoneinfo's own
+transition list), and rule-based years after 2037 have two changes months apart.
+A stretch also ends at each UTC new year (keeping its real start), so year tables
+are independent. A year costs about 1 ms once per zone; afterwards a lookup is one
+``bisect``.
 """
 
 from __future__ import annotations
 
 import zoneinfo
 from bisect import bisect_right
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime
 from functools import lru_cache
 from typing import NamedTuple
 
 from actors.timespec.errors import SpecError
 
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
-_PROBE_S = 6 * 3600
+_PROBE_S = 86_400
 _LOOKBACK_S = 2 * 86_400
 # Years beyond these are clamped: datetime stops at 9999, and the zone rules of year
 # 9998 (a POSIX TZ rule by then) are as good as any for the instants after it.
@@ -52,8 +54,7 @@ class ZoneTable:
         self._years: dict[int, tuple[list[int], list[Stretch]]] = {}
 
     def offset_s(self, instant_s: int) -> int:
-        moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=instant_s)
-        delta = moment.astimezone(self._info).utcoffset()
+        delta = datetime.fromtimestamp(instant_s, self._info).utcoffset()
         return 0 if delta is None else int(delta.total_seconds())
 
     def stretch_at(self, instant_s: int) -> Stretch:
