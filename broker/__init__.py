@@ -13,6 +13,7 @@ Environment (all optional):
 - ``KAFKRON_CACHE_DIR``: jars and default data dirs, default ``~/.cache/kafkron``.
 - ``KAFKRON_BROKER_DATA_DIR``: data dir, default ``<cache>/broker-<port>``.
 - ``KAFKRON_MAVEN_REPO``: Maven local repository for the download (``-Dmaven.repo.local``).
+- ``KAFKRON_BROKER_JAVA_OPTS``: extra JVM options of the broker (e.g. ``-Xmx4g``).
 """
 
 from broker.errors import BrokerError

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -120,9 +121,14 @@ _TOOL_JVM = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 def _java_command(java: str, lib: Path, layout: BrokerLayout, main: str) -> list[str]:
+    if main == "kafka.Kafka":
+        # Later options win in the JVM, so a user's KAFKRON_BROKER_JAVA_OPTS override ours.
+        jvm = [*_BROKER_JVM, *shlex.split(os.environ.get("KAFKRON_BROKER_JAVA_OPTS", ""))]
+    else:
+        jvm = list(_TOOL_JVM)
     return [
         java,
-        *(_BROKER_JVM if main == "kafka.Kafka" else _TOOL_JVM),
+        *jvm,
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={layout.log4j2_config}",
         "-cp",

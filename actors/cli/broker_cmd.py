@@ -18,7 +18,8 @@ examples:
 
 The first start downloads Apache Kafka's jars with Maven (needs java 17+ and mvn);
 later starts reuse them. Environment: KAFKRON_BROKER_PORT, KAFKRON_BROKER_DATA_DIR,
-KAFKRON_CACHE_DIR, KAFKRON_MAVEN_REPO. Clients find the broker via KAFKRON_BOOTSTRAP.
+KAFKRON_CACHE_DIR, KAFKRON_MAVEN_REPO, KAFKRON_BROKER_JAVA_OPTS (e.g. -Xmx4g).
+Clients find the broker via KAFKRON_BOOTSTRAP.
 """
 
 
