@@ -73,7 +73,9 @@ Decisions (what a Temporal or Airflow user would expect)
 - ``cancel_other`` writes a ``cancelled`` result (worker ``shard-{p}``) for each
   run in flight and starts the new one; a worker still running the old attempt
   finds out from that result, and whatever it reports later is ignored.
-- DAG commands are rejected until DAG support lands (see `ScheduleState.dag`).
+- DAGs (``dag.upsert``, ``dag.clear``) are schedules whose occurrences start DAG
+  runs; their task runs are ordinary runs of this file. See `dag_shard` (the
+  hooks below call it) and `dag_run` (the run state, Kahn's algorithm).
 """
 
 from __future__ import annotations
@@ -83,11 +85,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.shard import overlap
+from actors.shard.dag_shard import DagShard
 from actors.shard.definition import definition_bytes, shared_definition
 from actors.shard.misfire import SKIP, Backlog, MissedRange, plan_backlog
 from actors.shard.retry import backoff_ms, is_final_failure
 from actors.shard.routing import forward_target
-from actors.shard.state import RunState, ScheduleState, decode_schedule, encode_schedule
+from actors.shard.state import (
+    DEAD_MEMORY,
+    RunState,
+    ScheduleState,
+    decode_schedule,
+    encode_schedule,
+)
 from actors.wheel import TimingWheel
 from topics.commands import (
     DagClear,
@@ -137,7 +146,7 @@ _LATENESS_WINDOW = 1024
 Item = ScheduleState | RunState
 
 
-class ShardCore:
+class ShardCore(DagShard):
     """The pure state machine of shard ``partition`` (of ``partitions``)."""
 
     def __init__(
@@ -241,8 +250,7 @@ class ShardCore:
             else:
                 self._reject(record, f"the shard applies commands and results, not {record.topic}")
         except Exception as error:
-            self._counts["errors_total"] += 1
-            self._last_error = f"{type(error).__name__}: {error}"
+            self._failed(error)
             self._reject(
                 record,
                 f"internal error while applying this record ({self._last_error}); it was "
@@ -251,21 +259,37 @@ class ShardCore:
         return self._flush()
 
     def advance(self, now_ms: int) -> list[OutRecord]:
-        """Act on everything due at ``now_ms``; the records to write. Never raises."""
+        """Act on everything due at ``now_ms``; the records to write. Never raises.
+
+        Attempts' timers (deadlines, retries) are handled before occurrences, each
+        group in due order: an attempt that timed out by now no longer blocks an
+        occurrence due by now, and the outcome does not depend on the order in
+        which timers happened to be added (a restored shard adds them in another).
+        """
         self._out = []
+        due_schedules: list[ScheduleState] = []
         for item in self._wheel.advance(now_ms):
+            item.timer = None
+            if isinstance(item, ScheduleState):
+                due_schedules.append(item)
+                continue
             try:
-                item.timer = None
-                if isinstance(item, ScheduleState):
-                    self._fire_due(item, now_ms)
-                elif item.retry_ms is None:
+                if item.retry_ms is None:
                     self._time_out(item, now_ms)
                 else:
                     self._next_attempt(item, now_ms)
             except Exception as error:  # one broken schedule must not stop the shard
-                self._counts["errors_total"] += 1
-                self._last_error = f"{type(error).__name__}: {error}"
+                self._failed(error)
+        for state in due_schedules:
+            try:
+                self._fire_due(state, now_ms)
+            except Exception as error:
+                self._failed(error)
         return self._flush()
+
+    def _failed(self, error: Exception) -> None:
+        self._counts["errors_total"] += 1
+        self._last_error = f"{type(error).__name__}: {error}"
 
     def next_due_ms(self) -> int | None:
         """When `advance` next has work (None: nothing scheduled)."""
@@ -305,10 +329,10 @@ class ShardCore:
         if isinstance(command, Rejection):
             self._reject(record, command.reason)
         elif isinstance(command, ScheduleUpsert):
-            self._upsert(command, now_ms)
+            if not self._dag_kind_clash(record, command):
+                self._upsert(command, now_ms)
         elif isinstance(command, (DagUpsert, DagClear)):
-            kind = "dag.upsert" if isinstance(command, DagUpsert) else "dag.clear"
-            self._reject(record, f"type: {kind} is not supported by this shard yet")
+            self._on_dag_command(record, command, now_ms)
         else:
             state = self._schedules.get(command.id)
             if state is None:
@@ -328,9 +352,12 @@ class ShardCore:
             elif isinstance(command, DlqReplay):
                 self._replay(record, state, command.run_id, now_ms)
 
-    def _upsert(self, command: ScheduleUpsert, now_ms: int) -> None:
-        def_bytes = definition_bytes(command)
-        definition = shared_definition(command, def_bytes)
+    def _upsert(self, command: ScheduleUpsert | DagUpsert, now_ms: int) -> None:
+        if isinstance(command, DagUpsert):
+            def_bytes, definition = self._dag_definition_of(command)
+        else:
+            def_bytes = definition_bytes(command)
+            definition = shared_definition(command, def_bytes)
         floor_ms = now_ms - 1 - (definition.grace_ms if definition.is_at else 0)
         state = self._schedules.get(command.id)
         if state is None:
@@ -407,13 +434,23 @@ class ShardCore:
         self._dirty[state.id] = state
 
     def _replay(self, record: InRecord, state: ScheduleState, run_id: str, now_ms: int) -> None:
+        if state.dag is not None:  # a DAG's task run: the same as dag.clear of the task
+            self._dag_replay(record, state, run_id, now_ms)
+            return
         last_attempt = state.dead.get(run_id)
-        if last_attempt is None or run_id in state.runs:
-            why = "is in flight again" if run_id in state.runs else "is not dead-lettered"
+        if run_id in state.runs:
             self._reject(
                 record,
-                f"run_id: {run_id!r} {why} on schedule {state.id!r} (the shard remembers "
-                "the last dead runs of each schedule); replay a run_id from a recent dlq record",
+                f"run_id: {run_id!r} is in flight on schedule {state.id!r}; only a "
+                "dead-lettered run can be replayed (wait for its dlq record)",
+            )
+            return
+        if last_attempt is None:
+            self._reject(
+                record,
+                f"run_id: {run_id!r} is not among the dead-lettered runs of schedule "
+                f"{state.id!r} (the shard remembers the last {DEAD_MEMORY}); replay a "
+                "run_id from a recent dlq record",
             )
             return
         _, scheduled_ms, task = parse_run_id(run_id)
@@ -531,6 +568,9 @@ class ShardCore:
 
     def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
         """One occurrence (or trigger) is due now: fire it, or what overlap says."""
+        if state.dag is not None:  # a DAG run (max_active_runs instead of overlap)
+            self._dag_occurrence(state, scheduled_ms, now_ms)
+            return
         decision = overlap.decide(
             state.definition.overlap, in_flight=bool(state.runs), waiting=len(state.buffered)
         )
@@ -570,6 +610,7 @@ class ShardCore:
 
     def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
         job, timeout_ms, _ = self._policy_of(state, run)
+        logical_ms, interval = (None, None) if run.task is None else self._dag_dates(state, run)
         run.fired_ms = now_ms
         run.deadline_ms = deadline_ms = now_ms + timeout_ms
         run.retry_ms = None
@@ -588,6 +629,8 @@ class ShardCore:
                     job=job,
                     idempotency_key=idempotency_key(run_id),
                     deadline_ms=deadline_ms,
+                    logical_date_ms=logical_ms,
+                    data_interval=interval,
                 ),
             )
         )
@@ -595,6 +638,8 @@ class ShardCore:
 
     def _policy_of(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
         """The job, timeout (ms) and retry policy of a run. (DAG tasks: per task.)"""
+        if run.task is not None:
+            return self._task_policy(state, run)
         definition = state.definition
         return definition.job, definition.timeout_ms, definition.retry
 
@@ -691,6 +736,8 @@ class ShardCore:
         self._cancel_timer(run)
         del state.runs[run.run_id]
         self._in_flight -= 1
+        if run.task is not None:  # its outcome was just recorded: move the DAG run on
+            self._dag_task_ended(state, run, now_ms)
         self._drain_buffer(state, now_ms)
 
     def _drain_buffer(self, state: ScheduleState, now_ms: int) -> None:

@@ -136,6 +136,10 @@ def restored_definition(schedule_id: str, def_bytes: bytes) -> Definition:
     this version (or the zone database lost a zone).
     """
     doc = orjson.loads(def_bytes)
+    if "tasks" in doc:  # a DAG's definition (imported here: dag_definition imports us)
+        from actors.shard.dag_definition import restored_dag_definition
+
+        return restored_dag_definition(schedule_id, doc)
     spec = doc["spec"]
     owner = schedule_id if _depends_on_id(spec, doc["spread_window_s"]) else None
     found = _definitions.get((def_bytes, owner))
@@ -172,6 +176,12 @@ def restored_definition(schedule_id: str, def_bytes: bytes) -> Definition:
     )
     _remember(_definitions, (def_bytes, owner), definition)
     return definition
+
+
+def clear_caches() -> None:
+    """Forget every shared definition and compiled spec (tests and benchmarks)."""
+    _definitions.clear()
+    _specs.clear()
 
 
 def _spec_key(doc: Mapping[str, Any]) -> bytes:

@@ -25,11 +25,13 @@ instant. An every-second schedule that was down for a day therefore costs 101
 results, not 86,400.
 
 The work is bounded as well. The planner walks the backlog one occurrence at a
-time for at most `SCAN_MAX` occurrences; past that it jumps: it gallops back
-from the grace cutoff in growing windows until it holds the few latest misfired
-occurrences it needs, so a year of every-second backlog costs a few thousand
-``next_after`` calls instead of 31 million. After a jump the count in the
-summary is a lower bound, and the summary says so (``exact=False``).
+time for at most `SCAN_MAX` occurrences, keeping only a few of them in memory
+(a day of every-second backlog is counted exactly, in tens of milliseconds).
+Past that it jumps: it gallops back from the grace cutoff in windows growing
+fourfold until it holds the few latest misfired occurrences it needs, so a year
+of every-second backlog costs about `SCAN_MAX` ``next_after`` calls instead of
+31 million. After a jump the count in the summary is a lower bound, and the
+summary says so (``exact=False``, "at least N occurrences").
 
 The same planner serves ``resume``: with the cutoff just after ``now`` every
 occurrence is "misfired" and policy ``skip`` reports them all (as ``skipped``,
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field
 NextAfter = Callable[[int], int | None]
 
 MISSED_DETAIL_MAX = 100
-SCAN_MAX = 10_000
+SCAN_MAX = 100_000
 
 RUN_ONCE = "run_once"
 CATCH_UP = "catch_up"
@@ -99,15 +101,27 @@ def plan_backlog(
         _fire_on_time(plan, next_after, first_ms, now_ms)
         return plan
 
+    # Walk the misfired occurrences, keeping only what the plan can need: the
+    # oldest ones (reported one by one), the one after them (a summary's first),
+    # and the newest few (the ones a policy fires, and the last missed before them).
     keep_max = catch_up_max if policy == CATCH_UP else 1
     scan_limit = max(scan_max, keep_max + detail_max + 1)
-    head: list[int] = []
+    oldest: list[int] = []
+    summary_first_ms = 0
+    newest: deque[int] = deque(maxlen=keep_max + 1)
+    walked = 0
     o: int | None = first_ms
-    while o is not None and o < cutoff_ms and len(head) < scan_limit:
-        head.append(o)
+    while o is not None and o < cutoff_ms and walked < scan_limit:
+        if walked < detail_max:
+            oldest.append(o)
+        elif walked == detail_max:
+            summary_first_ms = o
+        newest.append(o)
+        walked += 1
         o = next_after(o)
-    # More backlog than we walk: jump to the cutoff for the on-time part.
-    on_time_first = next_after(cutoff_ms - 1) if o is not None and o < cutoff_ms else o
+    exact = o is None or o >= cutoff_ms
+    # Past the walk: jump to the cutoff for the on-time part.
+    on_time_first = o if exact else next_after(cutoff_ms - 1)
     on_time_due = on_time_first is not None and on_time_first <= now_ms
 
     if policy == CATCH_UP:
@@ -116,28 +130,28 @@ def plan_backlog(
         keep = 0 if on_time_due else 1
     else:
         keep = 0
-
-    exact = o is None or o >= cutoff_ms
+    missed_count = 0
+    if not exact:
+        tail = _latest_before(next_after, cutoff_ms, floor_ms=newest[-1], want=keep + 1)
+        if len(tail) < keep + 1 or next_after(newest[-1]) == tail[0]:
+            exact = True  # the walk and the tail meet: nothing was jumped over
+            newest.extend(tail)
+            walked += len(tail)
+        else:
+            # The middle was never walked: the count is a lower bound.
+            plan.missed = oldest
+            missed_count = walked - detail_max + 1  # the walk's remainder and tail[0]
+            plan.summary = MissedRange(summary_first_ms, tail[0], missed_count, exact=False)
+            plan.fire = tail[1:]
     if exact:
-        misfired = head
-    else:
-        tail = _latest_before(next_after, cutoff_ms, floor_ms=head[-1], want=keep + 1)
-        exact = len(tail) < keep + 1 or next_after(head[-1]) == tail[0]
-        misfired = head + tail
-    if exact:
-        keep = min(keep, len(misfired))
-        missed_all = misfired[: len(misfired) - keep]
-        plan.missed = missed_all[:detail_max]
-        rest = missed_all[detail_max:]
-        if rest:
-            plan.summary = MissedRange(rest[0], rest[-1], len(rest), exact=True)
-        plan.fire = misfired[len(misfired) - keep :]
-    else:
-        # head holds the oldest misfired, tail the newest; the middle was never walked.
-        plan.missed = head[:detail_max]
-        rest_count = len(head) - detail_max + 1  # head's remainder plus tail[0], at least
-        plan.summary = MissedRange(head[detail_max], tail[0], rest_count, exact=False)
-        plan.fire = tail[1:]
+        keep = min(keep, walked)
+        missed_count = walked - keep
+        plan.missed = oldest[:missed_count]
+        if missed_count > detail_max:
+            last_missed_ms = newest[len(newest) - keep - 1]
+            folded = missed_count - detail_max
+            plan.summary = MissedRange(summary_first_ms, last_missed_ms, folded, exact=True)
+        plan.fire = list(newest)[len(newest) - keep :]
     plan.late_fires = len(plan.fire)
     if on_time_due:
         assert on_time_first is not None

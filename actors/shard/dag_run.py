@@ -1,0 +1,379 @@
+"""The state of a DAG's runs, and how it moves: Kahn's algorithm, kept in the changelog.
+
+Rules of this file
+------------------
+Everything here is a pure function of a DAG's run state, its `Graph` and the
+event; nothing emits records. The shard (`actors.shard.dag_shard`) turns the
+returned `Step` into records: an attempt on ``{ns}.runs`` for each task to
+start, an ``upstream_failed`` result for each task that will never run.
+
+The state is the ``dag`` value of the schedule's changelog record, JSON-ready
+(it is written as is and read back as is, so a restored shard continues a DAG
+run exactly where the crashed one was)::
+
+    {"runs": {                                     # oldest first
+       "nightly-billing@2026-10-10T00:00:00.000Z": {
+          "scheduled": "2026-10-10T00:00:00.000Z",
+          "logical_date": "2026-10-09T00:00:00.000Z",
+          "data_interval": ["2026-10-09T00:00:00.000Z", "2026-10-10T00:00:00.000Z"],
+          "state": "running",                     # running | succeeded | failed
+          "ended": null,                          # when it reached its final state
+          "tasks": {
+             "usage-rollup":    {"state": "succeeded", "attempt": 1},
+             "fx-rates":        {"state": "running", "attempt": 1},
+             "invoice-nightly": {"state": "waiting", "attempt": 0, "in_degree": 1},
+             "send-invoices":   {"state": "waiting", "attempt": 0, "in_degree": 1}}}}}
+
+Theory of operation
+-------------------
+A task's ``in_degree`` is the number of its dependencies that have not
+succeeded; it is kept (and stored) while the task is ``waiting``. A run starts
+with every task waiting at its full in-degree; the tasks at zero (the roots)
+start together. Each success decrements its followers' in-degrees, and those
+that reach zero start, together. A task that ends without success (``failed``:
+its retries are exhausted and it is in the DLQ, or ``cancelled``) marks every
+task downstream of it ``upstream_failed``: their counts can never reach zero.
+Other branches run on; the run ends when no task is waiting or running, as
+``succeeded`` if every task succeeded, else ``failed``.
+
+``attempt`` is the last attempt number a task used (0: none). A task always
+starts at ``attempt + 1``, so (task run id, attempt) is unique on every topic
+even across clears: an ``upstream_failed`` result takes an attempt number, and
+a task cleared after it runs with the next.
+
+``clear`` reruns a finished task (failed, cancelled or succeeded) of a run the
+shard still remembers, and resets every task downstream of it to waiting; the
+run is running again and continues from there. It is refused while a
+downstream task is running, and for a task that is itself waiting, running or
+``upstream_failed`` (the reason names the failed task to clear instead).
+
+A re-upsert that changes the graph applies to running runs (`reconcile`):
+new tasks join waiting, tasks no longer in the DAG become ``removed`` (a running
+one is cancelled), and in-degrees are recomputed over the new edges. Runs that
+ended keep their record; a clear applies the current graph to them.
+
+The shard remembers every running run and the last `ENDED_MEMORY` ended ones
+(fewer for big DAGs: at most `ENDED_TASKS_MEMORY` task entries among them).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from topics.timefmt import format_ms, parse_instant
+
+# Task states.
+WAITING = "waiting"
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+CANCELLED = "cancelled"
+UPSTREAM_FAILED = "upstream_failed"
+REMOVED = "removed"
+TASK_STATES = (WAITING, RUNNING, SUCCEEDED, FAILED, CANCELLED, UPSTREAM_FAILED, REMOVED)
+# A dependency in one of these states keeps its followers from ever starting.
+BLOCKING = frozenset((FAILED, CANCELLED, UPSTREAM_FAILED))
+OPEN = frozenset((WAITING, RUNNING))
+
+# Run states (RUNNING is shared with tasks).
+RUN_STATES = (RUNNING, SUCCEEDED, FAILED)
+
+ENDED_MEMORY = 16
+ENDED_TASKS_MEMORY = 4000
+
+DagState = dict[str, Any]
+RunDoc = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Graph:
+    """A DAG's tasks and edges, as the run state needs them."""
+
+    after: Mapping[str, tuple[str, ...]]
+    """Task -> the tasks it runs after (its dependencies)."""
+    topo_order: tuple[str, ...]
+    """Every task after its dependencies."""
+    downstream: Mapping[str, tuple[str, ...]]
+    """Task -> the tasks that run after it (in topological order)."""
+
+    @classmethod
+    def build(cls, after: Mapping[str, Iterable[str]], topo_order: tuple[str, ...]) -> Graph:
+        deps = {name: tuple(names) for name, names in after.items()}
+        followers: dict[str, list[str]] = {name: [] for name in deps}
+        for name in topo_order:
+            for dependency in deps[name]:
+                followers[dependency].append(name)
+        return cls(deps, topo_order, {n: tuple(f) for n, f in followers.items()})
+
+    def descendants(self, task: str) -> list[str]:
+        """Every task downstream of ``task`` (transitively), in topological order."""
+        seen: set[str] = set()
+        queue = deque(self.downstream[task])
+        while queue:
+            name = queue.popleft()
+            if name not in seen:
+                seen.add(name)
+                queue.extend(self.downstream[name])
+        return [name for name in self.topo_order if name in seen]
+
+
+@dataclass(slots=True)
+class Step:
+    """What one event asks the shard to do, in this order."""
+
+    start: list[tuple[str, int]] = field(default_factory=list)
+    """(task, attempt) to emit now, in topological order (parallel tasks together)."""
+    upstream_failed: list[tuple[str, int, str]] = field(default_factory=list)
+    """(task, attempt, the failed task upstream of it): report, never run."""
+    cancel: list[str] = field(default_factory=list)
+    """Running tasks no longer in the DAG: end their task runs as cancelled."""
+    ended: str | None = None
+    """``succeeded`` or ``failed`` when the run just reached its final state."""
+
+
+def new_state() -> DagState:
+    return {"runs": {}}
+
+
+def runs_of(dag: DagState) -> dict[str, RunDoc]:
+    runs: dict[str, RunDoc] = dag["runs"]
+    return runs
+
+
+def active_count(dag: DagState) -> int:
+    """Runs that count against ``max_active_runs``: those still running."""
+    return sum(1 for run in runs_of(dag).values() if run["state"] == RUNNING)
+
+
+def start_run(
+    dag: DagState, graph: Graph, run_id: str, scheduled_ms: int, interval: tuple[int, int]
+) -> Step:
+    """Add the run ``run_id`` (not yet known) and start its roots."""
+    run: RunDoc = {
+        "scheduled": format_ms(scheduled_ms),
+        "logical_date": format_ms(interval[0]),
+        "data_interval": [format_ms(interval[0]), format_ms(interval[1])],
+        "state": RUNNING,
+        "ended": None,
+        "tasks": {
+            name: {"state": WAITING, "attempt": 0, "in_degree": len(graph.after[name])}
+            for name in graph.topo_order
+        },
+    }
+    runs_of(dag)[run_id] = run
+    return _settle(run, graph, 0)
+
+
+def dates_of(dag: DagState, run_id: str) -> tuple[int, tuple[int, int]] | None:
+    """``(logical_date_ms, (start_ms, end_ms))`` of a run, None if unknown."""
+    run = runs_of(dag).get(run_id)
+    if run is None:
+        return None
+    start, end = run["data_interval"]
+    return parse_instant(run["logical_date"]), (parse_instant(start), parse_instant(end))
+
+
+def task_ended(
+    dag: DagState, graph: Graph, run_id: str, task: str, status: str, attempt: int, now_ms: int
+) -> Step:
+    """Task ``task`` of ``run_id`` ended at ``attempt`` for good: ``succeeded``,
+    ``failed`` (retries exhausted, or not retryable) or ``cancelled``.
+
+    Kahn's step on success; on anything else, ``upstream_failed`` downstream.
+    An event for a run or task not running here is a no-op (empty step).
+    """
+    step = Step()
+    run = runs_of(dag).get(run_id)
+    if run is None:
+        return step
+    tasks = run["tasks"]
+    entry = tasks.get(task)
+    if entry is None or entry["state"] != RUNNING:
+        return step
+    entry["attempt"] = attempt
+    if status == SUCCEEDED:
+        entry["state"] = SUCCEEDED
+        for follower in graph.downstream.get(task, ()):
+            waiting = tasks.get(follower)
+            if waiting is None or waiting["state"] != WAITING:
+                continue
+            waiting["in_degree"] -= 1
+            if waiting["in_degree"] == 0:
+                _start(waiting, follower, step)
+    else:
+        entry["state"] = CANCELLED if status == CANCELLED else FAILED
+        for follower in graph.descendants(task) if task in graph.downstream else ():
+            waiting = tasks.get(follower)
+            if waiting is not None and waiting["state"] == WAITING:
+                _upstream_failed(waiting, follower, task, step)
+    _maybe_end(run, graph, now_ms, step)
+    if step.ended is not None:
+        _move_last(dag, run_id)
+    return step
+
+
+def clear(dag: DagState, graph: Graph, run_id: str, task: str, now_ms: int) -> Step | str:
+    """Rerun ``task`` of ``run_id`` and everything downstream; a `Step`, or why not."""
+    run = runs_of(dag).get(run_id)
+    if run is None:
+        return (
+            f"run_id: {run_id!r} is not a DAG run the shard remembers (it keeps the running "
+            f"ones and the last {ENDED_MEMORY} that ended); clear a task of a recent run"
+        )
+    if task not in graph.after:
+        return (
+            f"task: {task!r} is not a task of this DAG; its tasks are "
+            f"{', '.join(graph.topo_order[:12])}"
+        )
+    step = Step()
+    cancel = _align(run, graph)
+    tasks = run["tasks"]
+    state = tasks[task]["state"]
+    if state in OPEN:
+        return f"task: {task!r} of {run_id} is {state}; only a finished task can be cleared"
+    if state == UPSTREAM_FAILED:
+        failed = [n for n in graph.topo_order if tasks[n]["state"] in (FAILED, CANCELLED)]
+        return (
+            f"task: {task!r} of {run_id} never ran because a task upstream of it failed; "
+            f"clear the failed task ({', '.join(failed) or 'none left'}) and it will run"
+        )
+    descendants = graph.descendants(task)
+    busy = [n for n in descendants if tasks[n]["state"] == RUNNING]
+    if busy:
+        return (
+            f"task: {task!r} of {run_id} has tasks downstream still running "
+            f"({', '.join(busy[:12])}); clear it again once they finish"
+        )
+    step.cancel = cancel
+    for name in (task, *descendants):
+        entry = tasks[name]
+        entry["state"] = WAITING
+        entry["in_degree"] = 0  # recomputed by _settle
+    run["state"] = RUNNING
+    run["ended"] = None
+    _settle(run, graph, now_ms, step)
+    if step.ended is not None:
+        _move_last(dag, run_id)
+    return step
+
+
+def reconcile(dag: DagState, graph: Graph, now_ms: int) -> dict[str, Step]:
+    """Apply a changed graph to the running runs; their steps by run id."""
+    steps: dict[str, Step] = {}
+    runs = runs_of(dag)
+    for run_id, run in list(runs.items()):
+        if run["state"] != RUNNING:
+            continue
+        step = Step(cancel=_align(run, graph))
+        _settle(run, graph, now_ms, step)
+        if step.ended is not None:
+            _move_last(dag, run_id)
+        if step.start or step.upstream_failed or step.cancel or step.ended:
+            steps[run_id] = step
+    return steps
+
+
+def forget_ended(dag: DagState) -> list[str]:
+    """Drop the oldest ended runs beyond the memory bounds; the run ids dropped.
+
+    The latest ended run is always kept, however big its DAG.
+    """
+    runs = runs_of(dag)
+    ended = [run_id for run_id, run in runs.items() if run["state"] != RUNNING]
+    task_entries = sum(len(runs[run_id]["tasks"]) for run_id in ended)
+    remaining = len(ended)
+    dropped: list[str] = []
+    for run_id in ended:
+        if remaining <= 1 or (remaining <= ENDED_MEMORY and task_entries <= ENDED_TASKS_MEMORY):
+            break
+        task_entries -= len(runs[run_id]["tasks"])
+        del runs[run_id]
+        dropped.append(run_id)
+        remaining -= 1
+    return dropped
+
+
+# --- the moves ----------------------------------------------------------------------
+
+
+def _start(entry: dict[str, Any], task: str, step: Step) -> None:
+    entry.pop("in_degree", None)
+    entry["state"] = RUNNING
+    entry["attempt"] += 1
+    step.start.append((task, entry["attempt"]))
+
+
+def _upstream_failed(entry: dict[str, Any], task: str, failed: str, step: Step) -> None:
+    entry.pop("in_degree", None)
+    entry["state"] = UPSTREAM_FAILED
+    entry["attempt"] += 1
+    step.upstream_failed.append((task, entry["attempt"], failed))
+
+
+def _align(run: RunDoc, graph: Graph) -> list[str]:
+    """Make the run's tasks those of ``graph``; the running tasks that were removed."""
+    tasks = run["tasks"]
+    cancel: list[str] = []
+    for name, entry in tasks.items():
+        if name not in graph.after and entry["state"] in OPEN:
+            if entry["state"] == RUNNING:
+                cancel.append(name)
+            entry.pop("in_degree", None)
+            entry["state"] = REMOVED
+    for name in graph.topo_order:
+        if name not in tasks:
+            tasks[name] = {"state": WAITING, "attempt": 0, "in_degree": 0}
+    return cancel
+
+
+def _settle(run: RunDoc, graph: Graph, now_ms: int, step: Step | None = None) -> Step:
+    """Recompute every waiting task's in-degree; start or fail those that are decided."""
+    step = Step() if step is None else step
+    tasks = run["tasks"]
+    for name in graph.topo_order:
+        entry = tasks[name]
+        if entry["state"] != WAITING:
+            continue
+        blocked_by = next(
+            (dep for dep in graph.after[name] if tasks[dep]["state"] in BLOCKING), None
+        )
+        if blocked_by is not None:
+            origin = _failed_origin(tasks, graph, blocked_by)
+            _upstream_failed(entry, name, origin, step)
+            continue
+        entry["in_degree"] = sum(1 for dep in graph.after[name] if tasks[dep]["state"] != SUCCEEDED)
+        if entry["in_degree"] == 0:
+            _start(entry, name, step)
+    _maybe_end(run, graph, now_ms, step)
+    return step
+
+
+def _failed_origin(tasks: Mapping[str, Any], graph: Graph, name: str) -> str:
+    """The failed (or cancelled) task that ``name`` is, or is downstream of."""
+    while tasks[name]["state"] == UPSTREAM_FAILED:
+        # After a graph change an upstream_failed task may have no blocking dependency
+        # left; it then names itself.
+        dep = next((d for d in graph.after.get(name, ()) if tasks[d]["state"] in BLOCKING), None)
+        if dep is None:
+            break
+        name = dep
+    return name
+
+
+def _move_last(dag: DagState, run_id: str) -> None:
+    """Ended runs are kept in the order they ended (the oldest is forgotten first)."""
+    runs = runs_of(dag)
+    runs[run_id] = runs.pop(run_id)
+
+
+def _maybe_end(run: RunDoc, graph: Graph, now_ms: int, step: Step) -> None:
+    tasks = run["tasks"]
+    if run["state"] != RUNNING or any(tasks[n]["state"] in OPEN for n in graph.topo_order):
+        return
+    final = SUCCEEDED if all(tasks[n]["state"] == SUCCEEDED for n in graph.topo_order) else FAILED
+    run["state"] = final
+    run["ended"] = format_ms(now_ms)
+    step.ended = final

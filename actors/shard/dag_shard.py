@@ -1,0 +1,290 @@
+"""The DAG half of the shard: ``dag.upsert``, ``dag.clear`` and DAG runs, as records.
+
+`DagShard` is a mixin of `ShardCore` (same rules: pure, no I/O, nothing raises
+out of the entry points, whose ``try`` covers these methods). The run state and
+its moves live in `dag_run`; this module only turns its steps into records and
+into the core's ordinary task runs.
+
+How a DAG fits the core
+-----------------------
+A DAG is a schedule whose definition is a `DagDefinition` and whose ``dag``
+state (`ScheduleState.dag`) holds its runs (see `dag_run` for the JSON). Each
+occurrence that starts a DAG run is fired like any other (misfire policy,
+bounds, trigger, pause); instead of one run it starts the run's root tasks.
+
+A task run is an ordinary `RunState` of the schedule, run id
+``{dag}@{scheduled_at}/{task}``, with the task's own job, timeout and retry
+policy (`_task_policy`). Attempts, deadlines, retries with backoff, timeouts and
+the dead-letter queue are therefore the core's, unchanged; when a task run ends
+for good (success, cancellation, or the DLQ) the core calls `_dag_task_ended`,
+which moves the DAG run on and emits what became ready, in the same batch (so in
+the same transaction as the result that caused it).
+
+Each attempt of a task carries the DAG run's ``logical_date`` and
+``data_interval`` (`DagDefinition.data_interval`: Airflow's convention), which a
+worker passes to the job's `RunContext`.
+
+Decisions
+---------
+- ``max_active_runs``: an occurrence due while that many runs are still running
+  is reported ``skipped`` (error type ``MaxActiveRuns``), as ``overlap: skip``
+  does for schedules; it is not queued. A run that failed is not active.
+- ``dag.clear`` (and ``dlq.replay`` of a task run, which means the same) ignores
+  ``max_active_runs``, as ``dlq.replay`` ignores overlap: it continues a run that
+  already started. The task reruns at the attempt after its last one, with a
+  fresh retry budget.
+- An id is a schedule or a DAG for life: ``schedule.upsert`` of a DAG id, or
+  ``dag.upsert`` of a schedule id, is rejected (delete it first).
+- ``schedule.pause`` stops new DAG runs; tasks of running runs go on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from actors.shard import dag_run
+from actors.shard.dag_definition import DagDefinition, dag_definition, dag_definition_bytes
+from actors.shard.definition import Definition
+from actors.shard.state import RunState, ScheduleState
+from topics.commands import DagClear, DagUpsert, Job, RetryPolicy, ScheduleUpsert
+from topics.messages import parse_run_id, result_value, run_id_for
+from topics.names import TopicKind
+from topics.records import InRecord, OutRecord
+
+_RESULTS = TopicKind.RESULTS
+
+
+class DagShard:
+    """DAG runs for `ShardCore` (a mixin: it uses the core's state and helpers)."""
+
+    if TYPE_CHECKING:  # provided by ShardCore
+        partition: int
+        _worker: str
+        _out: list[OutRecord]
+        _schedules: dict[str, ScheduleState]
+        _dirty: dict[str, ScheduleState | None]
+        _counts: dict[str, int]
+        _in_flight: int
+
+        def _reject(self, record: InRecord, reason: str) -> None: ...
+        def _upsert(self, command: ScheduleUpsert | DagUpsert, now_ms: int) -> None: ...
+        def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
+        def _fired(self, state: ScheduleState, scheduled_ms: int) -> None: ...
+        def _cancel_timer(self, run: RunState) -> None: ...
+        def _skipped(
+            self, state: ScheduleState, scheduled_ms: int, kind: str, why: str
+        ) -> None: ...
+
+    # --- commands -----------------------------------------------------------------
+
+    def _on_dag_command(self, record: InRecord, command: DagUpsert | DagClear, now_ms: int) -> None:
+        if isinstance(command, DagUpsert):
+            if not self._dag_kind_clash(record, command):
+                self._upsert(command, now_ms)
+                self._dag_upserted(self._schedules[command.id], now_ms)
+            return
+        state = self._schedules.get(command.id)
+        if state is None or state.dag is None:
+            what = "no DAG" if state is None else "a schedule, not a DAG,"
+            self._reject(
+                record,
+                f"id: there is {what} {command.id!r}; dag.clear reruns a task of a DAG run "
+                "(a schedule's dead run is started again with dlq.replay)",
+            )
+            return
+        self._dag_clear(record, state, command.run_id, command.task, now_ms)
+
+    def _dag_kind_clash(self, record: InRecord, command: ScheduleUpsert | DagUpsert) -> bool:
+        """Reject (True) an upsert that would turn a schedule into a DAG or back."""
+        state = self._schedules.get(command.id)
+        if state is None or (state.dag is not None) == isinstance(command, DagUpsert):
+            return False
+        was, now = (
+            ("a DAG", "schedule.upsert") if state.dag is not None else ("a schedule", "dag.upsert")
+        )
+        self._reject(
+            record,
+            f"id: {command.id!r} is {was}, which {now} cannot replace; delete it first "
+            "(schedule.delete) or choose another id",
+        )
+        return True
+
+    def _dag_definition_of(self, command: DagUpsert) -> tuple[bytes, Definition]:
+        """The changelog bytes and the `DagDefinition` of a ``dag.upsert``."""
+        return dag_definition_bytes(command), dag_definition(command)
+
+    def _dag_upserted(self, state: ScheduleState, now_ms: int) -> None:
+        if state.dag is None:
+            state.dag = dag_run.new_state()
+            return
+        graph = _definition(state).graph
+        for run_id, step in dag_run.reconcile(state.dag, graph, now_ms).items():
+            self._dag_apply(state, run_id, step, now_ms)
+
+    def _dag_clear(
+        self, record: InRecord, state: ScheduleState, run_id: str, task: str, now_ms: int
+    ) -> None:
+        step = dag_run.clear(state.dag, _definition(state).graph, run_id, task, now_ms)
+        if isinstance(step, str):
+            self._reject(record, step)
+            return
+        state.dead.pop(run_id_for(state.id, _scheduled_ms(run_id), task), None)
+        self._dag_apply(state, run_id, step, now_ms)
+        self._dirty[state.id] = state
+
+    def _dag_replay(self, record: InRecord, state: ScheduleState, run_id: str, now_ms: int) -> None:
+        """``dlq.replay`` of a DAG's task run: the same as clearing that task."""
+        _, scheduled_ms, task = parse_run_id(run_id)
+        if task is None:
+            self._reject(
+                record,
+                f"run_id: {run_id!r} is a whole DAG run; replay one of its task runs "
+                f"({run_id}/TASK) or send dag.clear with the task",
+            )
+            return
+        self._dag_clear(record, state, run_id_for(state.id, scheduled_ms), task, now_ms)
+
+    # --- occurrences and task runs -------------------------------------------------
+
+    def _dag_occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
+        """An occurrence of a DAG is due: start a DAG run, or report it skipped."""
+        definition = _definition(state)
+        dag = state.dag
+        run_id = run_id_for(state.id, scheduled_ms)
+        if run_id in dag_run.runs_of(dag):
+            self._skipped(state, scheduled_ms, "Duplicate", "a DAG run with this id exists")
+            return
+        active = dag_run.active_count(dag)
+        if active >= definition.max_active_runs:
+            self._skipped(
+                state,
+                scheduled_ms,
+                "MaxActiveRuns",
+                f"{active} runs of this DAG were still running "
+                f"(max_active_runs {definition.max_active_runs})",
+            )
+            return
+        self._fired(state, scheduled_ms)
+        self._counts["fired_total"] += 1
+        interval = definition.data_interval(scheduled_ms)
+        step = dag_run.start_run(dag, definition.graph, run_id, scheduled_ms, interval)
+        self._dag_apply(state, run_id, step, now_ms)
+
+    def _dag_task_ended(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+        """A task run ended for good (the core calls this right after `_outcome`)."""
+        if state.dag is None or run.task is None:
+            return
+        status = str(run.outcomes[-1]["status"]) if run.outcomes else dag_run.SUCCEEDED
+        if status not in (dag_run.SUCCEEDED, dag_run.CANCELLED):
+            status = dag_run.FAILED  # failed or timed_out, past its retries
+        run_id = run_id_for(state.id, run.scheduled_ms)
+        graph = _definition(state).graph
+        step = dag_run.task_ended(state.dag, graph, run_id, run.task, status, run.attempt, now_ms)
+        self._dag_apply(state, run_id, step, now_ms)
+
+    def _dag_apply(
+        self, state: ScheduleState, run_id: str, step: dag_run.Step, now_ms: int
+    ) -> None:
+        """Write what a step of DAG run ``run_id`` decided."""
+        scheduled_ms = _scheduled_ms(run_id)
+        for task in step.cancel:
+            self._dag_cancel_task(state, scheduled_ms, task, now_ms)
+        for task, attempt, origin in step.upstream_failed:
+            self._out.append(
+                OutRecord(
+                    _RESULTS,
+                    state.key,
+                    result_value(
+                        run_id=run_id_for(state.id, scheduled_ms, task),
+                        schedule_id=state.id,
+                        task=task,
+                        attempt=attempt,
+                        status=dag_run.UPSTREAM_FAILED,
+                        scheduled_ms=scheduled_ms,
+                        started_ms=None,
+                        finished_ms=None,
+                        worker=self._worker,
+                        error={
+                            "type": "UpstreamFailed",
+                            "message": f"task {origin!r} upstream of it did not succeed in "
+                            f"{run_id}; fix it and send dag.clear for {origin!r}",
+                        },
+                    ),
+                    self.partition,
+                )
+            )
+        for task, attempt in step.start:
+            run = RunState(
+                state,
+                run_id_for(state.id, scheduled_ms, task),
+                scheduled_ms,
+                task,
+                attempt,
+                attempt,
+            )
+            state.runs[run.run_id] = run
+            self._in_flight += 1
+            self._emit_attempt(state, run, now_ms)
+        if step.ended is not None:
+            dag_run.forget_ended(state.dag)
+
+    def _dag_cancel_task(
+        self, state: ScheduleState, scheduled_ms: int, task: str, now_ms: int
+    ) -> None:
+        """A running task was removed from the DAG: end its task run as cancelled."""
+        run = state.runs.pop(run_id_for(state.id, scheduled_ms, task), None)
+        if run is None:
+            return
+        self._cancel_timer(run)
+        self._in_flight -= 1
+        self._out.append(
+            OutRecord(
+                _RESULTS,
+                state.key,
+                result_value(
+                    run_id=run.run_id,
+                    schedule_id=state.id,
+                    task=task,
+                    attempt=run.attempt,
+                    status="cancelled",
+                    scheduled_ms=scheduled_ms,
+                    started_ms=None,
+                    finished_ms=now_ms,
+                    worker=self._worker,
+                    error={
+                        "type": "Removed",
+                        "message": "cancelled by the shard: a dag.upsert removed the task",
+                    },
+                ),
+                self.partition,
+            )
+        )
+        self._counts["cancelled_total"] += 1
+
+    # --- what each attempt of a task carries ----------------------------------------
+
+    def _task_policy(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
+        """The job, timeout (ms) and retry policy of a task run."""
+        assert run.task is not None
+        task = _definition(state).tasks[run.task]
+        return task.job, task.timeout_s * 1000, task.retry
+
+    def _dag_dates(
+        self, state: ScheduleState, run: RunState
+    ) -> tuple[int | None, tuple[int, int] | None]:
+        """``(logical_date_ms, data_interval)`` for an attempt of ``run``."""
+        if state.dag is None or run.task is None:
+            return None, None
+        found = dag_run.dates_of(state.dag, run_id_for(state.id, run.scheduled_ms))
+        return (None, None) if found is None else found
+
+
+def _definition(state: ScheduleState) -> DagDefinition:
+    definition = state.definition
+    if not isinstance(definition, DagDefinition):
+        raise TypeError(f"{state.id!r} has DAG state but a schedule's definition")
+    return definition
+
+
+def _scheduled_ms(run_id: str) -> int:
+    return parse_run_id(run_id)[1]
