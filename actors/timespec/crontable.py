@@ -40,6 +40,7 @@ _SEARCH_YEARS = 401
 _ALL_DOM = frozenset(range(1, 32))
 _ALL_MONTHS = frozenset(range(1, 13))
 _ALL_DOW = frozenset(range(7))
+_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _LONGEST_MONTH = {
     1: 31,
     2: 29,
@@ -156,23 +157,38 @@ class DayRule:
             day = hi
         return None
 
+    def _choose_days(self, first: int, length: int, any_dom: bool) -> set[int]:
+        """Days (1-based) of the month starting on day number ``first`` that match."""
+        by_dow: set[int] = set()
+        for weekday in self._dow:
+            # 1970-01-01 (day 0) was a Thursday, weekday 4 in cron's numbering.
+            by_dow.update(range(1 + (weekday - first - 4) % 7, length + 1, 7))
+        if any_dom and not self._dom_or_dow:
+            return by_dow
+        by_dom = {d for d in self._dom if d <= length}
+        if self._last_day:
+            by_dom.add(length)
+        return (by_dom | by_dow) if self._dom_or_dow else (by_dom & by_dow)
+
     def _build_year(self, year: int) -> tuple[int, int, tuple[int, ...]]:
         lo = date(year, 1, 1).toordinal() - _EPOCH_ORDINAL
-        hi = lo + (366 if calendar.isleap(year) else 365)
+        leap = calendar.isleap(year)
+        hi = lo + (366 if leap else 365)
+        any_dom = self._dom == _ALL_DOM
+        any_dow = self._dow == _ALL_DOW
         matches: list[int] = []
-        for month in sorted(self._months):
-            first = date(year, month, 1).toordinal() - _EPOCH_ORDINAL
-            length = calendar.monthrange(year, month)[1]
-            by_dom = {d for d in self._dom if d <= length}
-            if self._last_day:
-                by_dom.add(length)
-            # Days of this month (1-based) on each allowed weekday: one range per weekday.
-            # 1970-01-01 (day 0) was a Thursday, weekday 4 in cron's numbering.
-            by_dow: set[int] = set()
-            for weekday in self._dow:
-                by_dow.update(range(1 + (weekday - first - 4) % 7, length + 1, 7))
-            chosen = (by_dom | by_dow) if self._dom_or_dow else (by_dom & by_dow)
-            matches.extend(first + d - 1 for d in sorted(chosen))
+        first = lo
+        for month in range(1, 13):
+            length = 29 if month == 2 and leap else _MONTH_DAYS[month - 1]
+            if month in self._months:
+                if any_dow and not self._dom_or_dow:  # the common case: days of month only
+                    chosen = sorted(d for d in self._dom if d <= length)
+                    if self._last_day and length not in self._dom:
+                        chosen.append(length)
+                else:
+                    chosen = sorted(self._choose_days(first, length, any_dom))
+                matches.extend(first + d - 1 for d in chosen)
+            first += length
         entry = (lo, hi, tuple(matches))
         if len(self._years) > 64:  # schedules move forward; old years are not asked again
             self._years.clear()
