@@ -112,7 +112,7 @@ class SchedulerProcesses:
     def signal(self, i: int, sig: signal.Signals) -> None:
         self.procs[i].send_signal(sig)
 
-    def stop_all(self, timeout_s: float = 30) -> list[int | None]:
+    def stop_all(self, timeout_s: float = 60) -> list[int | None]:
         """SIGTERM (SIGCONT first, in case one is stopped), wait; SIGKILL stragglers."""
         for proc in self.procs:
             if proc.poll() is None:

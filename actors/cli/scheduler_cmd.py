@@ -100,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    logging.getLogger("aiokafka").setLevel(logging.DEBUG if args.verbose else logging.ERROR)
+    # aiokafka logs every refused reconnect while a broker is away; the runtime says
+    # what matters (failed transactions, lost shards) itself.
+    logging.getLogger("aiokafka").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     options = RuntimeOptions(
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_ms=args.heartbeat_ms,

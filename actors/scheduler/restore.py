@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from actors.scheduler.breather import Breather
+
 # Large fetches: a 100k-schedule shard is tens of megabytes of JSON.
 MAX_PARTITION_FETCH_BYTES = 16 * 1024 * 1024
 FETCH_MAX_BYTES = 64 * 1024 * 1024
@@ -66,7 +68,7 @@ async def read_to_end(
     records = 0
     latest: dict[bytes, bytes | None] = {}
     while await consumer.position(tp) < end_offset:
-        batches = await consumer.getmany(tp, timeout_ms=1_000, max_records=50_000)
+        batches = await consumer.getmany(tp, timeout_ms=1_000, max_records=5_000)
         for record in batches.get(tp, ()):
             if record.offset >= end_offset:
                 break
@@ -74,7 +76,10 @@ async def read_to_end(
                 continue  # changelog records are keyed by schedule id; nothing to rebuild
             latest[record.key] = record.value
             records += 1
-    for key, value in latest.items():
+    breather = Breather()
+    for i, (key, value) in enumerate(latest.items()):
         feed(key, value)
+        if i % 256 == 255:
+            await breather.maybe()
     consumer.assign([])  # stop fetching in the background; the next restore assigns anew
     return RestoreResult(records=records, keys=len(latest), end_offset=end_offset)

@@ -43,6 +43,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.consumer.fetcher import ConsumerRecord
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
+from actors.scheduler.breather import Breather
 from actors.scheduler.clock import Clock, SystemClock
 from actors.scheduler.restore import make_restore_consumer
 from actors.scheduler.shard_runner import (
@@ -149,12 +150,15 @@ class SchedulerRuntime:
         self._restore_consumer: AIOKafkaConsumer | None = None
         self._held_back = False
         self.started = asyncio.Event()
+        self._stopping = asyncio.Event()
 
     # -- the process -------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then finish the turn, close every shard, leave."""
         from topics.admin import shard_count  # the foundation's check of the contract
+
+        self._stopping = stop
 
         self._partitions = await shard_count(self.settings)
         if self._core_factory is None:
@@ -190,8 +194,8 @@ class SchedulerRuntime:
             await self._loop(consumer, stop)
         finally:
             async with self._lock:
-                for p in list(self.runners):
-                    await self._drop(p, "shutting down")
+                # No transaction is open between turns; closing is stopping producers.
+                await asyncio.gather(*(self._drop(p, "shutting down") for p in list(self.runners)))
             await _quietly(consumer.stop())  # leaves the group: the shards move at once
             await _quietly(restore_consumer.stop())
             log.info("scheduler stopped")
@@ -262,6 +266,7 @@ class SchedulerRuntime:
 
     async def _turn(self, consumer: AIOKafkaConsumer, batch: Batch) -> None:
         now_ms = self.now_ms()
+        breather = Breather()
         out: dict[int, list[OutRecord]] = defaultdict(list)
         offsets: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
         for tp, records in batch.items():
@@ -277,16 +282,19 @@ class SchedulerRuntime:
             kind = self._kinds[tp.topic]
             core = runner.core
             shard_out = out[tp.partition]
-            for r in records:
+            for i, r in enumerate(records):
                 shard_out.extend(
                     core.apply(
                         InRecord(kind, r.partition, r.offset, r.key, r.value, r.timestamp),
                         now_ms,
                     )
                 )
+                if i % 64 == 63:
+                    await breather.maybe()
             offsets[tp.partition][tp] = records[-1].offset + 1
         for p, runner in self.runners.items():
             out[p].extend(runner.core.advance(now_ms))
+            await breather.maybe()
         work = [
             (p, runner, out[p], offsets[p])
             for p, runner in self.runners.items()
@@ -388,6 +396,9 @@ class SchedulerRuntime:
             for runner, fence_error in zip(runners, fenced, strict=True):
                 p = runner.partition
                 error = fence_error
+                if self._stopping.is_set():
+                    await runner.close()
+                    continue
                 if error is None:
                     try:
                         await asyncio.wait_for(self._take_on(consumer, runner), BUILD_TIMEOUT_S)

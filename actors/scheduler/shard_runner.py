@@ -35,7 +35,13 @@ from actors.scheduler.clock import Clock
 from actors.scheduler.figures import RateWindow
 from actors.scheduler.restore import read_to_end
 from actors.scheduler.skew import SkewEstimator
-from actors.scheduler.writer import MAX_BATCH_BYTES, Partitioner, SentBatch, send_plan
+from actors.scheduler.writer import (
+    MAX_BATCH_BYTES,
+    Partitioner,
+    SentBatch,
+    WritePlan,
+    send_plan,
+)
 from topics.names import Settings, TopicKind
 from topics.records import InRecord, OutRecord
 
@@ -160,15 +166,16 @@ class ShardRunner:
             return
         sent_ms = self._clock.now_ms()
         acks: dict[int, int] = {}
+        sent: list[SentBatch] = []
         try:
-            sent = await asyncio.wait_for(
-                self._transaction(producer, plan, offsets, acks), self._commit_timeout_s
+            await asyncio.wait_for(
+                self._transaction(producer, plan, offsets, acks, sent), self._commit_timeout_s
             )
-        except ProducerFenced as exc:
-            raise ShardFenced(f"shard {self.partition}: producer fenced") from exc
         except (KafkaError, TimeoutError, OSError, AssertionError) as exc:
             # AssertionError: aiokafka's transaction state machine refusing a transition
             # after an earlier failure; the transaction is lost either way.
+            for batch in sent:  # their errors are this one; do not let asyncio log them
+                batch.future.add_done_callback(_retrieve)
             if _fenced_cause(exc):
                 raise ShardFenced(f"shard {self.partition}: producer fenced") from exc
             raise ShardWriteFailed(
@@ -183,12 +190,13 @@ class ShardRunner:
     async def _transaction(
         self,
         producer: AIOKafkaProducer,
-        plan: Any,
+        plan: WritePlan,
         offsets: dict[TopicPartition, int],
         acks: dict[int, int],
-    ) -> list[SentBatch]:
+        sent: list[SentBatch],
+    ) -> None:
         await producer.begin_transaction()
-        sent = await send_plan(producer, self._settings, plan)
+        sent += await send_plan(producer, self._settings, plan)
         clock = self._clock
 
         def stamp_ack(future: asyncio.Future[Any]) -> None:
@@ -200,7 +208,6 @@ class ShardRunner:
         if offsets:
             await producer.send_offsets_to_transaction(offsets, self._settings.scheduler_group)
         await producer.commit_transaction()
-        return sent
 
     def _observe_skew(self, batch: SentBatch, sent_ms: int, acks: dict[int, int]) -> None:
         if batch.topic is not TopicKind.RUNS or not batch.future.done():
@@ -231,6 +238,11 @@ class ShardRunner:
         if self._core is not None:
             figures.update(self._core.stats)
         return figures
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _fenced_cause(exc: BaseException) -> bool:

@@ -16,7 +16,7 @@ command that had no key) goes round-robin.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from topics.names import Settings, TopicKind
 from topics.partitioner import murmur2_partition
 from topics.records import OutRecord
 
+_SCHEDULES = TopicKind.SCHEDULES
 # Below the broker's default message.max.bytes (1 MiB) with room for batch overhead.
 MAX_BATCH_BYTES = 900 * 1024
 
@@ -59,11 +60,23 @@ class Partitioner:
             return self._cursor % count
         return murmur2_partition(record.key, count)
 
-    def plan(self, records: Iterable[OutRecord]) -> WritePlan:
+    def plan(self, records: list[OutRecord]) -> WritePlan:
+        """Group by destination; of several changelog records of one key, keep the last.
+
+        A changelog record is a schedule's whole state, so within one transaction
+        only the last one of a key says anything (compaction would drop the rest);
+        the runs, results and other records are all kept, in order.
+        """
         plan = WritePlan()
         groups = plan.groups
+        last_changelog: dict[bytes | None, int] = {}
+        for i, record in enumerate(records):
+            if record.topic is _SCHEDULES:
+                last_changelog[record.key] = i
         n = 0
-        for record in records:
+        for i, record in enumerate(records):
+            if record.topic is _SCHEDULES and last_changelog[record.key] != i:
+                continue
             dest = (record.topic, self.partition_for(record))
             bucket = groups.get(dest)
             if bucket is None:
