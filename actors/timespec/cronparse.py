@@ -54,7 +54,12 @@ MONTH = FieldDef("month", 1, 12, 1, 12, _MONTH_NAMES, 1)
 DOW = FieldDef("day-of-week", 0, 7, 0, 6, _DAY_NAMES, 0)
 FIELDS: tuple[FieldDef, ...] = (SECOND, MINUTE, HOUR, DOM, MONTH, DOW)
 
-_HASH_ITEM = re.compile(r"H(?:\((\w+)-(\w+)\))?(?:/(\d+))?")
+_HASH_ITEM = re.compile(r"H(?:\(([0-9A-Z]+)-([0-9A-Z]+)\))?(?:/([0-9]+))?", re.ASCII)
+
+
+def _is_number(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts '²', which ``int`` rejects."""
+    return text.isascii() and text.isdigit()
 
 
 def _where(position: int, field: FieldDef) -> str:
@@ -93,7 +98,7 @@ def position_of(index: int, written: int) -> int:
 
 
 def value_of(token: str, field: FieldDef, position: int) -> int:
-    if token.isdigit():
+    if _is_number(token):
         number = int(token)
     elif token in field.names:
         number = field.names.index(token) + field.names_base
@@ -168,7 +173,7 @@ def parse_field(text: str, field: FieldDef, position: int) -> FieldValues:
         base, slash, step_text = item.partition("/")
         step = 1
         if slash:
-            if not step_text.isdigit() or int(step_text) < 1:
+            if not _is_number(step_text) or int(step_text) < 1:
                 raise SpecError(
                     f"{_where(position, field)} {item!r}: step must be a whole number >= 1"
                 )

@@ -134,6 +134,8 @@ class DayRule:
 
     def first_at_or_after(self, day: int) -> int | None:
         """First matching day number (days since 1970-01-01) >= ``day``; None if none."""
+        if day < _MIN_DAY:  # before year 1: the calendar starts there
+            day = _MIN_DAY
         if self.every_day:
             return day if day <= _MAX_DAY else None
         lo, hi, days = self._recent

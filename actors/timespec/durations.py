@@ -7,8 +7,8 @@ import re
 from actors.timespec.errors import SpecError
 
 _UNIT_S = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
-_PART = re.compile(r"(\d+)([wdhms])")
-_WHOLE = re.compile(r"(?:\d+[wdhms])+")
+_PART = re.compile(r"(\d+)([wdhms])", re.ASCII)
+_WHOLE = re.compile(r"(?:\d+[wdhms])+", re.ASCII)
 # A century: longer intervals are surely a typo, and the bound keeps instants in range.
 MAX_DURATION_S = 100 * 366 * 86_400
 
