@@ -120,7 +120,7 @@ instants_s = st.integers(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(expr=cron_exprs(), after_s=instants_s)
 def test_utc_matches_cronsim(expr: str, after_s: int) -> None:
     spec = compiled(expr, "UTC")
@@ -203,7 +203,7 @@ def rule_oracle(expr: str, zone_name: str, after_s: int, dst: dict[str, str]) ->
                 best, best_wall = u, wall
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     expr=cron_exprs(),
     zone_name=st.sampled_from(ZONES),
@@ -228,7 +228,7 @@ def test_any_zone_and_policy_matches_the_rule_oracle(
     assert ours == (None if expected is None else expected * 1000)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     expr=cron_exprs(six=False),
     zone_name=st.sampled_from(ZONES),
@@ -267,7 +267,7 @@ def croniter_exprs(draw: st.DrawFn) -> str:
     return f"{minute} {hour} {dom} {month} {dow}"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(expr=croniter_exprs(), zone_name=st.sampled_from(ZONES), after_s=instants_s)
 def test_matches_croniter_away_from_transitions(expr: str, zone_name: str, after_s: int) -> None:
     spec = compiled(expr, zone_name)

@@ -26,7 +26,7 @@ TO_S = int(datetime(2038, 1, 1, tzinfo=UTC).timestamp())
 def offset_changes(name: str, lo_s: int, hi_s: int) -> list[int]:
     """Instants in [lo, hi) where the UTC offset changes, from zoneinfo's table."""
     ref = PyZoneInfo.no_cache(name)
-    table: list[int] = list(ref._trans_utc)  # type: ignore[attr-defined]
+    table: list[int] = list(ref._trans_utc)
     return [
         t
         for t in table
