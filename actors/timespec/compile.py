@@ -60,10 +60,10 @@ def compile_spec(
     kind = kinds[0]
     unknown = sorted(str(k) for k in spec if k not in _KEYS[kind])
     if unknown:
+        article = "a" if kind == "cron" else "an"
+        allowed = ", ".join(sorted(_KEYS[kind]))
         raise SpecError(
-            f"spec.{unknown[0]}: not a field of a {kind} spec (allowed: "
-            + ", ".join(sorted(_KEYS[kind]))
-            + ")"
+            f"spec.{unknown[0]}: not a field of {article} {kind} spec (allowed: {allowed})"
         )
     gap_shift, fold_once = _dst_policy(dst)
     offset_ms = spread_offset_ms(schedule_id, _spread_s(spread_window_s))
