@@ -1,0 +1,332 @@
+"""DAGs through the shard core: records in, records out, restore mid-run.
+
+The same `ShardCore` the scheduler runs, driven by commands and results alone
+(`shard_helpers.Shard`); the worker is played by the test, reporting results.
+"""
+
+from __future__ import annotations
+
+import orjson
+from shard_helpers import DAY, MINUTE, SECOND, T0, Out, Shard, command
+
+from actors.shard import dag_run
+from topics.commands import DagUpsert, Rejection, decode_command
+from topics.messages import Run, run_id_for
+from topics.names import TopicKind
+from topics.timefmt import format_ms
+
+DAG_ID = "nightly-billing"
+RUN_ID = run_id_for(DAG_ID, T0)
+FAST_RETRY = {"max_attempts": 2, "initial_s": 1, "coefficient": 1.0, "jitter": "none"}
+
+
+def billing_dag(**fields: object) -> dict[str, object]:
+    body: dict[str, object] = {
+        "v": 1,
+        "type": "dag.upsert",
+        "id": DAG_ID,
+        "spec": {"cron": "0 0 * * *"},
+        "retry": FAST_RETRY,
+        "tasks": {
+            "usage-rollup": {"job": {"name": "billing.usage_rollup", "args": {}}},
+            "fx-rates": {"job": {"name": "billing.fx_rates", "args": {}}, "timeout_s": 60},
+            "invoice-nightly": {
+                "job": {"name": "billing.invoice_nightly", "args": {"customers": 10}},
+                "after": ["usage-rollup", "fx-rates"],
+                "retry": {"max_attempts": 3, "initial_s": 2, "coefficient": 1.0, "jitter": "none"},
+            },
+            "send-invoices": {
+                "job": {"name": "billing.send_invoices", "args": {}},
+                "after": ["invoice-nightly"],
+            },
+        },
+    }
+    body.update(fields)
+    return body
+
+
+def by_task(out: Out) -> dict[str, Run]:
+    runs = {}
+    for run in out.runs:
+        assert run.task is not None
+        runs[run.task] = run
+    return runs
+
+
+def started_shard() -> tuple[Shard, dict[str, Run]]:
+    """A shard whose nightly-billing run of T0 has started its roots."""
+    shard = Shard(now_ms=T0 - 10 * SECOND)
+    assert shard.send(billing_dag()).rejected == []
+    return shard, by_task(shard.run_until(T0))
+
+
+def dag_doc(shard: Shard) -> dict[str, object]:
+    doc = shard.state_doc(DAG_ID)["dag"]
+    assert isinstance(doc, dict)
+    return doc
+
+
+def task_states(shard: Shard, run_id: str = RUN_ID) -> dict[str, str]:
+    tasks = dag_doc(shard)["runs"][run_id]["tasks"]  # type: ignore[index]
+    return {name: entry["state"] for name, entry in tasks.items()}
+
+
+def test_a_cycle_is_rejected_naming_it() -> None:
+    body = billing_dag()
+    tasks = body["tasks"]
+    assert isinstance(tasks, dict)
+    tasks["usage-rollup"]["after"] = ["send-invoices"]
+    decoded = decode_command(DAG_ID.encode(), orjson.dumps(body), T0)
+    assert isinstance(decoded, Rejection)
+    assert "usage-rollup -> invoice-nightly -> send-invoices -> usage-rollup" in decoded.reason
+    [rejected] = Shard(now_ms=T0).send(body).rejected
+    assert "usage-rollup -> invoice-nightly -> send-invoices -> usage-rollup" in rejected.reason
+
+
+def test_unknown_dependency_and_empty_graph_are_rejected() -> None:
+    body = billing_dag()
+    tasks = body["tasks"]
+    assert isinstance(tasks, dict)
+    tasks["send-invoices"]["after"] = ["invoice-nigthly"]
+    [rejected] = Shard(now_ms=T0).send(body).rejected
+    assert "'invoice-nigthly' is not a task of this DAG" in rejected.reason
+    [rejected] = Shard(now_ms=T0).send(billing_dag(tasks={})).rejected
+    assert "at least one task" in rejected.reason
+
+
+def test_decoded_dag_keeps_per_task_policies_and_inherits_the_rest() -> None:
+    decoded = decode_command(DAG_ID.encode(), orjson.dumps(billing_dag()), T0)
+    assert isinstance(decoded, DagUpsert)
+    assert decoded.topo_order == ("usage-rollup", "fx-rates", "invoice-nightly", "send-invoices")
+    assert decoded.tasks["invoice-nightly"].retry.max_attempts == 3
+    assert decoded.tasks["send-invoices"].retry.max_attempts == 2  # the DAG's
+    assert decoded.tasks["fx-rates"].timeout_s == 60
+
+
+def test_roots_are_emitted_together_then_each_task_after_its_dependencies() -> None:
+    shard, roots = started_shard()
+    assert sorted(roots) == ["fx-rates", "usage-rollup"]
+    assert roots["usage-rollup"].run_id == f"{RUN_ID}/usage-rollup"
+    assert {r.attempt for r in roots.values()} == {1}
+    assert shard.report(roots["fx-rates"], "succeeded", at_ms=T0 + SECOND).runs == []
+    out = shard.report(roots["usage-rollup"], "succeeded", at_ms=T0 + 2 * SECOND)
+    invoice = by_task(out)["invoice-nightly"]
+    assert invoice.job.args == {"customers": 10}
+    assert invoice.fired_ms == T0 + 2 * SECOND
+    assert task_states(shard)["send-invoices"] == "waiting"
+    send = by_task(shard.report(invoice, "succeeded", at_ms=T0 + 3 * SECOND))["send-invoices"]
+    out = shard.report(send, "succeeded", at_ms=T0 + 4 * SECOND)
+    assert out.runs == [] and out.results == []
+    assert set(task_states(shard).values()) == {"succeeded"}
+    assert dag_doc(shard)["runs"][RUN_ID]["state"] == "succeeded"  # type: ignore[index]
+
+
+def test_each_attempt_carries_the_logical_date_and_data_interval_of_its_run() -> None:
+    _, roots = started_shard()
+    for run in roots.values():
+        assert run.logical_date_ms == T0 - DAY  # the day before: the day it processes
+        assert run.data_interval == (T0 - DAY, T0)
+        assert run.scheduled_ms == T0
+
+
+def test_data_interval_of_every_at_and_trigger_runs() -> None:
+    every = Shard(now_ms=T0 - SECOND)
+    every.send(billing_dag(spec={"every": "15m"}))
+    [run, _] = every.run_until(T0).runs
+    assert run.data_interval == (T0 - 15 * MINUTE, T0)
+
+    once = Shard(now_ms=T0 - SECOND)
+    once.send(billing_dag(spec={"at": format_ms(T0)}))
+    [run, _] = once.run_until(T0).runs
+    assert run.logical_date_ms == T0 and run.data_interval == (T0, T0)  # as Airflow's @once
+
+    # A trigger mid-day covers the last whole interval, as a manual Airflow run does.
+    triggered = Shard(now_ms=T0 + 14 * 3600 * SECOND)
+    triggered.send(billing_dag())
+    [run, _] = triggered.send(command("schedule.trigger", DAG_ID)).runs
+    assert run.scheduled_ms == T0 + 14 * 3600 * SECOND
+    assert run.data_interval == (T0 - DAY, T0)
+
+
+def test_a_task_failing_past_its_retries_goes_to_the_dlq_and_fails_everything_downstream() -> None:
+    shard, roots = started_shard()
+    shard.report(roots["usage-rollup"], "succeeded")
+    invoice = by_task(shard.report(roots["fx-rates"], "succeeded"))["invoice-nightly"]
+    shard.report(invoice, "failed")
+    for attempt in (2, 3):
+        [retry] = shard.run_until(shard.now_ms + 2 * SECOND).runs  # its own policy: 2 s
+        assert (retry.task, retry.attempt) == ("invoice-nightly", attempt)
+        out = shard.report(retry, "failed")
+    [dead] = out.dlq
+    assert dead.run_id == f"{RUN_ID}/invoice-nightly" and len(dead.attempts) == 3
+    [marked] = out.results
+    assert (marked.run_id, marked.status, marked.attempt) == (
+        f"{RUN_ID}/send-invoices",
+        "upstream_failed",
+        1,
+    )
+    assert marked.worker == "shard-0" and marked.error is not None
+    assert "invoice-nightly" in marked.error["message"]
+    assert task_states(shard)["invoice-nightly"] == "failed"
+    assert dag_doc(shard)["runs"][RUN_ID]["state"] == "failed"  # type: ignore[index]
+    # The shard reads its own upstream_failed result back: a no-op.
+    [written] = out.of(TopicKind.RESULTS)
+    before = shard.state_doc(DAG_ID)
+    assert shard.raw_result(written.key, written.value).records == []
+    assert shard.state_doc(DAG_ID) == before
+
+
+def test_dag_clear_reruns_the_failed_task_and_the_run_completes() -> None:
+    shard, roots = started_shard()
+    shard.report(roots["usage-rollup"], "succeeded")
+    shard.report(roots["fx-rates"], "failed")
+    [retry] = shard.run_until(shard.now_ms + SECOND).runs
+    out = shard.report(retry, "failed")
+    assert [d.task for d in out.dlq] == ["fx-rates"]
+    assert sorted(r.task or "" for r in out.results) == ["invoice-nightly", "send-invoices"]
+
+    clear = command("dag.clear", DAG_ID, run_id=RUN_ID, task="fx-rates")
+    [rerun] = shard.send(clear, at_ms=shard.now_ms + MINUTE).runs
+    assert (rerun.task, rerun.attempt) == ("fx-rates", 3)  # after attempts 1 and 2
+    assert rerun.data_interval == (T0 - DAY, T0)
+    assert task_states(shard)["invoice-nightly"] == "waiting"
+    invoice = by_task(shard.report(rerun, "succeeded"))["invoice-nightly"]
+    assert invoice.attempt == 2  # attempt 1 was its upstream_failed result
+    send = by_task(shard.report(invoice, "succeeded"))["send-invoices"]
+    shard.report(send, "succeeded")
+    assert dag_doc(shard)["runs"][RUN_ID]["state"] == "succeeded"  # type: ignore[index]
+    # A clear of a task that is not finished is refused, with a reason.
+    [refused] = shard.send(command("dag.clear", DAG_ID, run_id=RUN_ID, task="nope")).rejected
+    assert "not a task of this DAG" in refused.reason
+
+
+def test_dlq_replay_of_a_task_run_means_clearing_that_task() -> None:
+    shard, roots = started_shard()
+    shard.report(roots["fx-rates"], "succeeded")
+    shard.report(roots["usage-rollup"], "failed")
+    [retry] = shard.run_until(shard.now_ms + SECOND).runs
+    [dead] = shard.report(retry, "failed").dlq
+    [again] = shard.send(command("dlq.replay", DAG_ID, run_id=dead.run_id)).runs
+    assert (again.task, again.attempt) == ("usage-rollup", 3)
+    [refused] = shard.send(command("dlq.replay", DAG_ID, run_id=dead.run_id)).rejected
+    assert "is running" in refused.reason
+
+
+def test_a_restored_shard_continues_a_dag_run_where_the_old_one_stopped() -> None:
+    shard, roots = started_shard()
+    shard.report(roots["usage-rollup"], "succeeded", at_ms=T0 + SECOND)
+    invoice_and_more = shard.report(roots["fx-rates"], "succeeded", at_ms=T0 + 2 * SECOND)
+    invoice = by_task(invoice_and_more)["invoice-nightly"]
+
+    restored, at_restore = shard.restored(now_ms=T0 + 30 * SECOND)
+    assert at_restore.runs == [] and at_restore.results == []  # nothing repeated
+    assert restored.run_until(T0 + 40 * SECOND).runs == []
+    send = by_task(restored.report(invoice, "succeeded"))["send-invoices"]
+    assert send.run_id == f"{RUN_ID}/send-invoices" and send.attempt == 1
+    assert send.logical_date_ms == T0 - DAY
+    restored.report(send, "succeeded")
+    states = task_states(restored)
+    assert set(states.values()) == {"succeeded"}
+
+
+def test_a_restored_shard_retries_and_times_out_task_runs_like_the_old_one() -> None:
+    shard, _ = started_shard()
+    # fx-rates has a 60 s timeout of its own; nothing reports it.
+    restored, _ = shard.restored(now_ms=T0 + 10 * SECOND)
+    out = restored.run_until(T0 + 60 * SECOND + 30 * SECOND)  # deadline + margin
+    [timed_out] = out.results
+    assert (timed_out.task, timed_out.status) == ("fx-rates", "timed_out")
+    [retry] = restored.run_until(restored.now_ms + SECOND).runs
+    assert (retry.task, retry.attempt) == ("fx-rates", 2)
+
+
+def test_max_active_runs_skips_occurrences_while_runs_are_running() -> None:
+    shard = Shard(now_ms=T0 - SECOND)
+    shard.send(billing_dag(spec={"every": "1m"}))
+    first = shard.run_until(T0).runs
+    assert len(first) == 2
+    out = shard.run_until(T0 + MINUTE)
+    assert out.runs == []
+    [skipped] = out.results
+    assert skipped.status == "skipped" and skipped.error is not None
+    assert skipped.error["type"] == "MaxActiveRuns"
+    assert skipped.run_id == run_id_for(DAG_ID, T0 + MINUTE)
+
+    two = Shard(now_ms=T0 - SECOND)
+    two.send(billing_dag(spec={"every": "1m"}, max_active_runs=2))
+    two.run_until(T0)
+    second = two.run_until(T0 + MINUTE)
+    assert {r.run_id for r in second.runs} == {
+        run_id_for(DAG_ID, T0 + MINUTE, "usage-rollup"),
+        run_id_for(DAG_ID, T0 + MINUTE, "fx-rates"),
+    }
+    third = two.run_until(T0 + 2 * MINUTE)  # (fx-rates also times out meanwhile: 60 s)
+    [skipped] = [r for r in third.results if r.status == "skipped"]
+    assert skipped.error == {
+        "type": "MaxActiveRuns",
+        "message": "2 runs of this DAG were still running (max_active_runs 2)",
+    }
+
+
+def test_a_failed_run_does_not_count_against_max_active_runs() -> None:
+    shard = Shard(now_ms=T0 - SECOND)
+    shard.send(billing_dag(spec={"every": "1m"}, retry={"max_attempts": 1}))
+    roots = by_task(shard.run_until(T0))
+    shard.report(roots["fx-rates"], "failed")
+    shard.report(roots["usage-rollup"], "succeeded")
+    assert dag_run.active_count(dag_doc(shard)) == 0
+    assert len(shard.run_until(T0 + MINUTE).runs) == 2
+
+
+def test_a_schedule_and_a_dag_never_share_an_id() -> None:
+    shard = Shard(now_ms=T0)
+    shard.send(billing_dag())
+    [rejected] = shard.send(
+        {
+            "v": 1,
+            "type": "schedule.upsert",
+            "id": DAG_ID,
+            "spec": {"every": "1m"},
+            "job": {"name": "x", "args": {}},
+        }
+    ).rejected
+    assert "is a DAG" in rejected.reason
+    plain = Shard(now_ms=T0)
+    plain.send(
+        {
+            "v": 1,
+            "type": "schedule.upsert",
+            "id": "s",
+            "spec": {"every": "1m"},
+            "job": {"name": "x"},
+        }
+    )
+    [rejected] = plain.send(billing_dag(id="s")).rejected
+    assert "is a schedule" in rejected.reason
+    [rejected] = plain.send(
+        command("dag.clear", "s", run_id=run_id_for("s", T0), task="a")
+    ).rejected
+    assert "not a DAG" in rejected.reason
+
+
+def test_a_re_upsert_that_removes_a_running_task_cancels_it() -> None:
+    shard, roots = started_shard()
+    body = billing_dag()
+    tasks = body["tasks"]
+    assert isinstance(tasks, dict)
+    del tasks["fx-rates"]
+    tasks["invoice-nightly"]["after"] = ["usage-rollup"]
+    out = shard.send(body)
+    [cancelled] = out.results
+    assert (cancelled.task, cancelled.status) == ("fx-rates", "cancelled")
+    invoice = by_task(shard.report(roots["usage-rollup"], "succeeded"))["invoice-nightly"]
+    assert shard.report(roots["fx-rates"], "succeeded").records == []  # ignored: cancelled
+    shard.report(by_task(shard.report(invoice, "succeeded"))["send-invoices"], "succeeded")
+    assert dag_doc(shard)["runs"][RUN_ID]["state"] == "succeeded"  # type: ignore[index]
+
+
+def test_the_demo_includes_the_dag_now_that_the_shard_accepts_it() -> None:
+    from actors.demo import catalog
+    from actors.demo.run import shard_accepts
+
+    assert shard_accepts(catalog.dag())
