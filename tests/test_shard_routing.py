@@ -109,19 +109,6 @@ def test_a_malformed_command_in_the_middle_of_a_stream_does_not_stop_the_followi
     assert [r.schedule_id for r in runs] == ["c"]
 
 
-def test_a_dag_command_is_rejected_until_dags_are_supported() -> None:
-    shard = Shard()
-    body = {
-        "v": 1,
-        "type": "dag.upsert",
-        "id": "d",
-        "spec": {"cron": "0 0 * * *"},
-        "tasks": {"a": {"job": {"name": "x"}}},
-    }
-    [rejected] = shard.send(body).rejected
-    assert "dag.upsert" in rejected.reason
-
-
 def test_a_malformed_result_is_rejected_and_the_shard_goes_on() -> None:
     shard = Shard()
     shard.send(upsert(), at_ms=T0 + 5)

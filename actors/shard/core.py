@@ -96,6 +96,8 @@ from actors.shard.state import (
     ScheduleState,
     decode_schedule,
     encode_schedule,
+    instant_text,
+    intern_bytes,
 )
 from actors.wheel import TimingWheel
 from topics.commands import (
@@ -356,7 +358,7 @@ class ShardCore(DagShard):
         if isinstance(command, DagUpsert):
             def_bytes, definition = self._dag_definition_of(command)
         else:
-            def_bytes = definition_bytes(command)
+            def_bytes = intern_bytes(definition_bytes(command))
             definition = shared_definition(command, def_bytes)
         floor_ms = now_ms - 1 - (definition.grace_ms if definition.is_at else 0)
         state = self._schedules.get(command.id)
@@ -695,8 +697,8 @@ class ShardCore(DagShard):
             {
                 "attempt": run.attempt,
                 "status": status,
-                "fired_at": format_ms(run.fired_ms),
-                "finished_at": format_ms(finished_ms),
+                "fired_at": instant_text(run.fired_ms),
+                "finished_at": instant_text(finished_ms),
                 "worker": worker,
                 "error": None if error is None else dict(error),
             }

@@ -135,6 +135,9 @@ def restored_definition(schedule_id: str, def_bytes: bytes) -> Definition:
     Raises ``SpecError`` or ``ValueError`` only if the bytes were not written by
     this version (or the zone database lost a zone).
     """
+    shared = _definitions.get((def_bytes, None))
+    if shared is not None:  # the common case: a definition that does not depend on the id
+        return shared
     doc = orjson.loads(def_bytes)
     if "tasks" in doc:  # a DAG's definition (imported here: dag_definition imports us)
         from actors.shard.dag_definition import restored_dag_definition

@@ -41,6 +41,9 @@ from topics.timefmt import format_ms, parse_instant
 # How many dead-lettered runs a schedule remembers for `dlq.replay` (oldest forgotten).
 DEAD_MEMORY = 64
 
+# Bound of the small caches below (emptied when full; they only hold pure values).
+_CACHE_MAX = 100_000
+
 
 class RunState:
     """One run in flight: an occurrence (or a DAG task of one) and its current attempt.
@@ -158,13 +161,13 @@ def encode_schedule(state: ScheduleState) -> bytes:
         "id": state.id,
         "kind": "schedule",
         "paused": state.paused,
-        "next": None if next_ms is None else format_ms(next_ms),
-        "last_fired": None if last_ms is None else format_ms(last_ms),
+        "next": None if next_ms is None else instant_text(next_ms),
+        "last_fired": None if last_ms is None else instant_text(last_ms),
     }
     if state.runs:
         doc["runs"] = [_encode_run(run) for run in state.runs.values()]
     if state.buffered:
-        doc["buffered"] = [format_ms(o) for o in state.buffered]
+        doc["buffered"] = [instant_text(o) for o in state.buffered]
     if state.dead:
         doc["dead"] = state.dead
     if state.dag is not None:
@@ -176,13 +179,13 @@ def encode_schedule(state: ScheduleState) -> bytes:
 def _encode_run(run: RunState) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
-        "scheduled": format_ms(run.scheduled_ms),
+        "scheduled": instant_text(run.scheduled_ms),
         "task": run.task,
         "attempt": run.attempt,
         "series_start": run.series_start,
-        "fired": format_ms(run.fired_ms),
-        "deadline": format_ms(run.deadline_ms),
-        "retry_at": None if run.retry_ms is None else format_ms(run.retry_ms),
+        "fired": instant_text(run.fired_ms),
+        "deadline": instant_text(run.deadline_ms),
+        "retry_at": None if run.retry_ms is None else instant_text(run.retry_ms),
         "outcomes": run.outcomes,
     }
 
@@ -196,7 +199,7 @@ def decode_schedule(value: bytes) -> ScheduleState:
     doc = orjson.loads(value)
     if doc.get("v") != 1 or doc.get("kind") != "schedule":
         raise ValueError(f"not a schedule record of version 1: v={doc.get('v')!r}")
-    state = ScheduleState(doc["id"], orjson.dumps(doc["def"]), None)
+    state = ScheduleState(doc["id"], intern_bytes(orjson.dumps(doc["def"])), None)
     state.paused = doc["paused"]
     text = doc["next"]
     state.next_ms = None if text is None else instant_ms(text)
@@ -227,6 +230,36 @@ def decode_schedule(value: bytes) -> ScheduleState:
         state.dead = dead
     state.dag = doc.get("dag")
     return state
+
+
+_interned: dict[bytes, bytes] = {}
+
+
+def intern_bytes(data: bytes) -> bytes:
+    """One shared object per distinct definition: a million schedules restored from
+    the changelog that say the same thing hold one copy of it, not a million."""
+    found = _interned.get(data)
+    if found is None:
+        if len(_interned) >= _CACHE_MAX:
+            _interned.clear()
+        found = _interned[data] = data
+    return found
+
+
+_second_prefix: dict[int, str] = {}
+_MILLIS = [f".{ms:03d}Z" for ms in range(1000)]
+
+
+def instant_text(instant_ms: int) -> str:
+    """`format_ms` with a per-second cache: a herd fires thousands of runs per second
+    and each changelog record carries several instants of that same second."""
+    second, ms = divmod(instant_ms, 1000)
+    prefix = _second_prefix.get(second)
+    if prefix is None:
+        if len(_second_prefix) >= _CACHE_MAX:
+            _second_prefix.clear()
+        prefix = _second_prefix[second] = format_ms(second * 1000)[:19]
+    return prefix + _MILLIS[ms]
 
 
 _day_ms: dict[str, int] = {}
