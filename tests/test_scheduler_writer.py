@@ -1,0 +1,81 @@
+"""Planning a transaction's writes: partitions as Kafka's default partitioner picks them,
+one changelog record per key, everything else kept in order."""
+
+from __future__ import annotations
+
+import asyncio
+
+from actors.scheduler.breather import Breather
+from actors.scheduler.figures import RateWindow
+from actors.scheduler.writer import Partitioner
+from topics.names import TopicKind
+from topics.partitioner import murmur2_partition
+from topics.records import OutRecord
+
+COUNTS = {kind: 6 for kind in TopicKind} | {TopicKind.RUNS: 4}
+
+
+def test_keyed_records_go_where_murmur2_puts_them_and_explicit_partitions_stay() -> None:
+    partitioner = Partitioner(COUNTS)
+    run = OutRecord(TopicKind.RUNS, b"invoice-nightly", b"{}")
+    forward = OutRecord(TopicKind.COMMANDS, b"invoice-nightly", b"{}", partition=5)
+    assert partitioner.partition_for(run) == murmur2_partition(b"invoice-nightly", 4)
+    assert partitioner.partition_for(forward) == 5
+
+
+def test_keyless_records_spread_round_robin() -> None:
+    partitioner = Partitioner(COUNTS)
+    rejected = OutRecord(TopicKind.REJECTED, None, b"{}")
+    seen = {partitioner.partition_for(rejected) for _ in range(12)}
+    assert seen == set(range(6))
+
+
+def test_plan_keeps_the_last_changelog_record_of_each_key_and_every_run() -> None:
+    partitioner = Partitioner(COUNTS)
+    records = [
+        OutRecord(TopicKind.RUNS, b"a", b"run-a-1"),
+        OutRecord(TopicKind.SCHEDULES, b"a", b"state-a-1", partition=2),
+        OutRecord(TopicKind.SCHEDULES, b"b", b"state-b-1", partition=2),
+        OutRecord(TopicKind.RUNS, b"a", b"run-a-2"),
+        OutRecord(TopicKind.SCHEDULES, b"a", b"state-a-2", partition=2),
+        OutRecord(TopicKind.SCHEDULES, b"b", None, partition=2),  # deleted last: tombstone wins
+    ]
+    plan = partitioner.plan(records)
+    assert plan.groups[(TopicKind.SCHEDULES, 2)] == [(b"a", b"state-a-2"), (b"b", None)]
+    runs_partition = murmur2_partition(b"a", 4)
+    assert plan.groups[(TopicKind.RUNS, runs_partition)] == [(b"a", b"run-a-1"), (b"a", b"run-a-2")]
+    assert plan.records == 4
+    assert plan.count(TopicKind.RUNS) == 2
+
+
+def test_an_empty_batch_plans_nothing() -> None:
+    plan = Partitioner(COUNTS).plan([])
+    assert plan.records == 0 and not plan.groups
+
+
+def test_rate_window_counts_recent_seconds_only() -> None:
+    rate = RateWindow(window_s=10)
+    for second in range(100, 110):
+        rate.add(second + 0.5, 5)
+    assert rate.per_s(109.9) == 5.0
+    assert rate.per_s(115.0) == 2.0  # seconds 106..115 are the window: 106..109 hold 5 each
+    assert rate.per_s(200.0) == 0.0
+    assert rate.total == 50
+
+
+def test_breather_yields_once_its_budget_is_spent() -> None:
+    async def scenario() -> list[str]:
+        order: list[str] = []
+
+        async def other() -> None:
+            order.append("other ran")
+
+        breather = Breather(budget_s=0.0)
+        task = asyncio.create_task(other())
+        order.append("before")
+        await breather.maybe()  # budget 0: always yields, so the other task runs
+        order.append("after")
+        await task
+        return order
+
+    assert asyncio.run(scenario()) == ["before", "other ran", "after"]
