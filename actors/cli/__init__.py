@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "ls_cmd",
     "worker_cmd",
     "dlq_cmd",
+    "dag_cmd",
     "scheduler_cmd",
     "demo_cmd",
     "next_cmd",

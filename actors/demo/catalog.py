@@ -80,25 +80,18 @@ def schedules(now_ms: int) -> list[dict[str, Any]]:
 
 
 def dag() -> dict[str, Any]:
-    """The billing example's DAG, every minute in the demo."""
-    return {
-        "v": 1,
-        "type": "dag.upsert",
-        "id": "nightly-billing",
-        "spec": {"every": "1m"},
-        "tasks": {
-            "usage-rollup": {"job": {"name": "billing.usage_rollup", "args": {}}},
-            "fx-rates": {"job": {"name": "billing.fx_rates", "args": {}}},
-            "invoice-nightly": {
-                "job": {"name": "billing.invoice_nightly", "args": {"customers": DEMO_CUSTOMERS}},
-                "after": ["usage-rollup", "fx-rates"],
-            },
-            "send-invoices": {
-                "job": {"name": "billing.send_invoices", "args": {}},
-                "after": ["invoice-nightly"],
-            },
-        },
-    }
+    """The billing example's DAG (examples/billing/nightly-billing.json), every 20 s.
+
+    Demo time: a run within a short demo, short retries and timeouts.
+    """
+    from examples.billing.dag import nightly_billing
+
+    command = nightly_billing(customers=DEMO_CUSTOMERS, spec={"every": "20s"})
+    command["retry"] = FAST_FAILURE_RETRY
+    for task in command["tasks"].values():
+        task.pop("retry", None)
+        task["timeout_s"] = 60
+    return command
 
 
 # Sent as raw bytes, past the local validation: the shard must reject it and move on.

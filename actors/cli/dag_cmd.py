@@ -1,0 +1,193 @@
+"""`kafkron dag show|clear|upsert`: DAGs, and where each of their runs stands.
+
+``show`` reads the compacted ``{ns}.schedules`` changelog to its end
+(read_committed, no group, like `kafkron ls`), decodes the DAG's record with the
+shard's own decoder, and prints its graph with the state of each task of one run
+(the latest unless ``--run``): a table, ``--json``, or ``--dot`` for Graphviz.
+It shows exactly what a shard would restore, so it needs no recorder.
+
+``clear`` sends ``dag.clear``: the owning shard reruns the task (a failed one,
+typically, after a fix) and resets what is downstream of it; the run goes on.
+``upsert`` sends a ``dag.upsert`` command from a JSON file (one object, which may
+span lines), checked first with the shard's decoder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from typing import Any
+
+from actors.cli import output
+from actors.cli.dag_view import (
+    ViewError,
+    dag_view,
+    dot,
+    header_lines,
+    other_runs_line,
+    stages_text,
+    table_rows,
+    view_json,
+)
+from actors.cli.ls_cmd import latest_states
+from actors.cli.submit_cmd import encode, produce
+from actors.cli.tail import TailError, read_to_end
+from actors.shard.state import decode_schedule
+from topics import codec
+from topics.commands import DagUpsert, decode_command
+from topics.names import Settings, TopicKind
+
+_EPILOG = """\
+examples:
+  kafkron dag upsert examples/billing/nightly-billing.json
+  kafkron dag show nightly-billing
+  kafkron dag show nightly-billing --run 'nightly-billing@2026-10-10T00:00:00.000Z'
+  kafkron dag show nightly-billing --dot | dot -Tsvg > run.svg
+  kafkron dag clear nightly-billing 'nightly-billing@2026-10-10T00:00:00.000Z' invoice-nightly
+
+Task states: waiting, running, retrying, succeeded, failed (retries exhausted: see
+`kafkron dlq list`), cancelled, upstream_failed (a task upstream did not succeed),
+removed. Fix what failed, then clear the failed task: it reruns and the run goes on.
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "dag",
+        help="show a DAG run's tasks, clear a failed task, upsert a DAG",
+        description="DAG workflows: tasks run when the tasks they depend on succeeded.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="dag_action", metavar="ACTION")
+    show = actions.add_parser(
+        "show",
+        help="the graph with the state of each task of a run",
+        epilog="example: kafkron dag show nightly-billing --dot | dot -Tpng > run.png",
+    )
+    show.add_argument("dag_id", metavar="ID", help="the DAG id")
+    show.add_argument("--run", metavar="RUN_ID", help="which run (default: the latest)")
+    form = show.add_mutually_exclusive_group()
+    form.add_argument("--dot", action="store_true", help="print Graphviz DOT")
+    form.add_argument("--json", action="store_true", help="print JSON for scripts")
+    show.set_defaults(func=run_show)
+    clear = actions.add_parser(
+        "clear",
+        help="rerun a task of a run, and what is downstream of it",
+        epilog="example: kafkron dag clear nightly-billing "
+        "'nightly-billing@2026-10-10T00:00:00.000Z' invoice-nightly",
+    )
+    clear.add_argument("dag_id", metavar="ID", help="the DAG id")
+    clear.add_argument("run_id", metavar="RUN_ID", help="the DAG run (see `kafkron dag show`)")
+    clear.add_argument("task", metavar="TASK", help="the task to rerun")
+    clear.set_defaults(func=run_clear)
+    upsert = actions.add_parser(
+        "upsert",
+        help="create or replace a DAG from a JSON file (a dag.upsert command)",
+        epilog="example: kafkron dag upsert examples/billing/nightly-billing.json",
+    )
+    upsert.add_argument("file", metavar="FILE|-", help="one dag.upsert object, or - for stdin")
+    upsert.set_defaults(func=run_upsert)
+    parser.set_defaults(func=_usage(parser))
+
+
+def _usage(parser: argparse.ArgumentParser) -> Any:
+    def usage(args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    return usage
+
+
+def run_show(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    topic = settings.topic(TopicKind.SCHEDULES)
+    try:
+        records = asyncio.run(read_to_end(settings, topic))
+    except TailError as exc:
+        return output.fail("dag show", str(exc))
+    value = latest_states(records).get(args.dag_id)
+    if value is None:
+        return output.fail(
+            "dag show",
+            f"no DAG {args.dag_id!r} in {topic}; create it with `kafkron dag upsert FILE` "
+            "(`kafkron ls` lists what exists)",
+        )
+    try:
+        view = dag_view(decode_schedule(value), args.run)
+    except ViewError as exc:
+        return output.fail("dag show", str(exc))
+    except (ValueError, KeyError, TypeError) as exc:
+        return output.fail("dag show", f"unreadable changelog record of {args.dag_id!r} ({exc})")
+    if args.dot:
+        sys.stdout.write(dot(view))
+        return 0
+    if args.json:
+        output.print_json(view_json(view))
+        return 0
+    for line in header_lines(view):
+        print(line)
+    print(f"stages: {stages_text(view.tasks)}")
+    output.print_table(
+        ("stage", "task", "state", "detail", "after"),
+        table_rows(view),
+        status_column="state",
+    )
+    others = other_runs_line(view)
+    if others:
+        print(others)
+    return 0
+
+
+def run_clear(args: argparse.Namespace) -> int:
+    command = {
+        "v": 1,
+        "type": "dag.clear",
+        "id": args.dag_id,
+        "run_id": args.run_id,
+        "task": args.task,
+    }
+    try:
+        record = encode(command, int(time.time() * 1000))
+    except ValueError as exc:
+        return output.fail("dag clear", str(exc), 2)
+    return produce("dag clear", Settings.from_env(), [record])
+
+
+def run_upsert(args: argparse.Namespace) -> int:
+    try:
+        if args.file == "-":
+            text = sys.stdin.read()
+        else:
+            with open(args.file, encoding="utf-8") as handle:
+                text = handle.read()
+    except OSError as exc:
+        return output.fail("dag upsert", f"cannot read {args.file}: {exc.strerror}", 2)
+    except UnicodeDecodeError:
+        return output.fail("dag upsert", f"{args.file} is not UTF-8 text", 2)
+    try:
+        body = codec.loads(text)
+    except ValueError as exc:
+        return output.fail("dag upsert", f"{args.file} is not one JSON object ({exc})", 2)
+    if not isinstance(body, dict) or body.get("type") != "dag.upsert":
+        return output.fail(
+            "dag upsert",
+            f'{args.file} must hold one object with "type": "dag.upsert" '
+            "(other commands go through `kafkron submit`)",
+            2,
+        )
+    now_ms = int(time.time() * 1000)
+    try:
+        record = encode(body, now_ms)
+    except ValueError as exc:
+        return output.fail("dag upsert", str(exc), 2)
+    decoded = decode_command(*record, now_ms)
+    assert isinstance(decoded, DagUpsert)  # encode() accepted it
+    code = produce("dag upsert", Settings.from_env(), [record])
+    if code == 0:
+        print(
+            f"{decoded.id}: {len(decoded.tasks)} tasks, in order {' -> '.join(decoded.topo_order)}"
+        )
+    return code
