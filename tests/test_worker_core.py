@@ -233,7 +233,7 @@ def test_every_delivered_run_gets_exactly_one_committed_result_below_the_offset(
 ) -> None:
     """Whatever the interleaving: no run has two committed results, committed offsets
     never go back, and every run below a committed offset has its committed result."""
-    core = make_core(concurrency=3)
+    core = make_core(concurrency=3, max_open=4)
     core.assign(1, 0, None, T0)
     now = T0
     next_offset = {0: 0, 1: 0}
@@ -285,3 +285,21 @@ def test_every_delivered_run_gets_exactly_one_committed_result_below_the_offset(
             if o < committed_offset[partition]
         }
         assert below <= set(run_ids)
+
+
+def test_records_beyond_the_open_limit_wait_undelivered_and_commits_never_name_them() -> None:
+    core = make_core(concurrency=1, max_open=2)
+    for o in range(5):
+        core.receive(run_record(o), T0)
+    assert core.paused() == frozenset({0}) and core.fetch_position(0) == 5
+    assert core.receive(run_record(3), T0) == []  # fetched again after a seek: ignored
+    [start] = core.job_exited((0, 0), Outcome("succeeded"), T0)
+    assert isinstance(start, StartJob) and start.key == (0, 1)
+    commit = core.take_commit(0)
+    # Offset 2 was delivered when 0 finished; 3 and 4 are not mentioned anywhere.
+    assert commit is not None and (commit.offset, commit.metadata) == (1, "k1 2 1")
+    restored = PartitionOffsets(commit.offset, commit.metadata)
+    assert [o for o in range(5) if restored.deliver(o)] == [1, 2, 3, 4]
+    for o in (1, 2, 3):
+        core.job_exited((0, o), Outcome("succeeded"), T0)
+    assert core.paused() == frozenset() and core.fetch_position(0) == 5

@@ -37,8 +37,10 @@ Decisions made here:
   someone else, so it cancels everything and drops every partition (Dropbox ATF's
   rule: stop after consecutive failed heartbeats). The runtime re-establishes what
   it still owns once the coordinator answers again.
-- A partition holding ``max_open_per_partition`` unfinished runs should be paused
-  (``paused()``), which bounds memory and the commit metadata.
+- A partition holds at most ``max_open_per_partition`` delivered, unfinished runs
+  (which bounds the commit metadata). Records fetched beyond that wait in the
+  partition's backlog, undelivered: no commit mentions them, so losing the partition
+  loses nothing. A partition with a backlog should be paused (``paused()``).
 """
 
 from __future__ import annotations
@@ -121,6 +123,8 @@ class _Partition:
     results: list[OutRecord] = field(default_factory=list)
     in_commit: Commit | None = None
     dirty: bool = False  # something finished since the last commit was taken
+    # Fetched records beyond the open limit, in offset order, not yet delivered.
+    backlog: deque[InRecord] = field(default_factory=deque)
 
 
 class WorkerCore:
@@ -151,6 +155,7 @@ class WorkerCore:
         self._max_open = max_open_per_partition
         self._partitions: dict[int, _Partition] = {}
         self._queue: deque[tuple[RunKey, Run]] = deque()
+        self._backlogged: set[int] = set()
         self._running: dict[RunKey, _Running] = {}
         self._deadlines: list[tuple[int, RunKey]] = []
         self.counts: dict[str, int] = {
@@ -178,6 +183,7 @@ class WorkerCore:
         """``partition`` is no longer ours: cancel its runs, drop its results."""
         if self._partitions.pop(partition, None) is None:
             return []
+        self._backlogged.discard(partition)
         if any(key[0] == partition for key, _ in self._queue):
             self._queue = deque(item for item in self._queue if item[0][0] != partition)
         actions: list[Action] = []
@@ -195,21 +201,43 @@ class WorkerCore:
     def fetch_position(self, partition: int) -> int | None:
         """Where the consumer should fetch ``partition`` from (None if not ours)."""
         part = self._partitions.get(partition)
-        return None if part is None else part.offsets.fetch_from()
+        if part is None:
+            return None
+        if part.backlog:
+            return part.backlog[-1].offset + 1
+        return part.offsets.fetch_from()
 
     def paused(self) -> frozenset[int]:
         """Partitions that must not be fetched until some of their runs finish."""
         limit = self._max_open
         return frozenset(
-            p for p, part in self._partitions.items() if part.offsets.open_count() >= limit
+            p
+            for p, part in self._partitions.items()
+            if part.backlog or part.offsets.open_count() >= limit
         )
 
     # --- runs ---------------------------------------------------------------------
 
     def receive(self, record: InRecord, now_ms: int) -> list[Action]:
         part = self._partitions.get(record.partition)
-        if part is None or not part.offsets.deliver(record.offset):
-            return []  # not ours any more, or already finished before
+        if part is None:
+            return []  # not ours (any more)
+        backlog = part.backlog
+        if backlog or part.offsets.open_count() >= self._max_open:
+            # Held back, not delivered: the commit metadata never names it, so if we
+            # lose the partition now it is simply fetched again by the next owner.
+            if not backlog or record.offset > backlog[-1].offset:
+                backlog.append(record)
+                self._backlogged.add(record.partition)
+            return []
+        actions = self._deliver(part, record, now_ms)
+        actions.extend(self._fill(now_ms))
+        return actions
+
+    def _deliver(self, part: _Partition, record: InRecord, now_ms: int) -> list[Action]:
+        """Hand ``record`` to the offset tracker and queue its run (or decide it now)."""
+        if not part.offsets.deliver(record.offset):
+            return []  # already finished before (a restore, or a fetch after a seek)
         self.counts["received"] += 1
         key = (record.partition, record.offset)
         try:
@@ -238,7 +266,7 @@ class WorkerCore:
             )
             return []
         self._queue.append((key, run))
-        return self._fill(now_ms)
+        return []
 
     def job_exited(self, key: RunKey, outcome: Outcome, now_ms: int) -> list[Action]:
         """The job of ``key`` returned, raised or was cancelled; its slot is free."""
@@ -287,6 +315,8 @@ class WorkerCore:
                 _timeout_error(running.run),
             )
             actions.append(CancelJob(key, "timeout"))
+        if self._backlogged:
+            actions.extend(self._fill(now_ms))
         return actions
 
     def lease_renewed(self, now_ms: int) -> None:
@@ -356,6 +386,7 @@ class WorkerCore:
         return (
             not self._running
             and not self._queue
+            and not self._backlogged
             and all(not p.dirty and p.in_commit is None for p in self._partitions.values())
         )
 
@@ -363,6 +394,14 @@ class WorkerCore:
 
     def _fill(self, now_ms: int) -> list[Action]:
         actions: list[Action] = []
+        if self._backlogged:
+            for partition in list(self._backlogged):
+                part = self._partitions[partition]
+                backlog = part.backlog
+                while backlog and part.offsets.open_count() < self._max_open:
+                    actions.extend(self._deliver(part, backlog.popleft(), now_ms))
+                if not backlog:
+                    self._backlogged.discard(partition)
         queue = self._queue
         while queue and len(self._running) < self._concurrency:
             key, run = queue.popleft()
