@@ -211,32 +211,40 @@ async def acker(settings: Settings) -> Any:
     progress = Progress()
 
     async def loop() -> None:
+        while True:
+            try:
+                await ack_some()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a broker restart: keep acking once it is back
+                await asyncio.sleep(1)
+
+    async def ack_some() -> None:
         topic = settings.topic(TopicKind.RESULTS)
         latest = progress.latest_ms
-        while True:
-            batch = await consumer.getmany(timeout_ms=500, max_records=5000)
-            futures = []
-            for records in batch.values():
-                for record in records:
-                    run = parse_run(record.value)
-                    progress.runs += 1
-                    if run.scheduled_ms > latest.get(run.schedule_id, -1):
-                        latest[run.schedule_id] = run.scheduled_ms
-                    value = result_value(
-                        run_id=run.run_id,
-                        schedule_id=run.schedule_id,
-                        task=run.task,
-                        attempt=run.attempt,
-                        status="succeeded",
-                        scheduled_ms=run.scheduled_ms,
-                        started_ms=now_ms(),
-                        finished_ms=now_ms(),
-                        worker="test-acker",
-                        error=None,
-                    )
-                    futures.append(await producer.send(topic, key=record.key, value=value))
-            if futures:
-                await asyncio.gather(*futures)
+        batch = await consumer.getmany(timeout_ms=500, max_records=5000)
+        futures = []
+        for records in batch.values():
+            for record in records:
+                run = parse_run(record.value)
+                progress.runs += 1
+                if run.scheduled_ms > latest.get(run.schedule_id, -1):
+                    latest[run.schedule_id] = run.scheduled_ms
+                value = result_value(
+                    run_id=run.run_id,
+                    schedule_id=run.schedule_id,
+                    task=run.task,
+                    attempt=run.attempt,
+                    status="succeeded",
+                    scheduled_ms=run.scheduled_ms,
+                    started_ms=now_ms(),
+                    finished_ms=now_ms(),
+                    worker="test-acker",
+                    error=None,
+                )
+                futures.append(await producer.send(topic, key=record.key, value=value))
+        if futures:
+            await asyncio.gather(*futures)
 
     task = asyncio.create_task(loop())
     try:

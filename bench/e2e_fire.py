@@ -1,0 +1,386 @@
+"""End to end: one `kafkron scheduler` process firing 100k schedules on the local broker.
+
+Measured in one run, against the broker's own ceiling measured in the same run:
+
+- ``ceiling``: transactional, batched produce of run-sized records by one Python
+  producer (1,000 records per transaction) — the most a scheduler process could
+  hope to commit.
+- ``restore``: a 100k-schedule shard read back from its changelog (the code a new
+  owner runs: `read_to_end` into `ShardCore.restore`, then `finish_restore`).
+- ``steady``: 100k schedules every 20 s, spread over 1,000 anchors (5k runs/s):
+  committed runs/s and lateness p50/p99, where lateness is the instant a
+  read_committed consumer sees the run minus its scheduled instant.
+- ``failover``: a standby scheduler waits; the owner is killed with SIGKILL; the
+  time until the first run fired by the new owner is visible, against the session
+  timeout plus 3 s.
+- ``max``: 100k schedules every second (100k runs/s asked): the sustained rate of
+  committed runs one process achieves, and its fraction of the ceiling.
+
+The schedules are written straight into the changelog (the records a shard would
+write for them), so loading 100k schedules takes seconds, not a command apiece.
+No workers run: runs stay in flight, which is what a scheduler under load sees.
+
+    python bench/e2e_fire.py [--schedules 100000] [--phase-s 40] [--session-timeout-ms 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from actors.scheduler.restore import make_restore_consumer, read_to_end
+from actors.shard import ShardCore
+from topics.admin import create_topics, delete_topics
+from topics.names import Settings, TopicKind
+from topics.records import InRecord
+from topics.timefmt import format_ms, parse_instant
+
+REPO = Path(__file__).resolve().parent.parent
+RUNS_PARTITIONS = 6
+ANCHOR_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# --- loading schedules ---------------------------------------------------------------
+
+
+def changelog_records(
+    schedules: int, groups: int, period_s: int, first_fire_after_ms: int
+) -> list[tuple[bytes, bytes]]:
+    """Changelog records of ``schedules`` schedules, written by a real `ShardCore`.
+
+    Schedules fall into ``groups`` anchors spread evenly over the period; one record
+    per group comes from the core, the rest of the group differ only in their id.
+    """
+    core = ShardCore(partition=0, partitions=1, now_ms=first_fire_after_ms, namespace="bench")
+    step_ms = period_s * 1000 // groups
+    records: list[tuple[bytes, bytes]] = []
+    per_group = schedules // groups
+    for g in range(groups):
+        template_id = f"g{g:04d}-00000"
+        command = orjson.dumps(
+            {
+                "v": 1,
+                "type": "schedule.upsert",
+                "id": template_id,
+                "spec": {"every": f"{period_s}s", "anchor": format_ms(ANCHOR_MS + g * step_ms)},
+                "job": {"name": "bench.noop", "args": {}},
+                "overlap": "allow",
+            }
+        )
+        out = core.apply(
+            InRecord(TopicKind.COMMANDS, 0, g, template_id.encode(), command),
+            first_fire_after_ms,
+        )
+        (template,) = [o.value for o in out if o.topic is TopicKind.SCHEDULES]
+        assert template is not None
+        needle = b'"id":"' + template_id.encode() + b'"'
+        for j in range(per_group):
+            sid = f"g{g:04d}-{j:05d}".encode()
+            records.append((sid, template.replace(needle, b'"id":"' + sid + b'"', 1)))
+    return records
+
+
+async def produce_changelog(settings: Settings, records: list[tuple[bytes, bytes]]) -> None:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap, linger_ms=20, max_batch_size=512 * 1024
+    )
+    await producer.start()
+    try:
+        topic = settings.topic(TopicKind.SCHEDULES)
+        futures = [await producer.send(topic, v, key=k, partition=0) for k, v in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+# --- the broker's ceiling ---------------------------------------------------------------
+
+
+async def ceiling_msgs_s(settings: Settings, value: bytes, count: int) -> float:
+    """Transactional batched produce of ``value``-sized records, 1,000 per transaction."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap,
+        transactional_id=f"{settings.namespace}-ceiling",
+        linger_ms=0,
+        max_batch_size=900 * 1024,
+    )
+    await producer.start()
+    topic = settings.topic(TopicKind.RUNS)
+    keys = [f"g0000-{i:05d}".encode() for i in range(1000)]
+
+    async def produce(n: int) -> None:
+        for start in range(0, n, 1000):
+            async with producer.transaction():
+                batches = [producer.create_batch() for _ in range(RUNS_PARTITIONS)]
+                for i in range(start, min(start + 1000, n)):
+                    batches[i % RUNS_PARTITIONS].append(
+                        key=keys[i % 1000], value=value, timestamp=None
+                    )
+                for p, batch in enumerate(batches):
+                    await producer.send_batch(batch, topic, partition=p)
+
+    try:
+        await produce(2_000)  # warm-up
+        started = time.perf_counter()
+        await produce(count)
+        return count / (time.perf_counter() - started)
+    finally:
+        await producer.stop()
+
+
+# --- watching runs -------------------------------------------------------------------------
+
+
+@dataclass
+class Watch:
+    """Every committed run seen: when it became visible and how late that was."""
+
+    seen: list[tuple[int, int, int]] = field(default_factory=list)  # (visible, scheduled, fired)
+
+    def window(self, start_ms: int, end_ms: int) -> list[tuple[int, int, int]]:
+        return [s for s in self.seen if start_ms <= s[0] < end_ms]
+
+
+async def watch_runs(settings: Settings, watch: Watch, stop: asyncio.Event) -> None:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        group_id=None,
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+    )
+    await consumer.start()
+    topic = settings.topic(TopicKind.RUNS)
+    consumer.assign([TopicPartition(topic, p) for p in range(RUNS_PARTITIONS)])
+    await consumer.seek_to_beginning()
+    instants: dict[str, int] = {}
+    try:
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=200, max_records=20_000)
+            visible = now_ms()
+            seen = watch.seen
+            for records in batch.values():
+                for record in records:
+                    run = orjson.loads(record.value)
+                    text = run["scheduled_at"]
+                    scheduled = instants.get(text)
+                    if scheduled is None:
+                        scheduled = instants[text] = parse_instant(text)
+                    seen.append((visible, scheduled, parse_instant(run["fired_at"])))
+    finally:
+        await consumer.stop()
+
+
+def percentile(values: list[int], q: float) -> int | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+# --- scheduler processes -----------------------------------------------------------------
+
+
+class Scheduler:
+    def __init__(self, settings: Settings, log: Path, session_timeout_ms: int) -> None:
+        env = {
+            **os.environ,
+            "KAFKRON_NAMESPACE": settings.namespace,
+            "KAFKRON_BOOTSTRAP": settings.bootstrap,
+        }
+        self.log = log
+        self._out = log.open("wb")
+        options = ["--session-timeout-ms", str(session_timeout_ms)]
+        options += ["--heartbeat-ms", str(session_timeout_ms // 3), "--figures-interval-s", "10"]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "actors.cli", "scheduler", *options],
+            cwd=REPO,
+            env=env,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def owns_shard_0(self) -> bool:
+        owned = re.findall(r"assigned shards (\[[0-9, ]*\])", self.text())
+        return bool(owned) and 0 in orjson.loads(owned[-1])
+
+    def restore_ms(self) -> float | None:
+        found = re.findall(r"shard 0 taken on: .* restored in (\d+) ms", self.text())
+        return float(found[-1]) if found else None
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._out.close()
+
+
+async def wait_for(predicate: object, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.2)
+    raise SystemExit(f"bench e2e_fire: timed out waiting for {what}")
+
+
+async def new_namespace(bootstrap: str | None) -> Settings:
+    settings = Settings.from_env(namespace=f"bench-{uuid.uuid4().hex[:8]}", bootstrap=bootstrap)
+    await create_topics(settings, partitions=1, runs_partitions=RUNS_PARTITIONS)
+    return settings
+
+
+# --- phases --------------------------------------------------------------------------------
+
+
+async def measure_restore(settings: Settings) -> tuple[float, int]:
+    consumer = make_restore_consumer(settings.bootstrap, f"{settings.namespace}-bench-restore")
+    await consumer.start()
+    try:
+        started = time.perf_counter()
+        core = ShardCore(partition=0, partitions=1, now_ms=now_ms(), namespace=settings.namespace)
+        tp = TopicPartition(settings.topic(TopicKind.SCHEDULES), 0)
+        await read_to_end(consumer, tp, core.restore)
+        core.finish_restore(now_ms())
+        return time.perf_counter() - started, int(core.stats["schedules"])
+    finally:
+        await consumer.stop()
+
+
+async def steady_and_failover(
+    args: argparse.Namespace, logs: Path
+) -> tuple[float, dict[str, float | int | None]]:
+    settings = await new_namespace(args.bootstrap)
+    try:
+        lead_ms = 60_000
+        first_fire_ms = now_ms() + lead_ms
+        records = changelog_records(args.schedules, 1000, 20, first_fire_ms)
+        await produce_changelog(settings, records)
+        restore_s, restored = await measure_restore(settings)
+        assert restored == args.schedules, f"restored {restored} of {args.schedules}"
+        watch, stop = Watch(), asyncio.Event()
+        watcher = asyncio.create_task(watch_runs(settings, watch, stop))
+        owner = Scheduler(settings, logs / "steady-owner.log", args.session_timeout_ms)
+        await wait_for(owner.owns_shard_0, 120, "the owner to take shard 0")
+        standby = Scheduler(settings, logs / "steady-standby.log", args.session_timeout_ms)
+        await wait_for(lambda: owner.restore_ms() is not None, 120, "the owner's restore")
+        # The standby joining rebalances the group; wait until the owner has shard 0 again.
+        await asyncio.sleep(max(0.0, (first_fire_ms - now_ms()) / 1000) + 20)
+        start = now_ms()
+        await asyncio.sleep(args.phase_s)
+        end = now_ms()
+        window = watch.window(start, end)
+        late = [v - s for v, s, _ in window]
+        figures: dict[str, float | int | None] = {
+            "steady_runs_s": round(len(window) / ((end - start) / 1000), 1),
+            "steady_p50_ms": percentile(late, 0.50),
+            "steady_p99_ms": percentile(late, 0.99),
+            "restore_in_scheduler_ms": owner.restore_ms(),
+        }
+        victim, survivor = (owner, standby) if owner.owns_shard_0() else (standby, owner)
+        killed_ms = now_ms()
+        victim.proc.send_signal(signal.SIGKILL)
+        await wait_for(
+            lambda: any(f > killed_ms for _, _, f in watch.seen[-5000:]),
+            args.session_timeout_ms / 1000 + 120,
+            "a run fired by the new owner",
+        )
+        first = min(v for v, _, f in watch.seen if f > killed_ms)
+        figures["failover_first_fire_s"] = round((first - killed_ms) / 1000, 2)
+        figures["failover_budget_s"] = args.session_timeout_ms / 1000 + 3
+        stop.set()
+        await watcher
+        survivor.stop()
+        victim.stop()
+        return restore_s, figures
+    finally:
+        await delete_topics(settings)
+
+
+async def max_rate(args: argparse.Namespace, logs: Path) -> dict[str, float | int | None]:
+    settings = await new_namespace(args.bootstrap)
+    try:
+        first_fire_ms = now_ms() + 60_000
+        records = changelog_records(args.schedules, 100, 1, first_fire_ms)
+        await produce_changelog(settings, records)
+        watch, stop = Watch(), asyncio.Event()
+        watcher = asyncio.create_task(watch_runs(settings, watch, stop))
+        scheduler = Scheduler(settings, logs / "max.log", args.session_timeout_ms)
+        await wait_for(lambda: scheduler.restore_ms() is not None, 180, "the restore")
+        await asyncio.sleep(max(0.0, (first_fire_ms - now_ms()) / 1000) + 10)
+        start = now_ms()
+        await asyncio.sleep(args.phase_s)
+        end = now_ms()
+        window = watch.window(start, end)
+        stop.set()
+        await watcher
+        scheduler.stop()
+        late = [v - s for v, s, _ in window]
+        return {
+            "max_runs_s": round(len(window) / ((end - start) / 1000), 1),
+            "max_p50_ms": percentile(late, 0.50),
+        }
+    finally:
+        await delete_topics(settings)
+
+
+async def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--schedules", type=int, default=100_000)
+    parser.add_argument("--phase-s", type=float, default=40.0)
+    parser.add_argument("--session-timeout-ms", type=int, default=10_000)
+    parser.add_argument("--bootstrap", default=None)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="e2e-fire-") as tmp:
+        logs = Path(tmp)
+        probe = await new_namespace(args.bootstrap)
+        try:
+            sample = changelog_records(1, 1, 20, now_ms())[0][1]
+            run_sized = os.urandom(min(len(sample), 400))
+            ceiling = await ceiling_msgs_s(probe, run_sized, 100_000)
+        finally:
+            await delete_topics(probe)
+        restore_s, steady = await steady_and_failover(args, logs)
+        fastest = await max_rate(args, logs)
+    print(f"ceiling (txn, batched, {len(run_sized)} B records): {ceiling:,.0f} msgs/s")
+    print(f"restore of {args.schedules} schedules: {restore_s:.2f} s")
+    print(f"steady 5k/s asked: {steady}")
+    print(f"max (100k/s asked): {fastest}")
+    max_runs = float(fastest["max_runs_s"] or 0)
+    print(
+        f"bench e2e_fire: schedules={args.schedules} ceiling_msgs_s={ceiling:.0f}"
+        f" max_runs_s={max_runs:.0f} max_vs_ceiling={max_runs / ceiling:.3f}"
+        f" steady_runs_s={steady['steady_runs_s']} steady_p50_ms={steady['steady_p50_ms']}"
+        f" steady_p99_ms={steady['steady_p99_ms']} restore_100k_s={restore_s:.2f}"
+        f" failover_first_fire_s={steady['failover_first_fire_s']}"
+        f" failover_budget_s={steady['failover_budget_s']}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1:])))
