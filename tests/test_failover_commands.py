@@ -99,7 +99,7 @@ async def test_command_produced_with_kcat_takes_effect(
 
 
 def _keys_on(partition: int, prefix: str, count: int) -> list[str]:
-    keys = []
+    keys: list[str] = []
     i = 0
     while len(keys) < count:
         candidate = f"{prefix}-{i}"
