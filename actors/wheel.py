@@ -165,7 +165,16 @@ class _Bucket(Timer):
 class TimingWheel(Generic[T]):
     """Pending items of one shard by due time; see the module docstring for the model."""
 
-    __slots__ = ("_buckets", "_count", "_expired_min_tick", "_masks", "_seq", "_tick", "_tick_ms")
+    __slots__ = (
+        "_buckets",
+        "_expired_min_tick",
+        "_masks",
+        "_removed",
+        "_round_up_ms",
+        "_seq",
+        "_tick",
+        "_tick_ms",
+    )
 
     def __init__(self, now_ms: int, tick_ms: int = 10) -> None:
         if tick_ms <= 0:
@@ -174,8 +183,10 @@ class TimingWheel(Generic[T]):
         self._tick = now_ms // tick_ms  # last tick passed: everything up to it has fired
         self._buckets = [_Bucket(n) for n in range(_OVERFLOW + 1)]
         self._masks = [0] * (_OVERFLOW_LEVEL + 1)
-        self._count = 0
+        self._round_up_ms = tick_ms - 1  # (due_ms + this) // tick_ms rounds up
+        # len() is seq - removed: every add takes a seq; the hot path counts nothing else.
         self._seq = 0
+        self._removed = 0
         self._expired_min_tick = 0  # meaningful only while the expired list is non-empty
 
     @property
@@ -188,7 +199,7 @@ class TimingWheel(Generic[T]):
         return self._tick * self._tick_ms
 
     def __len__(self) -> int:
-        return self._count
+        return self._seq - self._removed
 
     def add(self, due_ms: int, item: T) -> Timer:
         """Schedule `item` at `due_ms`; O(1). A due at or before now fires on the next advance."""
@@ -199,18 +210,16 @@ class TimingWheel(Generic[T]):
         seq = self._seq
         timer._seq = seq
         self._seq = seq + 1
-        self._count += 1
-        tick = -(-due_ms // self._tick_ms)
+        tick = (due_ms + self._round_up_ms) // self._tick_ms
         now_tick = self._tick
-        if tick > now_tick:
-            bits = (tick ^ now_tick).bit_length()
-            if bits <= _WHEEL_BITS:
-                number = _BASE_OF_BITS[bits] + ((tick >> _SHIFT_OF_BITS[bits]) & _SLOT_MASK)
-            else:
-                number = _OVERFLOW
-        else:
+        if tick <= now_tick:
             self._file(timer, due_ms)
             return timer
+        bits = (tick ^ now_tick).bit_length()
+        if bits > 36:  # _WHEEL_BITS; literals below are the constants, to save lookups
+            self._file(timer, due_ms)
+            return timer
+        number = _BASE_OF_BITS[bits] + ((tick >> _SHIFT_OF_BITS[bits]) & 63)
         bucket = self._buckets[number]
         tail = bucket._prev
         assert tail is not None
@@ -219,7 +228,7 @@ class TimingWheel(Generic[T]):
         tail._next = timer
         bucket._prev = timer
         if tail is bucket:  # the bucket was empty
-            self._masks[number >> _SLOT_BITS] |= 1 << (number & _SLOT_MASK)
+            self._masks[number >> 6] |= 1 << (number & 63)
         return timer
 
     def cancel(self, timer: Timer) -> bool:
@@ -228,7 +237,7 @@ class TimingWheel(Generic[T]):
         if nxt is None:
             return False
         self._unlink(timer, nxt)
-        self._count -= 1
+        self._removed += 1
         return True
 
     def reschedule(self, timer: Timer, due_ms: int) -> Timer:
@@ -238,10 +247,9 @@ class TimingWheel(Generic[T]):
         was cancelled is armed again (the same handle).
         """
         nxt = timer._next
-        if nxt is None:
-            self._count += 1
-        else:
+        if nxt is not None:
             self._unlink(timer, nxt)
+            self._removed += 1  # it takes a new seq below without adding to len()
         seq = self._seq
         self._seq = seq + 1
         timer._seq = seq
@@ -323,7 +331,7 @@ class TimingWheel(Generic[T]):
 
     def _file(self, timer: Timer, due_ms: int) -> None:
         """Link `timer` into the bucket of its due; the clock is `self._tick`."""
-        tick = -(-due_ms // self._tick_ms)
+        tick = (due_ms + self._round_up_ms) // self._tick_ms
         now_tick = self._tick
         if tick > now_tick:
             bits = (tick ^ now_tick).bit_length()
@@ -400,7 +408,7 @@ class TimingWheel(Generic[T]):
                 self._file(timer, timer._due_ms)
 
     def _release(self, fired: list[Timer]) -> list[T]:
-        self._count -= len(fired)
+        self._removed += len(fired)
         if len(fired) > 1:
             fired.sort(key=_by_due_then_seq)
         return [t._item for t in fired]
