@@ -10,16 +10,20 @@ the valid commands after them still apply.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import orjson
 import pytest
-from scheduler_kit import SchedulerProcesses, produce, upsert
+from aiokafka.admin import NewPartitions
+from scheduler_kit import REPO, SchedulerProcesses, produce, upsert
 
 from actors.cli.tail import read_to_end
+from topics.admin import admin_client
 from topics.messages import parse_rejected, parse_run
 from topics.names import Settings, TopicKind
 from topics.partitioner import crc32_partition, murmur2_partition
@@ -148,3 +152,31 @@ async def test_malformed_commands_are_rejected_and_later_ones_apply(
     for item in rejected.values():
         assert item.topic == kafka_settings.topic(TopicKind.COMMANDS)
         assert item.partition == 0
+
+
+@pytest.mark.kafka_partitions(SHARDS)
+@pytest.mark.timeout(120)
+async def test_scheduler_refuses_to_start_when_shard_counts_differ(
+    kafka_settings: Settings,
+) -> None:
+    async with admin_client(kafka_settings) as admin:
+        await admin.create_partitions(
+            {kafka_settings.topic(TopicKind.RESULTS): NewPartitions(SHARDS + 1)}
+        )
+    env = {
+        **os.environ,
+        "KAFKRON_NAMESPACE": kafka_settings.namespace,
+        "KAFKRON_BOOTSTRAP": kafka_settings.bootstrap,
+    }
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "actors.cli", "scheduler"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 1, done.stderr
+    assert kafka_settings.topic(TopicKind.RESULTS) in done.stderr
+    assert "partitions" in done.stderr and "shard count" in done.stderr

@@ -9,6 +9,8 @@ import signal
 import sys
 from typing import Any
 
+from aiokafka.errors import KafkaError
+
 from actors.cli import output
 from actors.scheduler import RuntimeOptions, SchedulerRuntime
 from topics.admin import TopicsError
@@ -115,6 +117,13 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(_serve(runtime))
     except (TopicsError, RuntimeError) as exc:
         return output.fail("scheduler", str(exc), 1)
+    except KafkaError as exc:
+        return output.fail(
+            "scheduler",
+            f"Kafka at {runtime.settings.bootstrap} failed ({exc}); check that it runs"
+            " (`kafkron broker status`) or set KAFKRON_BOOTSTRAP",
+            1,
+        )
     return 0
 
 

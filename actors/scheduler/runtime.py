@@ -260,7 +260,9 @@ class SchedulerRuntime:
             due_ms = runner.core.next_due_ms()
             if due_ms is not None:
                 sleep_ms = min(sleep_ms, due_ms - now_ms)
-        return max(0, sleep_ms)
+        # At least 1 ms: the wheel names the start of a bucket, which may lie up to a
+        # tick before its first item is due; without the floor that tick would spin.
+        return max(1, sleep_ms)
 
     # -- one turn ----------------------------------------------------------------
 
