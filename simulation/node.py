@@ -36,6 +36,7 @@ from topics.names import TopicKind
 from topics.records import OutRecord
 
 REBUILD_BACKOFF_MS = 1_000
+LATE_MS = 1_000  # a fire further than this from its instant is narrated as "late"
 MAX_BATCH = 5_000
 UNAVAILABLE_RETRY_MS = 1_000
 
@@ -77,14 +78,20 @@ class SchedulerNode:
         self.skew = SkewEstimator()
         self._pending: _Pending | None = None
         self._wake_ms: int | None = None
+        self._stale = False
+        self._holdback_ms = 0
 
     # -- process lifecycle (driven by faults) --------------------------------------
 
     def start(self) -> None:
+        if self.state != "down":
+            return  # already running (a restart fault ending after a scripted start)
         now = self.host.time.true_ms
         self.state = "up"
         self.incarnation += 1
         self.skew = SkewEstimator()
+        self._holdback_ms = 0
+        self._stale = False
         self.shards, self.waiting, self.assigned = {}, {}, frozenset()
         self._pending, self._wake_ms = None, None
         self.member_id = self.host.scheduler_group.join(self.name)
@@ -103,6 +110,8 @@ class SchedulerNode:
         self._log(now, "crash", f"process died holding shards {lost}; its memory is gone")
 
     def pause(self) -> None:
+        if self.state != "up":
+            return
         now = self.host.time.true_ms
         if self.member_id is not None:
             self.host.scheduler_group.silent(self.member_id, now)
@@ -110,14 +119,21 @@ class SchedulerNode:
         self._log(now, "pause", f"process frozen holding shards {sorted(self.shards)}")
 
     def resume(self) -> None:
+        if self.state != "paused":
+            return  # it died while frozen: nothing to thaw
         now = self.host.time.true_ms
         self.state = "up"
+        self._stale = True
         self._log(now, "resume", "process thawed; it does not know what happened meanwhile")
         if self._pending is not None:
             pending, self._pending = self._pending, None
             self._finish(pending)  # the commit it was waiting for completes now
         else:
             self.wake(now)
+
+    def held(self) -> list[int]:
+        """The partitions this process works on right now, as it believes."""
+        return sorted(self.shards)
 
     def consumes(self, kind: TopicKind, partition: int) -> bool:
         return kind in _INPUTS and partition in self.shards
@@ -139,7 +155,7 @@ class SchedulerNode:
             self.turn()
 
     def now_ms(self) -> int:
-        return self.clock.now_ms() - self.skew.holdback_ms()
+        return self.clock.now_ms() - self._holdback_ms
 
     def turn(self) -> None:
         host = self.host
@@ -151,7 +167,13 @@ class SchedulerNode:
         assert self.member_id is not None
         group = host.scheduler_group
         group.heard(self.member_id)
-        self._sync_membership(true_ms)
+        if self._stale:
+            # Thawed: the poll it was in returns what it had, and the turn runs on the old
+            # view of ownership; the group's news arrives with the next poll (aiokafka).
+            self._stale = False
+            self.wake(true_ms + self.host.latency_ms())
+        else:
+            self._sync_membership(true_ms)
         self._build_waiting(true_ms)
         now_ms = self.now_ms()
         out: dict[int, list[OutRecord]] = {}
@@ -312,6 +334,7 @@ class SchedulerNode:
                 acked_ms=self.clock.now_ms(),
                 broker_ms=pending.runs_append_ms,
             )
+            self._holdback_ms = self.skew.holdback_ms()
         host.arrived(touched, true_ms)
         self._schedule_next()
 
@@ -340,7 +363,7 @@ class SchedulerNode:
     def _schedule_next(self) -> None:
         true_ms = self.host.time.true_ms
         due: list[int] = [at for at in self.waiting.values()]
-        holdback_ms = self.skew.holdback_ms()
+        holdback_ms = self._holdback_ms
         logs = self.host.kafka.logs
         for p, shard in self.shards.items():
             if shard.unwritten or any(
@@ -363,10 +386,13 @@ class SchedulerNode:
                 run = parse_run(r.value)
                 late_ms = true_ms - run.scheduled_ms
                 if run.attempt == 1:
+                    # Late (or early) fires are the story of a failover: never folded away.
+                    kind = "fire" if abs(late_ms) <= LATE_MS else "late"
                     self._log(
                         true_ms,
-                        "fire",
-                        f"shard {p} fired {run.run_id} (late {late_ms} ms by the broker's clock)",
+                        kind,
+                        f"shard {p} fired {run.run_id} "
+                        f"({late_ms:+,} ms vs its instant, by the broker's clock)",
                     )
                 else:
                     self._log(

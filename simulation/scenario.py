@@ -71,6 +71,7 @@ SCRIPT_ACTIONS = (
     "skew",
     "leave",
     "start",
+    "crash_job_worker",  # kill the worker running ``job`` (restarted ``restart_after_s`` later)
 )
 
 
@@ -115,6 +116,8 @@ class ScriptStep:
     action: str
     node: str | None = None
     value: int = 0  # skew: milliseconds added to the clock
+    job: str | None = None  # crash_job_worker: the job whose worker dies
+    restart_after_ms: int | None = None  # crash_job_worker: when it comes back
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +215,16 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         node = step.get("node")
         if node is not None and node not in names:
             raise ScenarioError(f"script.node: no node named {node!r} (nodes: {names})")
+        restart = step.get("restart_after_s")
         script.append(
-            ScriptStep(_instant(step["at"], "script.at"), action, node, int(step.get("value", 0)))
+            ScriptStep(
+                _instant(step["at"], "script.at"),
+                action,
+                node,
+                int(step.get("value", 0)),
+                step.get("job"),
+                None if restart is None else int(float(restart) * 1000),
+            )
         )
     raw_faults = dict(data.get("faults", {}))
     tick_ms = int(raw_faults.pop("tick_ms", 1000))

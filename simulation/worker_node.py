@@ -86,6 +86,8 @@ class WorkerNode:
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.state != "down":
+            return  # already running (a restart fault ending after a scripted start)
         now = self.host.time.true_ms
         self.state = "up"
         self.incarnation += 1
@@ -112,6 +114,8 @@ class WorkerNode:
         )
 
     def pause(self) -> None:
+        if self.state != "up":
+            return
         now = self.host.time.true_ms
         if self.member_id is not None:
             self.host.worker_group.silent(self.member_id, now)
@@ -119,10 +123,16 @@ class WorkerNode:
         self._log(now, "pause", f"process frozen with {len(self.running)} jobs running")
 
     def resume(self) -> None:
+        if self.state != "paused":
+            return  # it died while frozen: nothing to thaw
         now = self.host.time.true_ms
         self.state = "up"
         self._log(now, "resume", "process thawed")
         self.wake(now)
+
+    def held(self) -> list[int]:
+        """The partitions this process works on right now, as it believes."""
+        return sorted(self.core.assigned)
 
     def consumes(self, kind: TopicKind, partition: int) -> bool:
         return kind is TopicKind.RUNS and partition in self.assigned
@@ -170,7 +180,17 @@ class WorkerNode:
         group = self.host.worker_group
         assert self.member_id is not None
         if group.assigned(self.member_id) is None:
-            self._log(true_ms, "kicked", "found itself out of the worker group; rejoining")
+            # Rejoining as a new member: whatever it kept may have been owned by someone
+            # else meanwhile, so nothing is kept (as the runtime's ``rebalanced``).
+            self._log(
+                true_ms,
+                "kicked",
+                "found itself out of the worker group; drops "
+                f"runs partitions {sorted(self.core.assigned)} and rejoins",
+            )
+            for p in sorted(self.core.assigned):
+                self._act(self.core.revoke(p, "rejoined the group"))
+                self.positions.pop(p, None)
             self.member_id = group.join(self.name)
         if group.generation != self.generation:
             self.generation = group.generation
@@ -304,7 +324,8 @@ class WorkerNode:
         self.core.commit_failed(commit)
         self._act(self.core.revoke(p, "fenced"))
         self.positions.pop(p, None)
-        self.assigned = self.assigned - {p}
+        # Still ours by the group? Then the next turn adopts it afresh (the runtime's
+        # recovery once a heartbeat is heard); if not, the rebalance tells us so.
         self._log(
             true_ms,
             "fenced",

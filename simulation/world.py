@@ -175,7 +175,10 @@ class World:
             node = self.nodes[spec.name]
             self.at(start if spec.start_ms is None else spec.start_ms, node.start)
         for step in scenario.script:
-            self.at(step.at_ms, self._scripted(step.action, step.node, step.value))
+            if step.action == "crash_job_worker":
+                self.at(step.at_ms, self._crash_job_worker(step.job, step.restart_after_ms))
+            else:
+                self.at(step.at_ms, self._scripted(step.action, step.node, step.value))
         self.faults.install()
         self.at(scenario.heal_ms, self._heal)
         if scenario.compact_every_ms > 0:
@@ -265,6 +268,26 @@ class World:
                 elif action == "skew":
                     target.clock.step(value)
                     target.wake(self.time.true_ms)
+
+        return step
+
+    def _crash_job_worker(
+        self, job: str | None, restart_after_ms: int | None
+    ) -> Callable[[], None]:
+        def step() -> None:
+            now = self.time.true_ms
+            for node in self.nodes.values():
+                if isinstance(node, WorkerNode) and any(
+                    j.run.job.name == job for j in node.running.values()
+                ):
+                    self.timeline.add(
+                        now, "script", "fault", f"kill -9 {node.name}, which is running {job}"
+                    )
+                    node.crash()
+                    if restart_after_ms is not None:
+                        self.at(now + restart_after_ms, node.start)
+                    return
+            self.timeline.add(now, "script", "fault", f"no worker is running {job}: no kill")
 
         return step
 

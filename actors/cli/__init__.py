@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "scheduler_cmd",
     "demo_cmd",
     "next_cmd",
+    "simulate_cmd",
 )
 
 EXIT_OK = 0

@@ -157,8 +157,7 @@ def gather(world: Any) -> Evidence:
     for node in world.nodes.values():
         if node.state != "up":
             continue
-        held = node.shards if node.role == "scheduler" else node.core.assigned
-        for p in held:
+        for p in node.held():
             owners[node.role].setdefault(p, []).append(node.name)
     ledger = world.jobs.ledger
     return Evidence(
