@@ -570,6 +570,9 @@ class ShardCore(DagShard):
 
     def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
         """One occurrence (or trigger) is due now: fire it, or what overlap says."""
+        if not state.runs and state.dag is None:  # the common case, without a decision
+            self._start_run(state, scheduled_ms, now_ms)
+            return
         if state.dag is not None:  # a DAG run (max_active_runs instead of overlap)
             self._dag_occurrence(state, scheduled_ms, now_ms)
             return
@@ -606,13 +609,20 @@ class ShardCore(DagShard):
         run = RunState(state, run_id, scheduled_ms, None, 1, 1)
         state.runs[run_id] = run
         self._in_flight += 1
-        self._fired(state, scheduled_ms)
+        last_ms = state.last_fired_ms
+        if last_ms is None or scheduled_ms > last_ms:
+            state.last_fired_ms = scheduled_ms
         self._counts["fired_total"] += 1
         self._emit_attempt(state, run, now_ms)
 
     def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
-        job, timeout_ms, _ = self._policy_of(state, run)
-        logical_ms, interval = (None, None) if run.task is None else self._dag_dates(state, run)
+        if run.task is None:
+            definition = state.definition
+            job, timeout_ms = definition.job, definition.timeout_ms
+            logical_ms = interval = None
+        else:
+            job, timeout_ms, _ = self._policy_of(state, run)
+            logical_ms, interval = self._dag_dates(state, run)
         run.fired_ms = now_ms
         run.deadline_ms = deadline_ms = now_ms + timeout_ms
         run.retry_ms = None

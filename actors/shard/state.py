@@ -13,19 +13,23 @@ The changelog value of a schedule (one record per change, key = schedule id)::
      "next": "2026-10-11T00:00:00.000Z",        # next occurrence not yet handled; null: none
      "last_fired": "2026-10-10T00:00:00.000Z",  # latest occurrence fired (or buffered)
      "runs": [                                  # in flight (running or waiting to retry)
-        {"run_id": "invoice-nightly@2026-10-10T00:00:00.000Z", "scheduled": "...",
-         "task": null, "attempt": 2, "series_start": 1,
+        {"run_id": "invoice-nightly@2026-10-10T00:00:00.000Z",   # names the occurrence
+         "attempt": 2,
          "fired": "...", "deadline": "...",     # of the current attempt
-         "retry_at": null,                      # set while waiting for the next attempt
-         "outcomes": [{"attempt": 1, "status": "failed", "fired_at": "...",
-                       "finished_at": "...", "error": {"type": "...", "message": "..."}}]}],
+         "retry_at": "...",                     # only while waiting for the next attempt
+         "task": "...",                         # only for a DAG task's run
+         "series_start": 3,                     # only after a dlq.replay (else 1)
+         "outcomes": [{"attempt": 1, "status": "failed", "fired_at": "...",   # failures so far
+                       "finished_at": "...", "worker": "w-1",
+                       "error": {"type": "...", "message": "..."}}]}],
      "buffered": ["2026-10-10T01:00:00.000Z"],  # occurrences waiting for the run in flight
      "dead": {"invoice-nightly@...": 5},        # recent dead-lettered runs -> last attempt
      "dag": null,                               # DAG run state (see `ScheduleState.dag`)
      "def": {...}}                              # the normalised definition (definition.py)
 
-``runs``, ``buffered``, ``dead`` and ``dag`` are left out when empty. A deleted
-schedule is a tombstone (null value).
+``runs``, ``buffered``, ``dead`` and ``dag`` are left out when empty, and so are
+a run's fields at their usual value (a herd writes one record per fire, so each
+field costs). A deleted schedule is a tombstone (null value).
 """
 
 from __future__ import annotations
@@ -177,17 +181,22 @@ def encode_schedule(state: ScheduleState) -> bytes:
 
 
 def _encode_run(run: RunState) -> dict[str, Any]:
-    return {
+    # Fields at their usual value are left out: a herd writes one of these per fire.
+    entry: dict[str, Any] = {
         "run_id": run.run_id,
-        "scheduled": instant_text(run.scheduled_ms),
-        "task": run.task,
         "attempt": run.attempt,
-        "series_start": run.series_start,
         "fired": instant_text(run.fired_ms),
         "deadline": instant_text(run.deadline_ms),
-        "retry_at": None if run.retry_ms is None else instant_text(run.retry_ms),
-        "outcomes": run.outcomes,
     }
+    if run.task is not None:
+        entry["task"] = run.task
+    if run.series_start != 1:
+        entry["series_start"] = run.series_start
+    if run.retry_ms is not None:
+        entry["retry_at"] = instant_text(run.retry_ms)
+    if run.outcomes:
+        entry["outcomes"] = run.outcomes
+    return entry
 
 
 def decode_schedule(value: bytes) -> ScheduleState:
@@ -207,21 +216,23 @@ def decode_schedule(value: bytes) -> ScheduleState:
     state.last_fired_ms = None if text is None else instant_ms(text)
     runs = doc.get("runs")
     if runs:
+        at = len(state.id) + 1  # the scheduled instant is spelled inside the run id
         for entry in runs:
+            run_id = entry["run_id"]
             run = RunState(
                 state,
-                entry["run_id"],
-                instant_ms(entry["scheduled"]),
-                entry["task"],
+                run_id,
+                instant_ms(run_id[at : at + 24]),
+                entry.get("task"),
                 entry["attempt"],
-                entry["series_start"],
+                entry.get("series_start", 1),
             )
             run.fired_ms = instant_ms(entry["fired"])
             run.deadline_ms = instant_ms(entry["deadline"])
-            retry_at = entry["retry_at"]
+            retry_at = entry.get("retry_at")
             run.retry_ms = None if retry_at is None else instant_ms(retry_at)
-            run.outcomes = entry["outcomes"]
-            state.runs[run.run_id] = run
+            run.outcomes = entry.get("outcomes") or []
+            state.runs[run_id] = run
     buffered = doc.get("buffered")
     if buffered:
         state.buffered = [instant_ms(text) for text in buffered]
