@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import datetime
 from typing import Any
@@ -24,49 +23,68 @@ class RunContext:
     epoch milliseconds. ``logical_date`` and ``data_interval`` are set for DAG runs
     (the period a run processes, Airflow's convention) and ``None`` otherwise.
 
-    Safe to use from the job's thread: ``heartbeat`` and ``cancelled`` only touch a
-    ``threading.Event`` and two attributes.
+    Safe to use from the job's thread: ``heartbeat`` and ``cancelled`` only read and
+    write single attributes.
     """
 
     __slots__ = (
-        "_cancel",
         "_cancel_reason",
-        "attempt",
-        "data_interval",
-        "deadline_ms",
+        "_run",
         "heartbeat_details",
-        "job_name",
         "last_heartbeat_ms",
-        "logical_date",
-        "run_id",
-        "schedule_id",
-        "scheduled_at",
-        "scheduled_ms",
-        "task",
         "worker",
     )
 
     def __init__(self, run: Run, *, worker: str) -> None:
-        self.run_id: str = run.run_id
-        self.schedule_id: str = run.schedule_id
-        self.task: str | None = run.task
-        self.attempt: int = run.attempt
-        self.job_name: str = run.job.name
-        self.scheduled_ms: int = run.scheduled_ms
-        self.scheduled_at: datetime = to_datetime(run.scheduled_ms)
-        self.deadline_ms: int = run.deadline_ms
-        self.logical_date: datetime | None = (
-            None if run.logical_date_ms is None else to_datetime(run.logical_date_ms)
-        )
-        interval = run.data_interval
-        self.data_interval: tuple[datetime, datetime] | None = (
-            None if interval is None else (to_datetime(interval[0]), to_datetime(interval[1]))
-        )
+        self._run = run
         self.worker = worker
         self.heartbeat_details: Any = None
         self.last_heartbeat_ms: int | None = None
-        self._cancel = threading.Event()
-        self._cancel_reason = ""
+        # Set (once) by the worker's thread, read by the job's: a plain attribute is
+        # enough, an assignment is atomic in Python.
+        self._cancel_reason: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self._run.run_id
+
+    @property
+    def schedule_id(self) -> str:
+        return self._run.schedule_id
+
+    @property
+    def task(self) -> str | None:
+        return self._run.task
+
+    @property
+    def attempt(self) -> int:
+        return self._run.attempt
+
+    @property
+    def job_name(self) -> str:
+        return self._run.job.name
+
+    @property
+    def scheduled_ms(self) -> int:
+        return self._run.scheduled_ms
+
+    @property
+    def scheduled_at(self) -> datetime:
+        return to_datetime(self._run.scheduled_ms)
+
+    @property
+    def deadline_ms(self) -> int:
+        return self._run.deadline_ms
+
+    @property
+    def logical_date(self) -> datetime | None:
+        ms = self._run.logical_date_ms
+        return None if ms is None else to_datetime(ms)
+
+    @property
+    def data_interval(self) -> tuple[datetime, datetime] | None:
+        interval = self._run.data_interval
+        return None if interval is None else (to_datetime(interval[0]), to_datetime(interval[1]))
 
     def idempotency_key(self, *parts: object) -> str:
         """A key stable across attempts of this run: ``ctx.idempotency_key("charge", 8812)``."""
@@ -82,22 +100,23 @@ class RunContext:
         self.last_heartbeat_ms = time.time_ns() // 1_000_000
         if details is not None:
             self.heartbeat_details = details
-        if self._cancel.is_set():
-            raise RunCancelled(self._cancel_reason)
+        reason = self._cancel_reason
+        if reason is not None:
+            raise RunCancelled(reason)
 
     @property
     def cancelled(self) -> bool:
         """True once the worker asked this run to stop (see ``heartbeat``)."""
-        return self._cancel.is_set()
+        return self._cancel_reason is not None
 
     @property
     def cancel_reason(self) -> str:
-        return self._cancel_reason
+        return self._cancel_reason or ""
 
     def request_cancel(self, reason: str) -> None:
         """Worker side: ask the job to stop at its next ``heartbeat``."""
-        self._cancel_reason = reason
-        self._cancel.set()
+        if self._cancel_reason is None:
+            self._cancel_reason = reason or "cancelled"
 
     def __repr__(self) -> str:
         return f"RunContext(run_id={self.run_id!r}, attempt={self.attempt})"

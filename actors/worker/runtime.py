@@ -51,6 +51,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import ProducerFenced, TransactionalIdAuthorizationFailed
 
+from actors.scheduler.writer import Partitioner, send_plan
 from actors.worker.core import (
     Action,
     CancelJob,
@@ -66,11 +67,14 @@ from actors.worker.executor import Executor
 from actors.worker.offsets import MAX_OPEN_PER_PARTITION
 from actors.worker.registry import Registry
 from topics.names import Settings, TopicKind
-from topics.records import InRecord
+from topics.records import InRecord, OutRecord
 
 log = logging.getLogger("kafkron.worker")
 
 POLL_MS = 200
+# Records handled per turn of the loop: the loop must come back often enough for
+# heartbeats, timers and job exits, however much is waiting in the topic.
+MAX_BATCH = 1_000
 LEASE_LOSS_HEARTBEATS = 3
 COMMIT_RETRY_S = 0.5
 STATS_EVERY_S = 10.0
@@ -124,6 +128,23 @@ class _Slot:
     closing: bool = False
 
 
+class _CachedPartitioner(Partitioner):
+    """murmur2 in Python costs tens of µs; a schedule fires again and again, so its
+    results partition is remembered (bounded: cleared when it grows large)."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__({TopicKind.RESULTS: count})
+        self._cache: dict[bytes | None, int] = {}
+
+    def partition_for(self, record: OutRecord) -> int:
+        found = self._cache.get(record.key)
+        if found is None:
+            if len(self._cache) > 100_000:
+                self._cache.clear()
+            found = self._cache[record.key] = super().partition_for(record)
+        return found
+
+
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(self, runtime: WorkerRuntime) -> None:
         self._runtime = runtime
@@ -174,6 +195,8 @@ class WorkerRuntime:
         self._timer_due_ms: int | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._stopping = False
+        self._flush_pending = False
+        self._partitioner: _CachedPartitioner | None = None
         self.on_result_committed: Callable[[Commit], None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------
@@ -217,7 +240,7 @@ class WorkerRuntime:
         stop_wait = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
-                batch = await consumer.getmany(timeout_ms=POLL_MS)
+                batch = await consumer.getmany(timeout_ms=POLL_MS, max_records=MAX_BATCH)
                 if batch:
                     self._receive(batch)
                 self._tick()
@@ -296,9 +319,15 @@ class WorkerRuntime:
 
     def _job_exited(self, key: RunKey, outcome: Outcome) -> None:
         self._apply(self.core.job_exited(key, outcome, now_ms()))
-        slot = self._slots.get(key[0])
-        if slot is not None:
-            slot.wake.set()
+        if not self._flush_pending:
+            # Many jobs exit in one turn of the loop; commit, pause and timer
+            # bookkeeping once for all of them.
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        self.wake_all()
         self._sync_pause()
         self._arm_timer()
 
@@ -509,10 +538,16 @@ class WorkerRuntime:
                 self.on_result_committed(commit)
 
     async def _write(self, producer: AIOKafkaProducer, commit: Commit) -> None:
+        partitioner = self._partitioner
+        if partitioner is None:
+            count = len(await producer.partitions_for(self._results_topic))
+            partitioner = self._partitioner = _CachedPartitioner(count)
         await producer.begin_transaction()
         try:
-            for record in commit.results:
-                await producer.send(self._results_topic, value=record.value, key=record.key)
+            if commit.results:
+                # Key = schedule id, murmur2 like Kafka's default partitioner: the
+                # result lands on the results partition of the shard that owns it.
+                await send_plan(producer, self.settings, partitioner.plan(list(commit.results)))
             await producer.send_offsets_to_transaction(
                 {
                     TopicPartition(self._runs_topic, commit.partition): (

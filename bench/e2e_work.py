@@ -1,0 +1,339 @@
+"""End to end: schedules fired by a scheduler, no-op jobs run by workers, results seen.
+
+What is measured, on a fresh namespace of the local broker, with one ``kafkron
+scheduler`` and ``--workers`` ``kafkron worker`` processes (async no-op jobs):
+
+- **steady**: ``--rate`` schedules of ``every 1s`` whose anchors are spread over
+  the second (a steady ``rate`` runs/s), for ``--seconds``; the latency of each
+  run is (its result is visible to a read_committed consumer) - (its scheduled
+  time): p50 and p99 over the steady part (the first 3 s are warm-up).
+- **burst**: ``--burst`` one-off schedules all due at the same instant (everyone's
+  ``0 0 * * *``); throughput is burst / (last result visible - due time): firing,
+  running and committing them all, end to end.
+
+Baseline, measured in the same run: APScheduler 3 (in one process, in memory,
+asyncio executor) firing the same burst of no-op jobs due at one instant, the bar
+a Python user compares a scheduler with. The ratio is kafkron's end-to-end runs/s
+over APScheduler's fires/s (which has no broker, no durability, no second process).
+
+Run: ``python bench/e2e_work.py [--workers 2] [--rate 2000] [--seconds 20]
+[--burst 30000]``. The last line is ``bench e2e_work: ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from actors import RunContext, job
+from actors.history.recorder import partitions_of
+from topics.admin import create_topics, delete_topics
+from topics.names import Settings, TopicKind
+from topics.timefmt import format_ms, parse_instant
+
+REPO = Path(__file__).resolve().parent.parent
+WARMUP_S = 3.0
+LEAD_MS = 8_000  # schedules are created this far ahead of their first fire
+
+
+@job("bench.noop")
+async def noop(ctx: RunContext) -> None:
+    return None
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def pct(values: list[int], q: float) -> int:
+    if not values:
+        return -1
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# --- baseline: APScheduler ---------------------------------------------------------
+
+
+async def apscheduler_burst(count: int) -> tuple[float, int]:
+    """(fires/s, p99 lateness ms) of ``count`` no-op date jobs due at one instant."""
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
+
+    done: list[int] = []
+
+    async def fire() -> None:
+        done.append(now_ms())
+
+    scheduler = AsyncIOScheduler(
+        job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 1},
+    )
+    scheduler.start()
+    from datetime import UTC, datetime
+
+    due_ms = now_ms() + 2_000 + count // 20  # adding jobs takes a while
+    run_date = datetime.fromtimestamp(due_ms / 1000, tz=UTC)
+    for _ in range(count):
+        scheduler.add_job(fire, "date", run_date=run_date)
+    while len(done) < count:
+        await asyncio.sleep(0.05)
+    scheduler.shutdown(wait=False)
+    span_s = max(0.001, (max(done) - due_ms) / 1000)
+    return count / span_s, pct([d - due_ms for d in done], 0.99)
+
+
+# --- kafkron ----------------------------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    """Results as the read_committed consumer sees them, by schedule id prefix."""
+
+    latency_ms: dict[str, list[int]] = field(default_factory=dict)
+    visible_ms: dict[str, list[int]] = field(default_factory=dict)
+    scheduled_ms: dict[str, list[int]] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)
+    # Where the time goes: scheduled -> started (firing, delivery, queueing), and
+    # finished -> visible (the worker's transaction and the consumer's fetch).
+    to_start_ms: dict[str, list[int]] = field(default_factory=dict)
+    to_visible_ms: dict[str, list[int]] = field(default_factory=dict)
+
+    def count(self, prefix: str) -> int:
+        return len(self.latency_ms.get(prefix, ()))
+
+
+async def collect(settings: Settings, seen: Seen, stop: asyncio.Event) -> None:
+    topic = settings.topic(TopicKind.RESULTS)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        group_id=None,
+        fetch_max_wait_ms=50,
+    )
+    await consumer.start()
+    try:
+        partitions = await partitions_of(consumer, topic)
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=100)
+            at = now_ms()
+            for records in batch.values():
+                for record in records:
+                    if record.value is None:
+                        continue
+                    value = orjson.loads(record.value)
+                    prefix = value["schedule_id"].split("-", 1)[0]
+                    scheduled = parse_instant(value["scheduled_at"])
+                    seen.latency_ms.setdefault(prefix, []).append(at - scheduled)
+                    seen.visible_ms.setdefault(prefix, []).append(at)
+                    seen.scheduled_ms.setdefault(prefix, []).append(scheduled)
+                    seen.statuses[value["status"]] = seen.statuses.get(value["status"], 0) + 1
+                    if value.get("started_at") and value.get("finished_at"):
+                        started = parse_instant(value["started_at"])
+                        finished = parse_instant(value["finished_at"])
+                        seen.to_start_ms.setdefault(prefix, []).append(started - scheduled)
+                        seen.to_visible_ms.setdefault(prefix, []).append(at - finished)
+    finally:
+        await consumer.stop()
+
+
+async def send(settings: Settings, commands: list[dict[str, Any]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        topic = settings.topic(TopicKind.COMMANDS)
+        futures = [
+            await producer.send(topic, key=c["id"].encode(), value=orjson.dumps(c))
+            for c in commands
+        ]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+def upsert(schedule_id: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "v": 1,
+        "type": "schedule.upsert",
+        "id": schedule_id,
+        "spec": spec,
+        "job": {"name": "bench.noop", "args": {}},
+        "overlap": "allow",
+        "misfire": {"policy": "run_once", "grace_s": 3600},
+    }
+
+
+async def wait_count(
+    seen: Seen, prefix: str, count: int, timeout_s: float, procs: list[Any]
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while seen.count(prefix) < count:
+        for proc in procs:
+            if proc.poll() is not None:
+                raise SystemExit(f"a kafkron process exited early ({proc.args})")
+        if time.monotonic() > deadline:
+            raise SystemExit(
+                f"{prefix}: only {seen.count(prefix)} of {count} results in {timeout_s} s"
+            )
+        await asyncio.sleep(0.1)
+
+
+def start(settings: Settings, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "KAFKRON_NAMESPACE": settings.namespace,
+        "KAFKRON_BOOTSTRAP": settings.bootstrap,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "bench"), str(REPO)]),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "actors.cli", *argv],
+        cwd=REPO,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
+    settings = Settings.from_env(namespace=f"bench-{uuid.uuid4().hex[:8]}")
+    await create_topics(settings, partitions=args.partitions)
+    logs = Path(tempfile.mkdtemp(prefix="kafkron-bench-"))
+    procs = [start(settings, ["scheduler", "--figures-interval-s", "0"], logs / "scheduler.log")]
+    for i in range(args.workers):
+        procs.append(
+            start(
+                settings,
+                [
+                    "worker",
+                    "--jobs",
+                    "e2e_work",
+                    "--concurrency",
+                    str(args.concurrency),
+                    "--worker-id",
+                    f"bench-w{i}",
+                ],
+                logs / f"worker{i}.log",
+            )
+        )
+    seen = Seen()
+    stop = asyncio.Event()
+    collector = asyncio.create_task(collect(settings, seen, stop))
+    figures: dict[str, float] = {}
+    try:
+        # Warm-up: every process has joined its group and owns its partitions.
+        due = format_ms(now_ms() + 3_000)
+        await send(settings, [upsert(f"warm-{i}", {"at": due}) for i in range(200)])
+        await wait_count(seen, "warm", 200, 120, procs)
+        await asyncio.sleep(2)
+
+        # Steady: `rate` runs/s from every-1s schedules with anchors spread over the second.
+        first_ms = now_ms() + LEAD_MS
+        step_ms = 1000 / args.rate
+        steady = [
+            upsert(
+                f"steady-{i}",
+                {"every": "1s", "anchor": format_ms(first_ms + int(i * step_ms))},
+            )
+            for i in range(args.rate)
+        ]
+        await send(settings, steady)
+        end_ms = first_ms + int(args.seconds * 1000)
+        await asyncio.sleep(max(0.0, (end_ms - now_ms()) / 1000))
+        await send(settings, [{"v": 1, "type": "schedule.delete", "id": c["id"]} for c in steady])
+        await asyncio.sleep(3)
+        window = [
+            lat
+            for lat, sch in zip(
+                seen.latency_ms.get("steady", []), seen.scheduled_ms.get("steady", []), strict=True
+            )
+            if first_ms + WARMUP_S * 1000 <= sch < end_ms
+        ]
+        expected = int((end_ms - first_ms - WARMUP_S * 1000) / 1000 * args.rate)
+        figures["steady_rate"] = args.rate
+        figures["steady_runs"] = len(window)
+        figures["steady_expected"] = expected
+        figures["p50_ms"] = pct(window, 0.50)
+        figures["p99_ms"] = pct(window, 0.99)
+        figures["steady_to_start_p50_ms"] = pct(seen.to_start_ms.get("steady", []), 0.5)
+        figures["steady_to_visible_p50_ms"] = pct(seen.to_visible_ms.get("steady", []), 0.5)
+
+        # Burst: everything due at once.
+        due_ms = now_ms() + LEAD_MS + args.burst // 5
+        await send(
+            settings, [upsert(f"burst-{i}", {"at": format_ms(due_ms)}) for i in range(args.burst)]
+        )
+        await wait_count(seen, "burst", args.burst, 600, procs)
+        last_ms = max(seen.visible_ms["burst"])
+        figures["burst"] = args.burst
+        figures["burst_runs_per_s"] = args.burst / max(0.001, (last_ms - due_ms) / 1000)
+        figures["burst_p50_ms"] = pct(seen.latency_ms["burst"], 0.50)
+        figures["burst_p99_ms"] = pct(seen.latency_ms["burst"], 0.99)
+        figures["burst_to_start_p50_ms"] = pct(seen.to_start_ms["burst"], 0.5)
+        figures["burst_to_visible_p50_ms"] = pct(seen.to_visible_ms["burst"], 0.5)
+        figures["not_succeeded"] = sum(n for s, n in seen.statuses.items() if s != "succeeded")
+    finally:
+        stop.set()
+        await collector
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        await delete_topics(settings)
+    print(f"process logs in {logs}", file=sys.stderr)
+    return figures
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=1000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--rate", type=int, default=2000, help="steady runs/s")
+    parser.add_argument("--seconds", type=float, default=20.0, help="steady phase length")
+    parser.add_argument("--burst", type=int, default=30000)
+    args = parser.parse_args()
+
+    base_rate, base_p99 = await apscheduler_burst(args.burst)
+    print(f"apscheduler burst of {args.burst}: {base_rate:,.0f} fires/s, p99 late {base_p99} ms")
+    f = await kafkron_run(args)
+    print(
+        f"kafkron steady {f['steady_rate']:.0f}/s: {f['steady_runs']:.0f} of "
+        f"{f['steady_expected']:.0f} runs; scheduled->visible p50 {f['p50_ms']:.0f} ms "
+        f"p99 {f['p99_ms']:.0f} ms (p50 scheduled->started "
+        f"{f['steady_to_start_p50_ms']:.0f} ms, finished->visible "
+        f"{f['steady_to_visible_p50_ms']:.0f} ms)"
+    )
+    print(
+        f"kafkron burst of {f['burst']:.0f}: {f['burst_runs_per_s']:,.0f} runs/s end to end, "
+        f"p50 {f['burst_p50_ms']:.0f} ms p99 {f['burst_p99_ms']:.0f} ms (p50 scheduled->started "
+        f"{f['burst_to_start_p50_ms']:.0f} ms, finished->visible "
+        f"{f['burst_to_visible_p50_ms']:.0f} ms); {f['not_succeeded']:.0f} not succeeded"
+    )
+    print(
+        f"bench e2e_work: workers={args.workers} burst_runs_per_s={f['burst_runs_per_s']:.0f} "
+        f"steady_rate={f['steady_rate']:.0f} steady_p50_ms={f['p50_ms']:.0f} "
+        f"steady_p99_ms={f['p99_ms']:.0f} apscheduler_fires_per_s={base_rate:.0f} "
+        f"ratio_vs_apscheduler={f['burst_runs_per_s'] / base_rate:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
