@@ -68,8 +68,11 @@ class Timeline:
 
 def _folded_lines(folded: dict[tuple[str, str], int], second: int) -> list[str]:
     verbs = {"fire": "fired {} runs", "result": "committed {} results"}
+    # Stamped with the second alone ("...:00.---"): the folded events happened
+    # anywhere within it, so the line comes after the second's other events.
+    stamp = _clock(second * 1000)[:-3] + "---"
     return [
-        f"{_clock(second * 1000)}  {who:<10} {kind:<8} " + verbs[kind].format(f"{count:,}")
+        f"{stamp}  {who:<10} {kind:<8} " + verbs[kind].format(f"{count:,}")
         for (who, kind), count in sorted(folded.items())
     ]
 
