@@ -204,3 +204,21 @@ def test_an_unreadable_changelog_record_is_reported_and_the_rest_restored() -> N
     assert rejected.topic == "kafkron.schedules"
     assert restored.core.stats["schedules"] == 1
     assert len(restored.run_until(T0 + MINUTE).runs) == 1
+
+
+def test_a_restore_slices_the_definition_out_of_the_record_or_encodes_it_again() -> None:
+    from actors.shard.state import decode_schedule
+
+    shard = Shard(now_ms=T0 + 5)
+    shard.send(upsert("a", job={"name": "x", "args": {"def": 1, "note": ',"def":'}}))
+    value = shard.changelog[b"a"]
+    assert value is not None
+    doc = orjson.loads(value)
+    expected = orjson.dumps(doc["def"])
+    assert decode_schedule(value).def_bytes == expected
+    # The same state laid out differently (say, rewritten by a tool) still restores.
+    definition = doc.pop("def")
+    rewritten = orjson.dumps({"def": definition, **doc})
+    assert decode_schedule(rewritten).def_bytes == expected
+    doc["def_bytes"] = 5
+    assert decode_schedule(orjson.dumps({**doc, "def": definition})).def_bytes == expected

@@ -25,7 +25,8 @@ The changelog value of a schedule (one record per change, key = schedule id)::
      "buffered": ["2026-10-10T01:00:00.000Z"],  # occurrences waiting for the run in flight
      "dead": {"invoice-nightly@...": 5},        # recent dead-lettered runs -> last attempt
      "dag": null,                               # DAG run state (see `ScheduleState.dag`)
-     "def": {...}}                              # the normalised definition (definition.py)
+     "def_bytes": 431,                          # the length of the JSON of "def" ...
+     "def": {...}}                              # ... the normalised definition, always last
 
 ``runs``, ``buffered``, ``dead`` and ``dag`` are left out when empty, and so are
 a run's fields at their usual value (a herd writes one record per fire, so each
@@ -176,7 +177,11 @@ def encode_schedule(state: ScheduleState) -> bytes:
         doc["dead"] = state.dead
     if state.dag is not None:
         doc["dag"] = state.dag
-    doc["def"] = orjson.Fragment(state.def_bytes)
+    # The definition goes last, with its length just before it, so a restore can
+    # slice its bytes out of the record instead of encoding it again.
+    def_bytes = state.def_bytes
+    doc["def_bytes"] = len(def_bytes)
+    doc["def"] = orjson.Fragment(def_bytes)
     return orjson.dumps(doc)
 
 
@@ -208,7 +213,7 @@ def decode_schedule(value: bytes) -> ScheduleState:
     doc = orjson.loads(value)
     if doc.get("v") != 1 or doc.get("kind") != "schedule":
         raise ValueError(f"not a schedule record of version 1: v={doc.get('v')!r}")
-    state = ScheduleState(doc["id"], intern_bytes(orjson.dumps(doc["def"])), None)
+    state = ScheduleState(doc["id"], intern_bytes(_definition_bytes(value, doc)), None)
     state.paused = doc["paused"]
     text = doc["next"]
     state.next_ms = None if text is None else instant_ms(text)
@@ -241,6 +246,16 @@ def decode_schedule(value: bytes) -> ScheduleState:
         state.dead = dead
     state.dag = doc.get("dag")
     return state
+
+
+def _definition_bytes(value: bytes, doc: dict[str, Any]) -> bytes:
+    """The definition's JSON as `encode_schedule` wrote it: the tail of the record."""
+    size = doc.get("def_bytes")
+    if type(size) is int and 0 < size < len(value):
+        start = len(value) - 1 - size
+        if value[start - 7 : start] == b',"def":' and value[-1:] == b"}":
+            return value[start:-1]
+    return orjson.dumps(doc["def"])  # not laid out as we write it: encode it again
 
 
 _interned: dict[bytes, bytes] = {}
