@@ -39,6 +39,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from actors import RunContext, job
+from actors.cli.tail import read_to_end
 from actors.history.recorder import partitions_of
 from topics.admin import create_topics, delete_topics
 from topics.names import Settings, TopicKind
@@ -166,6 +167,19 @@ async def send(settings: Settings, commands: list[dict[str, Any]]) -> None:
         await producer.stop()
 
 
+async def firing_lateness(settings: Settings, prefix: str) -> list[int]:
+    """fired_at - scheduled_at of the runs of ``prefix``: the scheduler's share."""
+    records = await read_to_end(settings, settings.topic(TopicKind.RUNS), timeout_s=300)
+    late = []
+    for record in records:
+        if record.value is None:
+            continue
+        value = orjson.loads(record.value)
+        if value["schedule_id"].startswith(prefix + "-"):
+            late.append(parse_instant(value["fired_at"]) - parse_instant(value["scheduled_at"]))
+    return late
+
+
 def upsert(schedule_id: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "v": 1,
@@ -269,6 +283,9 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
         figures["steady_expected"] = expected
         figures["p50_ms"] = pct(window, 0.50)
         figures["p99_ms"] = pct(window, 0.99)
+        fired = await firing_lateness(settings, "steady")
+        figures["steady_fire_late_p50_ms"] = pct(fired, 0.5)
+        figures["steady_fire_late_p99_ms"] = pct(fired, 0.99)
         figures["steady_to_start_p50_ms"] = pct(seen.to_start_ms.get("steady", []), 0.5)
         figures["steady_to_visible_p50_ms"] = pct(seen.to_visible_ms.get("steady", []), 0.5)
 
@@ -317,7 +334,8 @@ async def main() -> None:
     print(
         f"kafkron steady {f['steady_rate']:.0f}/s: {f['steady_runs']:.0f} of "
         f"{f['steady_expected']:.0f} runs; scheduled->visible p50 {f['p50_ms']:.0f} ms "
-        f"p99 {f['p99_ms']:.0f} ms (p50 scheduled->started "
+        f"p99 {f['p99_ms']:.0f} ms (firing late p50 {f['steady_fire_late_p50_ms']:.0f} ms "
+        f"p99 {f['steady_fire_late_p99_ms']:.0f} ms; p50 scheduled->started "
         f"{f['steady_to_start_p50_ms']:.0f} ms, finished->visible "
         f"{f['steady_to_visible_p50_ms']:.0f} ms)"
     )

@@ -75,6 +75,7 @@ POLL_MS = 200
 # Records handled per turn of the loop: the loop must come back often enough for
 # heartbeats, timers and job exits, however much is waiting in the topic.
 MAX_BATCH = 1_000
+FETCH_MAX_WAIT_MS = 50
 LEASE_LOSS_HEARTBEATS = 3
 COMMIT_RETRY_S = 0.5
 STATS_EVERY_S = 10.0
@@ -214,6 +215,9 @@ class WorkerRuntime:
             session_timeout_ms=opts.session_timeout_ms,
             heartbeat_interval_ms=opts.heartbeat_interval_ms,
             max_poll_interval_ms=opts.max_poll_interval_ms,
+            # A read_committed fetch can sit out its whole wait for records whose
+            # transaction is still open; keep the wait short, runs are latency-bound.
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
         )
         admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap)
         self._consumer, self._admin = consumer, admin
