@@ -65,13 +65,18 @@ def test_batch_is_ordered_by_due_then_insertion() -> None:
     ]
 
 
-def test_ties_keep_insertion_order_across_a_cascade() -> None:
-    # "early" waits at level 1 and is cascaded down after "later" was filed at level 0.
+def test_ties_keep_insertion_order_across_cascades_and_reschedules() -> None:
+    # Timers of one tick (1_000..1_009 ms) added before and after the level-1 slot
+    # holding them cascades, and one rescheduled: a reschedule counts as the newest.
     wheel: TimingWheel[str] = TimingWheel(0)
-    wheel.add(1_000, "early")
-    assert wheel.advance(900) == []
-    wheel.add(1_000, "later")
-    assert wheel.advance(1_000) == ["early", "later"]
+    wheel.add(1_005, "a")
+    moved = wheel.add(1_005, "moved")
+    wheel.add(1_001, "b")
+    assert wheel.advance(900) == []  # the slot cascaded: they now wait at level 0
+    wheel.add(1_005, "c")
+    wheel.add(1_001, "d")
+    assert wheel.reschedule(moved, 1_005) is moved
+    assert wheel.advance(1_010) == ["b", "d", "a", "c", "moved"]
 
 
 def test_advance_backwards_is_a_no_op() -> None:
