@@ -276,8 +276,7 @@ async def steady_and_failover(
 ) -> tuple[float, dict[str, float | int | None]]:
     settings = await new_namespace(args.bootstrap)
     try:
-        lead_ms = 60_000
-        first_fire_ms = now_ms() + lead_ms
+        first_fire_ms = now_ms() + int(args.lead_s * 1000)
         records = changelog_records(args.schedules, 1000, 20, first_fire_ms)
         await produce_changelog(settings, records)
         restore_s, restored = await measure_restore(settings)
@@ -324,7 +323,7 @@ async def steady_and_failover(
 async def max_rate(args: argparse.Namespace, logs: Path) -> dict[str, float | int | None]:
     settings = await new_namespace(args.bootstrap)
     try:
-        first_fire_ms = now_ms() + 60_000
+        first_fire_ms = now_ms() + int(args.lead_s * 1000)
         records = changelog_records(args.schedules, 100, 1, first_fire_ms)
         await produce_changelog(settings, records)
         watch, stop = Watch(), asyncio.Event()
@@ -354,6 +353,9 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--phase-s", type=float, default=40.0)
     parser.add_argument("--session-timeout-ms", type=int, default=10_000)
     parser.add_argument("--bootstrap", default=None)
+    parser.add_argument(
+        "--lead-s", type=float, default=60.0, help="seconds between loading and the first fire"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="e2e-fire-") as tmp:
         logs = Path(tmp)
