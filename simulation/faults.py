@@ -1,15 +1,17 @@
 """Random faults: knobs in pairs (probability per tick, minimum duration), one seed.
 
-Every ``tick_ms`` of the safety phase each fault kind gets one draw per eligible
-target (per node for node faults, once for the broker) from the world's single
-`random.Random`; a fault that starts draws its duration in [min, 3 * min] and, for
-a clock skew, its size. Each drawn fault is logged with all its parameters, so the
-timeline alone says what happened and the seed alone reproduces it. Every fault
-ends by the end of the safety phase, when the world heals.
+Each fault kind has a probability per tick (``tick_ms``) for each eligible target
+(per node for node faults, once for the broker); every draw comes from the
+world's single `random.Random` (see `FaultInjector._plan` for how ticks without
+a fault are skipped in one draw). A fault that starts draws its duration in
+[min, 3 * min] and, for a clock skew, its size. Each drawn fault is logged with
+all its parameters, so the timeline alone says what happened and the seed alone
+reproduces it. Every fault ends by the end of the safety phase, when the world heals.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Protocol
 
@@ -45,33 +47,68 @@ class FaultInjector:
 
     def install(self) -> None:
         if self.scenario.faults:
-            self.host.at(self.scenario.start_ms + self.scenario.fault_tick_ms, self._tick)
+            self._plan(self.scenario.start_ms)
+
+    def _pairs(self) -> list[tuple[str, str, float]]:
+        return [
+            (kind, target, self.scenario.faults[kind].p)
+            for kind in sorted(self.scenario.faults)
+            for target in self._eligible(kind)
+        ]
+
+    def _plan(self, now: int) -> None:
+        """Jump to the next tick at which some fault starts (geometric, one draw).
+
+        Drawing each (kind, target) every tick would cost a draw per pair per tick
+        (a million for a simulated day); the number of quiet ticks before the first
+        one with a fault is geometric, so one draw gives it. At that tick one pair
+        is picked in proportion to its probability: the same distribution as
+        per-tick draws, to first order in the (small) probabilities.
+        """
+        scenario = self.scenario
+        tick_ms = scenario.fault_tick_ms
+        quiet = 1.0
+        for _, _, p in self._pairs():
+            quiet *= 1.0 - p
+        if quiet >= 1.0 or quiet <= 0.0:  # nothing eligible now: look again next tick
+            ticks = 1
+        else:
+            u = 1.0 - self.host.draw_float()  # in (0, 1]
+            ticks = 1 + int(math.log(u) / math.log(quiet))
+        at_ms = now + ticks * tick_ms
+        if at_ms < scenario.heal_ms:
+            self.host.at(at_ms, self._tick)
 
     def _tick(self) -> None:
-        host, scenario = self.host, self.scenario
+        host = self.host
         now = host.now()
-        if now >= scenario.heal_ms:
-            return
-        for kind in sorted(scenario.faults):
-            knob = scenario.faults[kind]
-            for target in self._eligible(kind):
-                if host.draw_float() >= knob.p:
-                    continue
-                duration_ms = host.draw_int(knob.min_ms, 3 * knob.min_ms)
-                end_ms = min(now + duration_ms, scenario.heal_ms)
-                value = 0
-                if kind == "skew":
-                    value = host.draw_int(-scenario.skew_max_ms, scenario.skew_max_ms)
-                self.drawn += 1
-                self.busy.add(target)
-                lasts_s = (end_ms - now) / 1000
-                what = f"{kind} on {target} for {lasts_s:.3f} s (drawn {duration_ms} ms"
-                what += f", clock step {value:+d} ms)" if kind == "skew" else ")"
-                host.log("fault", what)
-                node = None if target == "broker" else target
-                host.fault(kind, node, True, value)
-                host.at(end_ms, self._ender(kind, target, value))
-        host.at(now + scenario.fault_tick_ms, self._tick)
+        pairs = self._pairs()
+        total = sum(p for _, _, p in pairs)
+        if total > 0:
+            pick = host.draw_float() * total
+            for kind, target, p in pairs:
+                pick -= p
+                if pick < 0:
+                    self._start(kind, target, now)
+                    break
+        self._plan(now)
+
+    def _start(self, kind: str, target: str, now: int) -> None:
+        host, scenario = self.host, self.scenario
+        knob = scenario.faults[kind]
+        duration_ms = host.draw_int(knob.min_ms, 3 * knob.min_ms)
+        end_ms = min(now + duration_ms, scenario.heal_ms)
+        value = 0
+        if kind == "skew":
+            value = host.draw_int(-scenario.skew_max_ms, scenario.skew_max_ms)
+        self.drawn += 1
+        self.busy.add(target)
+        lasts_s = (end_ms - now) / 1000
+        what = f"{kind} on {target} for {lasts_s:.3f} s (drawn {duration_ms} ms"
+        what += f", clock step {value:+d} ms)" if kind == "skew" else ")"
+        host.log("fault", what)
+        host.fault(kind, None if target == "broker" else target, True, value)
+        host.at(end_ms, self._ender(kind, target, value))
 
     def _ender(self, kind: str, target: str, value: int) -> Callable[[], None]:
         def end() -> None:

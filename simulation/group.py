@@ -33,6 +33,7 @@ class Group:
         self.generation = 0
         self.assignment: dict[str, frozenset[int]] = {}
         self._next_member = 0
+        self._expiry_ms: int | None = None  # cached next_expiry_ms; recomputed on change
 
     def join(self, node: str) -> str:
         """A new member (a process that starts, or rejoins after being removed)."""
@@ -51,19 +52,24 @@ class Group:
         member = self.members.get(member_id)
         if member is not None and member.silent_since_ms is None:
             member.silent_since_ms = now_ms
+            self._recompute()
 
     def heard(self, member_id: str) -> None:
         member = self.members.get(member_id)
-        if member is not None:
+        if member is not None and member.silent_since_ms is not None:
             member.silent_since_ms = None
+            self._recompute()
 
     def next_expiry_ms(self) -> int | None:
+        return self._expiry_ms
+
+    def _recompute(self) -> None:
         times = [
             m.silent_since_ms + self.session_timeout_ms
             for m in self.members.values()
             if m.silent_since_ms is not None
         ]
-        return min(times) if times else None
+        self._expiry_ms = min(times) if times else None
 
     def expire(self, now_ms: int) -> list[str]:
         """Remove members silent for a whole session; the ids removed."""
@@ -83,6 +89,7 @@ class Group:
         for member in self.members.values():
             if member.silent_since_ms is not None:
                 member.silent_since_ms = now_ms
+        self._recompute()
 
     def assigned(self, member_id: str) -> frozenset[int] | None:
         """The member's partitions in the current generation (None: not a member)."""
@@ -91,6 +98,7 @@ class Group:
         return self.assignment.get(member_id, frozenset())
 
     def _rebalance(self) -> None:
+        self._recompute()
         self.generation += 1
         ids = sorted(self.members)
         assignment: dict[str, frozenset[int]] = {}

@@ -164,6 +164,8 @@ class World:
                 node.wake(now)
         else:
             self.timeline.add(now, "broker", "broker", "stops answering (every call fails)")
+            for node in self.nodes.values():  # their leases start running out
+                node.wake(now)
 
     # -- running -----------------------------------------------------------------
 

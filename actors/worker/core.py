@@ -323,8 +323,13 @@ class WorkerCore:
         """A group heartbeat succeeded at ``now_ms``: our partitions are still ours."""
         self._lease_renewed_ms = max(self._lease_renewed_ms, now_ms)
 
-    def next_due_ms(self) -> int | None:
-        """When ``advance`` next has something to decide (None: nothing pending)."""
+    def next_due_ms(self, *, lease: bool = True) -> int | None:
+        """When ``advance`` next has something to decide (None: nothing pending).
+
+        ``lease=False`` leaves out the lease check: a caller that knows heartbeats
+        are succeeding (the simulation, while its broker answers) needs no wake-up
+        just to find that out.
+        """
         due: int | None = None
         deadlines = self._deadlines
         while deadlines:  # drop entries of runs that exited or were decided already
@@ -333,7 +338,7 @@ class WorkerCore:
                 due = deadlines[0][0]
                 break
             heapq.heappop(deadlines)
-        if self._partitions:
+        if lease and self._partitions:
             lease_due = self._lease_renewed_ms + self._lease_loss_ms + 1
             due = lease_due if due is None else min(due, lease_due)
         return due
