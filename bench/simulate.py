@@ -61,7 +61,8 @@ def main() -> None:
     figures = outcome.figures()
     print(
         f"event-driven: {simulated_h:.0f} simulated h in {outcome.wall_s:.1f} s "
-        f"({rate:,.2f} simulated h per wall s; {cpu_s:.1f} s of CPU), {figures['events']:,} events, "
+        f"({rate:,.2f} simulated h per wall s; {cpu_s:.1f} s of CPU), "
+        f"{figures['events']:,} events, "
         f"{figures['fires']:,} fires, {figures['faults_drawn']} faults, "
         f"invariants {'held' if outcome.ok else 'VIOLATED'}"
     )
