@@ -269,7 +269,12 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
         end_ms = first_ms + int(args.seconds * 1000)
         await asyncio.sleep(max(0.0, (end_ms - now_ms()) / 1000))
         await send(settings, [{"v": 1, "type": "schedule.delete", "id": c["id"]} for c in steady])
-        await asyncio.sleep(3)
+        # Wait for the stragglers: until nothing new arrives for 3 s (at most 60 s).
+        settle_until = time.monotonic() + 60
+        last = -1
+        while time.monotonic() < settle_until and seen.count("steady") != last:
+            last = seen.count("steady")
+            await asyncio.sleep(3)
         window = [
             lat
             for lat, sch in zip(

@@ -197,6 +197,9 @@ class WorkerRuntime:
         self._background: set[asyncio.Task[Any]] = set()
         self._stopping = False
         self._flush_pending = False
+        self._commits = 0
+        self._commit_ms = 0.0
+        self._committed_results = 0
         self._partitioner: _CachedPartitioner | None = None
         self.on_result_committed: Callable[[Commit], None] | None = None
 
@@ -255,11 +258,15 @@ class WorkerRuntime:
             stop_wait.cancel()
 
     def stats(self) -> dict[str, int]:
+        commits = self._commits
         return {
             "partitions": len(self.core.assigned),
             "running": self.core.running,
             "queued": self.core.queued,
             **self.core.counts,
+            "transactions": commits,
+            "results_per_transaction": self._committed_results // commits if commits else 0,
+            "ms_per_transaction": int(self._commit_ms / commits) if commits else 0,
         }
 
     async def _drain(self) -> None:
@@ -502,6 +509,7 @@ class WorkerRuntime:
             commit = self.core.take_commit(slot.partition)
             if commit is None:
                 continue
+            began = time.perf_counter()
             try:
                 await self._write(slot.producer, commit)
             except (ProducerFenced, TransactionalIdAuthorizationFailed) as exc:
@@ -538,6 +546,9 @@ class WorkerRuntime:
                 self._partition_lost(slot)
                 return
             self.core.commit_done(commit)
+            self._commits += 1
+            self._commit_ms += (time.perf_counter() - began) * 1000
+            self._committed_results += len(commit.results)
             if self.on_result_committed is not None:
                 self.on_result_committed(commit)
 
