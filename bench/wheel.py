@@ -16,8 +16,8 @@ With ``--timers`` (1M) timers due uniformly over the next 30 days, one shared it
   heap once and re-heapifying, heapq's best case when every cancel is known at once.
   Memory (tracemalloc) before and after shows the wheel returns it at once.
 - **empty advance**: median time of an ``advance`` by one tick that fires nothing,
-  with 1M and with ``--big`` (10M) timers loaded (those due at least an hour ahead,
-  so that the hour of ticks advanced over is empty), vs heapq's peek at its head.
+  with 1M and with ``--big`` (10M) timers loaded (due from an hour to 30 days ahead,
+  so that the 200 s of ticks advanced over are empty), vs heapq's peek at its head.
 - **bytes per timer**: traced memory of the wheel holding 1M timers / 1M, vs heapq.
 
 Run: ``python bench/wheel.py [--timers 1000000] [--big 10000000]``. The last line
@@ -31,6 +31,7 @@ import gc
 import heapq
 import random
 import statistics
+import sys
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -85,9 +86,9 @@ def load_wheel(due_list: list[int]) -> tuple[float, TimingWheel[str], list[Timer
 
 
 def bench_add(due_list: list[int], pause: bool) -> float:
-    """Best of two interleaved rounds; returns the wheel / heapq time ratio."""
+    """Best of interleaved rounds; returns the wheel / heapq time ratio."""
     heap_s, wheel_s = [], []
-    for _ in range(2):
+    for _ in range(3 if pause else 2):
         with Paused(pause):
             seconds, heap = load_heap(due_list)
         heap_s.append(seconds)
@@ -106,8 +107,8 @@ def bench_add(due_list: list[int], pause: bool) -> float:
     return w / h
 
 
-def bench_cancel(due_list: list[int], heap_cancels: int) -> tuple[float, float]:
-    """Returns (speed-up over remove-and-heapify, fraction of traced memory freed)."""
+def bench_cancel(due_list: list[int], heap_cancels: int) -> float:
+    """Returns the speed-up over heapq's remove-and-heapify."""
     n = len(due_list)
     with Paused(True):
         _, wheel, handles = load_wheel(due_list)
@@ -137,7 +138,6 @@ def bench_cancel(due_list: list[int], heap_cancels: int) -> tuple[float, float]:
     filter_s = time.perf_counter() - began
     del heap, doomed
 
-    freed = memory_freed_by_cancel(due_list)
     print(
         f"cancel {n // 2:,} of {n:,}: wheel {wheel_s:.2f} s"
         f" ({wheel_s / (n // 2) * 1e9:.0f} ns each);"
@@ -145,53 +145,41 @@ def bench_cancel(due_list: list[int], heap_cancels: int) -> tuple[float, float]:
         f" in all ({heap_s / wheel_s:,.0f}x slower, target >= 5x);"
         f" heapq filter-once-and-heapify {filter_s:.2f} s ({filter_s / wheel_s:.1f}x)"
     )
-    print(f"memory freed by cancelling half: {freed:.0%} of the wheel's traced memory")
-    return heap_s / wheel_s, freed
+    return heap_s / wheel_s
 
 
-def memory_freed_by_cancel(due_list: list[int]) -> float:
+def bytes_per_entry(due_list: list[int]) -> tuple[float, float, float]:
+    """Traced bytes per timer of the wheel and per heapq entry, and the fraction of the
+    wheel's memory returned by cancelling every second timer."""
+    n = len(due_list)
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     with Paused(True):
         _, wheel, handles = load_wheel(due_list)
-    loaded = tracemalloc.get_traced_memory()[0] - base
+    loaded = tracemalloc.get_traced_memory()[0] - base - sys.getsizeof(handles)
     for timer in handles[::2]:
         wheel.cancel(timer)
     handles = handles[1::2]  # the caller drops the handles it cancelled
     gc.collect()
-    after = tracemalloc.get_traced_memory()[0] - base
+    after = tracemalloc.get_traced_memory()[0] - base - sys.getsizeof(handles)
     tracemalloc.stop()
     del wheel, handles
-    return 1 - after / loaded
-
-
-def bytes_per_entry(due_list: list[int]) -> tuple[float, float]:
-    """Traced bytes per timer held by the wheel and per entry held by heapq."""
-    n = len(due_list)
-    results = []
-    for load in ("wheel", "heap"):
-        gc.collect()
-        tracemalloc.start()
-        base = tracemalloc.get_traced_memory()[0]
-        with Paused(True):
-            if load == "wheel":
-                wheel: TimingWheel[str] = TimingWheel(NOW_MS, TICK_MS)
-                for due_ms in due_list:
-                    wheel.add(due_ms, ITEM)
-                held: object = wheel
-            else:
-                _, held = load_heap(due_list)
-        results.append((tracemalloc.get_traced_memory()[0] - base) / n)
-        tracemalloc.stop()
-        del held
-        if load == "wheel":
-            del wheel
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    with Paused(True):
+        _, heap = load_heap(due_list)
+    heap_bytes = (tracemalloc.get_traced_memory()[0] - base) / n
+    tracemalloc.stop()
+    del heap
+    wheel_bytes, freed = loaded / n, 1 - after / loaded
     print(
-        f"bytes per timer: wheel {results[0]:.0f}, heapq {results[1]:.0f} (target <= 200;"
-        " the due_ms ints are the caller's and not counted)"
+        f"bytes per timer: wheel {wheel_bytes:.0f}, heapq {heap_bytes:.0f} (target <= 200;"
+        " due_ms ints and the handles list are the caller's and not counted)"
     )
-    return results[0], results[1]
+    print(f"memory freed by cancelling half: {freed:.0%} of the wheel's traced memory")
+    return wheel_bytes, heap_bytes, freed
 
 
 def spread_dues(count: int) -> Iterator[int]:
@@ -241,13 +229,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timers", type=int, default=1_000_000, help="timers for most figures")
     parser.add_argument("--big", type=int, default=10_000_000, help="timers of the big load")
-    parser.add_argument("--heap-cancels", type=int, default=20, help="sampled heapq cancels")
+    parser.add_argument("--heap-cancels", type=int, default=5, help="sampled heapq cancels")
     args = parser.parse_args()
     due_list = dues(args.timers)
     add_ratio = bench_add(due_list, pause=True)
     add_ratio_gc = bench_add(due_list, pause=False)
-    cancel_x, freed = bench_cancel(due_list, args.heap_cancels)
-    wheel_bytes, heap_bytes = bytes_per_entry(due_list)
+    cancel_x = bench_cancel(due_list, args.heap_cancels)
+    wheel_bytes, heap_bytes, freed = bytes_per_entry(due_list)
     del due_list
     adv_1m, _ = bench_empty_advance(args.timers)
     adv_big, _ = bench_empty_advance(args.big)
