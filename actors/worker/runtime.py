@@ -49,9 +49,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import ProducerFenced, TransactionalIdAuthorizationFailed
 
-from actors.scheduler.writer import Partitioner, send_plan
+from actors.worker.committer import CommitStats, Committer
 from actors.worker.core import (
     Action,
     CancelJob,
@@ -67,7 +66,7 @@ from actors.worker.executor import Executor
 from actors.worker.offsets import MAX_OPEN_PER_PARTITION
 from actors.worker.registry import Registry
 from topics.names import Settings, TopicKind
-from topics.records import InRecord, OutRecord
+from topics.records import InRecord
 
 log = logging.getLogger("kafkron.worker")
 
@@ -77,7 +76,6 @@ POLL_MS = 200
 MAX_BATCH = 1_000
 FETCH_MAX_WAIT_MS = 50
 LEASE_LOSS_HEARTBEATS = 3
-COMMIT_RETRY_S = 0.5
 STATS_EVERY_S = 10.0
 NEVER_MS = 1 << 62
 
@@ -116,34 +114,6 @@ class WorkerOptions:
         if self.lease_loss_heartbeats <= 0:
             return NEVER_MS
         return self.lease_loss_heartbeats * self.heartbeat_interval_ms
-
-
-@dataclass(slots=True)
-class _Slot:
-    """The transactional producer of one assigned partition and its commit loop."""
-
-    partition: int
-    producer: AIOKafkaProducer
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[None] | None = None
-    closing: bool = False
-
-
-class _CachedPartitioner(Partitioner):
-    """murmur2 in Python costs tens of µs; a schedule fires again and again, so its
-    results partition is remembered (bounded: cleared when it grows large)."""
-
-    def __init__(self, count: int) -> None:
-        super().__init__({TopicKind.RESULTS: count})
-        self._cache: dict[bytes | None, int] = {}
-
-    def partition_for(self, record: OutRecord) -> int:
-        found = self._cache.get(record.key)
-        if found is None:
-            if len(self._cache) > 100_000:
-                self._cache.clear()
-            found = self._cache[record.key] = super().partition_for(record)
-        return found
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -186,7 +156,7 @@ class WorkerRuntime:
         )
         self._consumer: AIOKafkaConsumer | None = None
         self._admin: AIOKafkaAdminClient | None = None
-        self._slots: dict[int, _Slot] = {}
+        self._committers: dict[int, Committer] = {}
         self._lock = asyncio.Lock()  # rebalances and lease recovery adopt one at a time
         self._generation = 0
         self._member: str | None = None
@@ -197,10 +167,7 @@ class WorkerRuntime:
         self._background: set[asyncio.Task[Any]] = set()
         self._stopping = False
         self._flush_pending = False
-        self._commits = 0
-        self._commit_ms = 0.0
-        self._committed_results = 0
-        self._partitioner: _CachedPartitioner | None = None
+        self._commit_stats = CommitStats()
         self.on_result_committed: Callable[[Commit], None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------
@@ -258,15 +225,15 @@ class WorkerRuntime:
             stop_wait.cancel()
 
     def stats(self) -> dict[str, int]:
-        commits = self._commits
+        commits = self._commit_stats.transactions
         return {
             "partitions": len(self.core.assigned),
             "running": self.core.running,
             "queued": self.core.queued,
             **self.core.counts,
             "transactions": commits,
-            "results_per_transaction": self._committed_results // commits if commits else 0,
-            "ms_per_transaction": int(self._commit_ms / commits) if commits else 0,
+            "results_per_transaction": self._commit_stats.results // commits if commits else 0,
+            "ms_per_transaction": int(self._commit_stats.ms / commits) if commits else 0,
         }
 
     async def _drain(self) -> None:
@@ -290,7 +257,7 @@ class WorkerRuntime:
     async def _shutdown(self, consumer: AIOKafkaConsumer, admin: AIOKafkaAdminClient) -> None:
         for partition in sorted(self.core.assigned):
             self._apply(self.core.revoke(partition, "worker stopping"))
-        for partition in list(self._slots):
+        for partition in list(self._committers):
             self._release(partition)
         await self._executor.close()
         if self._timer is not None:
@@ -428,7 +395,7 @@ class WorkerRuntime:
             for partition in sorted(self.core.assigned - wanted):
                 self._apply(self.core.revoke(partition))
                 self._release(partition)
-            for partition in sorted(set(self._slots) - wanted):
+            for partition in sorted(set(self._committers) - wanted):
                 self._release(partition)
             missing = sorted(wanted - self.core.assigned)
             if missing:
@@ -450,9 +417,9 @@ class WorkerRuntime:
 
     async def _adopt(self, partition: int) -> None:
         """Fence the previous owner of ``partition``, then start from its last commit."""
-        old = self._slots.pop(partition, None)
+        old = self._committers.pop(partition, None)
         if old is not None:
-            await self._close_slot(old)
+            await old.close()
         producer = AIOKafkaProducer(
             bootstrap_servers=self.settings.bootstrap,
             transactional_id=self.settings.worker_transactional_id(partition),
@@ -472,132 +439,36 @@ class WorkerRuntime:
             start, metadata = found.offset, found.metadata
         else:
             start, metadata = (await consumer.beginning_offsets([tp]))[tp], None
-        slot = _Slot(partition, producer)
-        slot.task = asyncio.get_running_loop().create_task(self._commit_loop(slot))
-        self._slots[partition] = slot
+        committer = Committer(
+            partition=partition,
+            producer=producer,
+            core=self.core,
+            settings=self.settings,
+            stats=self._commit_stats,
+            on_lost=self._partition_lost,
+            on_committed=self.on_result_committed,
+        )
+        self._committers[partition] = committer
         self.core.assign(partition, start, metadata, now_ms())
-        slot.wake.set()
+        committer.wake()
 
     def _release(self, partition: int) -> None:
         """Stop committing for ``partition`` (the core has already dropped it)."""
-        slot = self._slots.pop(partition, None)
-        if slot is not None:
-            self._spawn(self._close_slot(slot))
-
-    async def _close_slot(self, slot: _Slot) -> None:
-        slot.closing = True
-        slot.wake.set()
-        if slot.task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(slot.task), timeout=5.0)
-            except (TimeoutError, Exception):
-                slot.task.cancel()
-        with contextlib.suppress(Exception):
-            await slot.producer.stop()
+        committer = self._committers.pop(partition, None)
+        if committer is not None:
+            self._spawn(committer.close())
 
     def wake_all(self) -> None:
-        for slot in self._slots.values():
-            slot.wake.set()
+        for committer in self._committers.values():
+            committer.wake()
 
-    # --- commits -------------------------------------------------------------------------
-
-    async def _commit_loop(self, slot: _Slot) -> None:
-        """Write what the core has finished for one partition, a transaction at a time."""
-        while not slot.closing:
-            await slot.wake.wait()
-            slot.wake.clear()
-            commit = self.core.take_commit(slot.partition)
-            if commit is None:
-                continue
-            began = time.perf_counter()
-            try:
-                await self._write(slot.producer, commit)
-            except (ProducerFenced, TransactionalIdAuthorizationFailed) as exc:
-                log.warning(
-                    "worker %s: producer of runs partition %d was fenced (%s): another worker "
-                    "owns it now; its unfinished runs here are cancelled and not reported",
-                    self.options.worker_id,
-                    slot.partition,
-                    type(exc).__name__,
-                )
-                self._partition_lost(slot)
-                return
-            except Exception as exc:
-                if slot.closing:
-                    return
-                if await self._abort(slot.producer):
-                    log.warning(
-                        "worker %s: commit of partition %d failed (%s: %s); retrying",
-                        self.options.worker_id,
-                        slot.partition,
-                        type(exc).__name__,
-                        exc,
-                    )
-                    self.core.commit_failed(commit)
-                    await asyncio.sleep(COMMIT_RETRY_S)
-                    slot.wake.set()
-                    continue
-                log.error(
-                    "worker %s: producer of partition %d is unusable: %s",
-                    self.options.worker_id,
-                    slot.partition,
-                    exc,
-                )
-                self._partition_lost(slot)
-                return
-            self.core.commit_done(commit)
-            self._commits += 1
-            self._commit_ms += (time.perf_counter() - began) * 1000
-            self._committed_results += len(commit.results)
-            if self.on_result_committed is not None:
-                self.on_result_committed(commit)
-
-    async def _write(self, producer: AIOKafkaProducer, commit: Commit) -> None:
-        partitioner = self._partitioner
-        if partitioner is None:
-            count = len(await producer.partitions_for(self._results_topic))
-            partitioner = self._partitioner = _CachedPartitioner(count)
-        await producer.begin_transaction()
-        try:
-            if commit.results:
-                # Key = schedule id, murmur2 like Kafka's default partitioner: the
-                # result lands on the results partition of the shard that owns it.
-                await send_plan(producer, self.settings, partitioner.plan(list(commit.results)))
-            await producer.send_offsets_to_transaction(
-                {
-                    TopicPartition(self._runs_topic, commit.partition): (
-                        commit.offset,
-                        commit.metadata,
-                    )
-                },
-                self.settings.worker_group,
-            )
-        except BaseException:
-            await self._abort(producer)
-            raise
-        await producer.commit_transaction()
-
-    @staticmethod
-    async def _abort(producer: AIOKafkaProducer) -> bool:
-        try:
-            await producer.abort_transaction()
-        except Exception:
-            return False
-        return True
-
-    def _partition_lost(self, slot: _Slot) -> None:
-        """Our producer cannot commit for this partition any more: stop its work."""
-        self._apply(self.core.revoke(slot.partition, "fenced"))
-        if self._slots.get(slot.partition) is slot:
-            del self._slots[slot.partition]
-        slot.closing = True
-        self._spawn(self._stop_producer(slot.producer))
+    def _partition_lost(self, committer: Committer) -> None:
+        """Its producer cannot commit for this partition any more: stop its work."""
+        self._apply(self.core.revoke(committer.partition, "fenced"))
+        if self._committers.get(committer.partition) is committer:
+            del self._committers[committer.partition]
+        self._spawn(committer.close())
         self._recover_when_heard()
-
-    @staticmethod
-    async def _stop_producer(producer: AIOKafkaProducer) -> None:
-        with contextlib.suppress(Exception):
-            await producer.stop()
 
     # --- the lease ----------------------------------------------------------------------
 

@@ -1,0 +1,187 @@
+"""One runs partition's transactional producer and the loop that commits its results.
+
+Each assigned runs partition ``p`` has a producer with ``transactional.id =
+{ns}-worker-{p}`` (started, and so fencing the previous owner, by the runtime) and
+one ``Committer``. Whenever the core has something finished for ``p``, the committer
+takes it (``WorkerCore.take_commit``) and writes, in ONE transaction, the results
+(to ``{ns}.results``, partitioned by murmur2 of the schedule id like Kafka's default
+partitioner, so each lands on its owning shard) and ``p``'s consumed offset with its
+metadata (``send_offsets_to_transaction`` for the group ``{ns}-workers``). One
+transaction is in flight per partition; what finishes meanwhile goes into the next,
+so under load transactions grow instead of queueing.
+
+Failures: a fenced producer (a newer owner called ``init_transactions``) is final
+for this committer, the runtime is told through ``on_lost``; any other failure
+aborts the transaction and hands the commit back to the core to be taken again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.errors import ProducerFenced, TransactionalIdAuthorizationFailed
+
+from actors.scheduler.writer import Partitioner, send_plan
+from actors.worker.core import Commit, WorkerCore
+from topics.names import Settings, TopicKind
+from topics.records import OutRecord
+
+log = logging.getLogger("kafkron.worker")
+
+COMMIT_RETRY_S = 0.5
+CLOSE_WAIT_S = 5.0
+
+
+@dataclass(slots=True)
+class CommitStats:
+    transactions: int = 0
+    results: int = 0
+    ms: float = 0.0
+
+
+class ResultsPartitioner(Partitioner):
+    """Kafka's default partitioner for result keys, with a memory.
+
+    murmur2 in Python costs tens of µs and a schedule fires again and again, so its
+    results partition is remembered (the memory is bounded: cleared when large).
+    """
+
+    def __init__(self, count: int) -> None:
+        super().__init__({TopicKind.RESULTS: count})
+        self._cache: dict[bytes | None, int] = {}
+
+    def partition_for(self, record: OutRecord) -> int:
+        found = self._cache.get(record.key)
+        if found is None:
+            if len(self._cache) > 100_000:
+                self._cache.clear()
+            found = self._cache[record.key] = super().partition_for(record)
+        return found
+
+
+class Committer:
+    """Commits one partition's finished runs, a transaction at a time."""
+
+    def __init__(
+        self,
+        *,
+        partition: int,
+        producer: AIOKafkaProducer,
+        core: WorkerCore,
+        settings: Settings,
+        stats: CommitStats,
+        on_lost: Callable[[Committer], None],
+        on_committed: Callable[[Commit], None] | None = None,
+    ) -> None:
+        self.partition = partition
+        self.producer = producer
+        self._core = core
+        self._settings = settings
+        self._stats = stats
+        self._on_lost = on_lost
+        self._on_committed = on_committed
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+        self._partitioner: ResultsPartitioner | None = None
+        self._runs_tp = TopicPartition(settings.topic(TopicKind.RUNS), partition)
+
+    def wake(self) -> None:
+        """Something may have finished: look at the core again."""
+        self._wake.set()
+
+    async def close(self) -> None:
+        """Let a transaction in flight finish (briefly), then stop the producer."""
+        self._closing = True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout=CLOSE_WAIT_S)
+        except (TimeoutError, Exception):
+            self._task.cancel()
+        with contextlib.suppress(Exception):
+            await self.producer.stop()
+
+    def abandon(self) -> None:
+        """Stop taking commits (the producer is unusable); ``close`` still stops it."""
+        self._closing = True
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        core = self._core
+        while not self._closing:
+            await self._wake.wait()
+            self._wake.clear()
+            commit = core.take_commit(self.partition)
+            if commit is None:
+                continue
+            began = time.perf_counter()
+            try:
+                await self._write(commit)
+            except (ProducerFenced, TransactionalIdAuthorizationFailed) as exc:
+                log.warning(
+                    "producer of runs partition %d was fenced (%s): another worker owns it "
+                    "now; its unfinished runs here are cancelled and not reported",
+                    self.partition,
+                    type(exc).__name__,
+                )
+                self._closing = True
+                self._on_lost(self)
+                return
+            except Exception as exc:
+                if self._closing:
+                    return
+                if not await self._abort():
+                    log.error("producer of runs partition %d is unusable: %s", self.partition, exc)
+                    self._closing = True
+                    self._on_lost(self)
+                    return
+                log.warning(
+                    "commit of runs partition %d failed (%s: %s); retrying",
+                    self.partition,
+                    type(exc).__name__,
+                    exc,
+                )
+                core.commit_failed(commit)
+                await asyncio.sleep(COMMIT_RETRY_S)
+                self._wake.set()
+                continue
+            core.commit_done(commit)
+            stats = self._stats
+            stats.transactions += 1
+            stats.results += len(commit.results)
+            stats.ms += (time.perf_counter() - began) * 1000
+            if self._on_committed is not None:
+                self._on_committed(commit)
+
+    async def _write(self, commit: Commit) -> None:
+        producer = self.producer
+        partitioner = self._partitioner
+        if partitioner is None:
+            results_topic = self._settings.topic(TopicKind.RESULTS)
+            count = len(await producer.partitions_for(results_topic))
+            partitioner = self._partitioner = ResultsPartitioner(count)
+        await producer.begin_transaction()
+        try:
+            if commit.results:
+                await send_plan(producer, self._settings, partitioner.plan(list(commit.results)))
+            await producer.send_offsets_to_transaction(
+                {self._runs_tp: (commit.offset, commit.metadata)},
+                self._settings.worker_group,
+            )
+        except BaseException:
+            await self._abort()
+            raise
+        await producer.commit_transaction()
+
+    async def _abort(self) -> bool:
+        try:
+            await self.producer.abort_transaction()
+        except Exception:
+            return False
+        return True
