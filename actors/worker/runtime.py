@@ -22,9 +22,11 @@ Partition ownership is group membership, and membership is the lease:
   Cancelling then would kill every long job on every membership change, so the
   worker waits for the new assignment: partitions it keeps go on untouched (same
   producer, fetch resumes where it was), partitions it lost have their jobs
-  cancelled and their uncommitted results dropped. Until then a lost partition's
-  new owner has fenced our producer, so nothing we finish meanwhile becomes
-  visible; it is merely work done twice, which at-least-once allows.
+  cancelled and their uncommitted results dropped. What we commit before the new
+  owner starts its producer, it sees (it reads the committed offset after fencing
+  us); nothing we finish after that becomes visible, it is merely work done twice,
+  which at-least-once allows. A worker that rejoins as a new member (the group had
+  expelled it) keeps nothing and adopts every partition afresh.
 - **Losing the coordinator (Dropbox ATF's rule).** aiokafka has no public hook for
   heartbeats, so the runtime wraps the group coordinator's ``_do_heartbeat`` and
   tells the core the time of each successful one. With no success for
