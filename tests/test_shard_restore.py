@@ -222,3 +222,11 @@ def test_a_restore_slices_the_definition_out_of_the_record_or_encodes_it_again()
     assert decode_schedule(rewritten).def_bytes == expected
     doc["def_bytes"] = 5
     assert decode_schedule(orjson.dumps({**doc, "def": definition})).def_bytes == expected
+
+
+@given(st.integers(-(10**12), 4 * 10**12))
+def test_instant_text_and_instant_ms_agree_with_the_wire_format(instant: int) -> None:
+    from actors.shard.state import instant_ms, instant_text
+
+    assert instant_text(instant) == format_ms(instant)
+    assert instant_ms(format_ms(instant)) == instant

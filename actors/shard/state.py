@@ -8,7 +8,8 @@ wrote the records, which is what makes failover exact.
 
 The changelog value of a schedule (one record per change, key = schedule id)::
 
-    {"v": 1, "id": "invoice-nightly", "kind": "schedule",
+    {"v": 1, "def_bytes": 431,                  # the length of the JSON of "def", last
+     "id": "invoice-nightly", "kind": "schedule",
      "paused": false,
      "next": "2026-10-11T00:00:00.000Z",        # next occurrence not yet handled; null: none
      "last_fired": "2026-10-10T00:00:00.000Z",  # latest occurrence fired (or buffered)
@@ -25,8 +26,7 @@ The changelog value of a schedule (one record per change, key = schedule id)::
      "buffered": ["2026-10-10T01:00:00.000Z"],  # occurrences waiting for the run in flight
      "dead": {"invoice-nightly@...": 5},        # recent dead-lettered runs -> last attempt
      "dag": null,                               # DAG run state (see `ScheduleState.dag`)
-     "def_bytes": 431,                          # the length of the JSON of "def" ...
-     "def": {...}}                              # ... the normalised definition, always last
+     "def": {...}}                              # the normalised definition (definition.py)
 
 ``runs``, ``buffered``, ``dead`` and ``dag`` are left out when empty, and so are
 a run's fields at their usual value (a herd writes one record per fire, so each
@@ -161,8 +161,13 @@ def encode_schedule(state: ScheduleState) -> bytes:
     """The changelog value of ``state`` (see the module docstring)."""
     next_ms = state.next_ms
     last_ms = state.last_fired_ms
+    def_bytes = state.def_bytes
     doc: dict[str, Any] = {
         "v": 1,
+        # The definition goes last and its length first, so a restore can parse the
+        # small rest of the record and slice the definition's bytes off its tail
+        # (parsing the definition would cost most of a restore, for nothing).
+        "def_bytes": len(def_bytes),
         "id": state.id,
         "kind": "schedule",
         "paused": state.paused,
@@ -177,10 +182,6 @@ def encode_schedule(state: ScheduleState) -> bytes:
         doc["dead"] = state.dead
     if state.dag is not None:
         doc["dag"] = state.dag
-    # The definition goes last, with its length just before it, so a restore can
-    # slice its bytes out of the record instead of encoding it again.
-    def_bytes = state.def_bytes
-    doc["def_bytes"] = len(def_bytes)
     doc["def"] = orjson.Fragment(def_bytes)
     return orjson.dumps(doc)
 
@@ -210,10 +211,10 @@ def decode_schedule(value: bytes) -> ScheduleState:
     Raises ``ValueError`` (or ``KeyError``/``TypeError``) on a record this version
     did not write.
     """
-    doc = orjson.loads(value)
+    doc, def_bytes = _split(value)
     if doc.get("v") != 1 or doc.get("kind") != "schedule":
         raise ValueError(f"not a schedule record of version 1: v={doc.get('v')!r}")
-    state = ScheduleState(doc["id"], intern_bytes(_definition_bytes(value, doc)), None)
+    state = ScheduleState(doc["id"], intern_bytes(def_bytes), None)
     state.paused = doc["paused"]
     text = doc["next"]
     state.next_ms = None if text is None else instant_ms(text)
@@ -248,14 +249,26 @@ def decode_schedule(value: bytes) -> ScheduleState:
     return state
 
 
-def _definition_bytes(value: bytes, doc: dict[str, Any]) -> bytes:
-    """The definition's JSON as `encode_schedule` wrote it: the tail of the record."""
-    size = doc.get("def_bytes")
-    if type(size) is int and 0 < size < len(value):
-        start = len(value) - 1 - size
-        if value[start - 7 : start] == b',"def":' and value[-1:] == b"}":
-            return value[start:-1]
-    return orjson.dumps(doc["def"])  # not laid out as we write it: encode it again
+_HEAD = b'{"v":1,"def_bytes":'
+_DEF_KEY = b',"def":'
+
+
+def _split(value: bytes) -> tuple[dict[str, Any], bytes]:
+    """The record without its definition (parsed), and the definition's JSON bytes.
+
+    The fast path reads the layout `encode_schedule` writes; any other layout of
+    the same JSON (a record rewritten by a tool) is parsed whole.
+    """
+    if value.startswith(_HEAD):
+        comma = value.find(b",", len(_HEAD))
+        digits = value[len(_HEAD) : comma]
+        if comma > 0 and digits.isdigit():
+            start = len(value) - 1 - int(digits)
+            key_at = start - len(_DEF_KEY)
+            if key_at > 0 and value[key_at:start] == _DEF_KEY and value[-1:] == b"}":
+                return orjson.loads(value[:key_at] + b"}"), value[start:-1]
+    doc = orjson.loads(value)
+    return doc, orjson.dumps(doc["def"])
 
 
 _interned: dict[bytes, bytes] = {}
@@ -288,31 +301,25 @@ def instant_text(instant_ms: int) -> str:
     return prefix + _MILLIS[ms]
 
 
-_day_ms: dict[str, int] = {}
+_second_ms: dict[str, int] = {}
 
 
 def instant_ms(text: str) -> int:
     """`parse_instant` with a fast path for the exact form `format_ms` writes.
 
-    A restore parses a few instants per record; ``YYYY-MM-DDTHH:MM:SS.mmmZ`` is
-    read with slicing and a per-day cache instead of ``datetime.fromisoformat``.
+    A restore parses an instant or two per record, mostly of the same few
+    seconds; ``YYYY-MM-DDTHH:MM:SS.mmmZ`` is read as a cached second plus the
+    milliseconds instead of through ``datetime.fromisoformat``.
     """
-    if len(text) == 24 and text[10] == "T" and text[19] == "." and text[23] == "Z":
-        day = text[:10]
-        base = _day_ms.get(day)
+    if len(text) == 24 and text[19] == "." and text[23] == "Z":
+        second = text[:19]
+        base = _second_ms.get(second)
         if base is None:
-            base = parse_instant(day + "T00:00:00Z")
-            if len(_day_ms) > 4096:
-                _day_ms.clear()
-            _day_ms[day] = base
-        try:
-            return (
-                base
-                + int(text[11:13]) * 3_600_000
-                + int(text[14:16]) * 60_000
-                + int(text[17:19]) * 1000
-                + int(text[20:23])
-            )
-        except ValueError:
-            pass
+            base = parse_instant(second + "Z")
+            if len(_second_ms) >= _CACHE_MAX:
+                _second_ms.clear()
+            _second_ms[second] = base
+        millis = text[20:23]
+        if millis.isdigit():
+            return base + int(millis)
     return parse_instant(text)
