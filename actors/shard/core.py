@@ -1,7 +1,7 @@
 """The schedule actor's behaviour for one shard: a pure state machine.
 
-Rules of this file
-------------------
+Rules of this package
+---------------------
 Everything that decides what a shard writes lives in this package, and nothing
 in it does I/O: no Kafka, no asyncio, no clock. Time comes in as ``now_ms``,
 records come in as `InRecord`, and the three entry points return the
@@ -50,6 +50,16 @@ redelivered, late and self-written results harmless.
 Every change to a schedule writes its full state to the changelog in the same
 returned batch as the records it caused (one record per schedule per batch).
 
+Within one `advance`, attempts' timers are handled before occurrences (each in
+due order), so what happens never depends on the order in which timers were
+added, which a restored shard cannot reproduce.
+
+Where things are: this module is the boundary (entry points, dispatch, firing,
+changelog batching); `schedule_commands` applies the schedule commands; `runs`
+is the life of a run (attempts, retries, timeouts, the DLQ, the results the
+shard writes); `misfire`, `overlap`, `retry` and `routing` are the policies as
+pure functions; `state` and `definition` are the data and its changelog JSON.
+
 Decisions (what a Temporal or Airflow user would expect)
 --------------------------------------------------------
 - ``schedule.upsert`` of an existing id keeps its runs, buffer, pause and its
@@ -74,39 +84,28 @@ Decisions (what a Temporal or Airflow user would expect)
   run in flight and starts the new one; a worker still running the old attempt
   finds out from that result, and whatever it reports later is ignored.
 - DAGs (``dag.upsert``, ``dag.clear``) are schedules whose occurrences start DAG
-  runs; their task runs are ordinary runs of this file. See `dag_shard` (the
-  hooks below call it) and `dag_run` (the run state, Kahn's algorithm).
+  runs; their task runs are ordinary runs of `runs`. See `dag_shard` (the
+  hooks in `runs` and `schedule_commands` call it) and `dag_run` (the run
+  state, Kahn's algorithm).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
 from typing import Any
 
-from actors.shard import overlap
 from actors.shard.dag_shard import DagShard
-from actors.shard.definition import definition_bytes, shared_definition
-from actors.shard.misfire import SKIP, Backlog, MissedRange, plan_backlog
-from actors.shard.retry import backoff_ms, is_final_failure
+from actors.shard.misfire import plan_backlog
 from actors.shard.routing import forward_target
-from actors.shard.state import (
-    DEAD_MEMORY,
-    RunState,
-    ScheduleState,
-    decode_schedule,
-    encode_schedule,
-    instant_text,
-    intern_bytes,
-)
+from actors.shard.runs import TIMEOUT_MARGIN_MS, RunBook
+from actors.shard.schedule_commands import ScheduleCommands
+from actors.shard.state import RunState, ScheduleState, decode_schedule, encode_schedule
 from actors.wheel import TimingWheel
 from topics.commands import (
     DagClear,
     DagUpsert,
     DlqReplay,
-    Job,
     Rejection,
-    RetryPolicy,
     ScheduleDelete,
     SchedulePause,
     ScheduleResume,
@@ -114,33 +113,18 @@ from topics.commands import (
     ScheduleUpsert,
     decode_command,
 )
-from topics.messages import (
-    dlq_value,
-    idempotency_key,
-    parse_result,
-    parse_run_id,
-    rejected_value,
-    result_value,
-    run_id_for,
-    run_value,
-)
+from topics.messages import parse_result, rejected_value
 from topics.names import DEFAULT_NAMESPACE, TopicKind
 from topics.records import InRecord, OutRecord
-from topics.timefmt import format_ms
 
-# How long after an attempt's deadline the shard waits for the worker's own
-# ``timed_out`` (or late success) before deciding itself. The worker enforces the
-# deadline; the margin covers its commit latency and a worker that died silently.
-TIMEOUT_MARGIN_MS = 30_000
+__all__ = ["SHARD_STATUSES", "TIMEOUT_MARGIN_MS", "ShardCore"]
 
 # Results the shard writes itself; reading them back from {ns}.results is a no-op.
 SHARD_STATUSES = frozenset(("missed", "skipped", "upstream_failed"))
 
 _COMMANDS = TopicKind.COMMANDS
 _SCHEDULES = TopicKind.SCHEDULES
-_RUNS = TopicKind.RUNS
 _RESULTS = TopicKind.RESULTS
-_DLQ = TopicKind.DLQ
 _REJECTED = TopicKind.REJECTED
 
 _LATENESS_WINDOW = 1024
@@ -148,7 +132,7 @@ _LATENESS_WINDOW = 1024
 Item = ScheduleState | RunState
 
 
-class ShardCore(DagShard):
+class ShardCore(ScheduleCommands, RunBook, DagShard):
     """The pure state machine of shard ``partition`` (of ``partitions``)."""
 
     def __init__(
@@ -354,115 +338,6 @@ class ShardCore(DagShard):
             elif isinstance(command, DlqReplay):
                 self._replay(record, state, command.run_id, now_ms)
 
-    def _upsert(self, command: ScheduleUpsert | DagUpsert, now_ms: int) -> None:
-        if isinstance(command, DagUpsert):
-            def_bytes, definition = self._dag_definition_of(command)
-        else:
-            def_bytes = intern_bytes(definition_bytes(command))
-            definition = shared_definition(command, def_bytes)
-        floor_ms = now_ms - 1 - (definition.grace_ms if definition.is_at else 0)
-        state = self._schedules.get(command.id)
-        if state is None:
-            state = self._schedules[command.id] = ScheduleState(command.id, def_bytes, definition)
-            anchor_ms = floor_ms
-        else:
-            self._disarm(state)
-            if state.paused:  # account for the pause so far under the old definition
-                self._report_paused(state, now_ms)
-            elif state.next_ms is not None and state.next_ms <= now_ms:
-                floor_ms = min(floor_ms, state.next_ms - 1)  # due, not yet fired: keep it
-            last_ms = state.last_fired_ms
-            anchor_ms = floor_ms if last_ms is None else max(floor_ms, last_ms)
-            state.set_definition(def_bytes, definition)
-        state.next_ms = definition.compiled.next_after(anchor_ms)
-        self._arm(state)
-        self._dirty[state.id] = state
-
-    def _delete(self, state: ScheduleState, now_ms: int) -> None:
-        self._disarm(state)
-        for run in state.runs.values():
-            self._cancel_timer(run)
-        self._in_flight -= len(state.runs)
-        state.runs.clear()
-        for scheduled_ms in state.buffered:
-            self._skipped(state, scheduled_ms, "Deleted", "the schedule was deleted")
-        state.buffered.clear()
-        del self._schedules[state.id]
-        self._dirty[state.id] = None
-
-    def _pause(self, state: ScheduleState) -> None:
-        if state.paused:
-            return
-        state.paused = True
-        self._disarm(state)
-        self._dirty[state.id] = state
-
-    def _resume(self, state: ScheduleState, now_ms: int) -> None:
-        if not state.paused:
-            return
-        self._report_paused(state, now_ms)
-        state.paused = False
-        self._arm(state)
-        self._drain_buffer(state, now_ms)
-        self._dirty[state.id] = state
-
-    def _report_paused(self, state: ScheduleState, now_ms: int) -> None:
-        """Report ``skipped`` the occurrences due while paused; move next past now."""
-        plan = plan_backlog(
-            state.definition.compiled.next_after,
-            state.next_ms,
-            now_ms,
-            cutoff_ms=now_ms + 1,
-            policy=SKIP,
-            catch_up_max=1,
-        )
-        for scheduled_ms in plan.missed:
-            self._skipped(state, scheduled_ms, "Paused", "the schedule was paused")
-        if plan.summary is not None:
-            self._skipped_range(state, plan.summary)
-        state.next_ms = plan.next_ms
-
-    def _trigger(self, record: InRecord, state: ScheduleState, now_ms: int) -> None:
-        run_id = run_id_for(state.id, now_ms)
-        if run_id in state.runs or now_ms in (state.last_fired_ms, state.next_ms):
-            self._reject(
-                record,
-                f"id: {state.id!r} has an occurrence at this very instant "
-                f"({format_ms(now_ms)}), which fires anyway; trigger again if you want "
-                "another run",
-            )
-            return
-        self._occurrence(state, now_ms, now_ms)
-        self._dirty[state.id] = state
-
-    def _replay(self, record: InRecord, state: ScheduleState, run_id: str, now_ms: int) -> None:
-        if state.dag is not None:  # a DAG's task run: the same as dag.clear of the task
-            self._dag_replay(record, state, run_id, now_ms)
-            return
-        last_attempt = state.dead.get(run_id)
-        if run_id in state.runs:
-            self._reject(
-                record,
-                f"run_id: {run_id!r} is in flight on schedule {state.id!r}; only a "
-                "dead-lettered run can be replayed (wait for its dlq record)",
-            )
-            return
-        if last_attempt is None:
-            self._reject(
-                record,
-                f"run_id: {run_id!r} is not among the dead-lettered runs of schedule "
-                f"{state.id!r} (the shard remembers the last {DEAD_MEMORY}); replay a "
-                "run_id from a recent dlq record",
-            )
-            return
-        _, scheduled_ms, task = parse_run_id(run_id)
-        del state.dead[run_id]
-        run = RunState(state, run_id, scheduled_ms, task, last_attempt + 1, last_attempt + 1)
-        state.runs[run_id] = run
-        self._in_flight += 1
-        self._emit_attempt(state, run, now_ms)
-        self._dirty[state.id] = state
-
     # --- results ----------------------------------------------------------------
 
     def _on_result(self, record: InRecord, now_ms: int) -> None:
@@ -528,281 +403,6 @@ class ShardCore(DagShard):
         self._arm(state)
         self._dirty[state.id] = state
 
-    def _time_out(self, run: RunState, now_ms: int) -> None:
-        state = run.schedule
-        error = {
-            "type": "TimedOut",
-            "message": f"no result for attempt {run.attempt} by its deadline "
-            f"{format_ms(run.deadline_ms)} plus {TIMEOUT_MARGIN_MS // 1000} s; "
-            "the shard counts it as timed out",
-        }
-        self._out.append(
-            OutRecord(
-                _RESULTS,
-                state.key,
-                result_value(
-                    run_id=run.run_id,
-                    schedule_id=state.id,
-                    task=run.task,
-                    attempt=run.attempt,
-                    status="timed_out",
-                    scheduled_ms=run.scheduled_ms,
-                    started_ms=None,
-                    finished_ms=now_ms,
-                    worker=self._worker,
-                    error=error,
-                ),
-                self.partition,
-            )
-        )
-        self._counts["timed_out_total"] += 1
-        self._attempt_failed(state, run, now_ms, "timed_out", error, self._worker)
-        self._dirty[state.id] = state
-
-    def _next_attempt(self, run: RunState, now_ms: int) -> None:
-        state = run.schedule
-        run.attempt += 1
-        self._emit_attempt(state, run, now_ms)
-        self._counts["retries_total"] += 1
-        self._dirty[state.id] = state
-
-    # --- occurrences and runs ----------------------------------------------------
-
-    def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
-        """One occurrence (or trigger) is due now: fire it, or what overlap says."""
-        if not state.runs and state.dag is None:  # the common case, without a decision
-            self._start_run(state, scheduled_ms, now_ms)
-            return
-        if state.dag is not None:  # a DAG run (max_active_runs instead of overlap)
-            self._dag_occurrence(state, scheduled_ms, now_ms)
-            return
-        decision = overlap.decide(
-            state.definition.overlap, in_flight=bool(state.runs), waiting=len(state.buffered)
-        )
-        if decision == overlap.START:
-            self._start_run(state, scheduled_ms, now_ms)
-        elif decision == overlap.DROP:
-            self._skipped(state, scheduled_ms, "Overlap", "a run of it was still in flight")
-        elif decision == overlap.BUFFER:
-            state.buffered.append(scheduled_ms)
-            self._fired(state, scheduled_ms)
-        elif decision == overlap.REPLACE:
-            for waiting_ms in state.buffered:
-                self._skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
-            state.buffered = [scheduled_ms]
-            self._fired(state, scheduled_ms)
-        else:  # CANCEL
-            for run in list(state.runs.values()):
-                self._cancel_run(state, run, now_ms)
-            self._start_run(state, scheduled_ms, now_ms)
-
-    def _fired(self, state: ScheduleState, scheduled_ms: int) -> None:
-        last_ms = state.last_fired_ms
-        if last_ms is None or scheduled_ms > last_ms:
-            state.last_fired_ms = scheduled_ms
-
-    def _start_run(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
-        run_id = run_id_for(state.id, scheduled_ms)
-        if run_id in state.runs:  # only a trigger can collide with an occurrence
-            self._skipped(state, scheduled_ms, "Duplicate", "a run with this id is in flight")
-            return
-        run = RunState(state, run_id, scheduled_ms, None, 1, 1)
-        state.runs[run_id] = run
-        self._in_flight += 1
-        last_ms = state.last_fired_ms
-        if last_ms is None or scheduled_ms > last_ms:
-            state.last_fired_ms = scheduled_ms
-        self._counts["fired_total"] += 1
-        self._emit_attempt(state, run, now_ms)
-
-    def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
-        if run.task is None:
-            definition = state.definition
-            job, timeout_ms = definition.job, definition.timeout_ms
-            logical_ms = interval = None
-        else:
-            job, timeout_ms, _ = self._policy_of(state, run)
-            logical_ms, interval = self._dag_dates(state, run)
-        run.fired_ms = now_ms
-        run.deadline_ms = deadline_ms = now_ms + timeout_ms
-        run.retry_ms = None
-        run_id = run.run_id
-        self._out.append(
-            OutRecord(
-                _RUNS,
-                state.key,
-                run_value(
-                    run_id=run_id,
-                    schedule_id=state.id,
-                    task=run.task,
-                    scheduled_ms=run.scheduled_ms,
-                    fired_ms=now_ms,
-                    attempt=run.attempt,
-                    job=job,
-                    idempotency_key=idempotency_key(run_id),
-                    deadline_ms=deadline_ms,
-                    logical_date_ms=logical_ms,
-                    data_interval=interval,
-                ),
-            )
-        )
-        run.timer = self._wheel.add(deadline_ms + TIMEOUT_MARGIN_MS, run)
-
-    def _policy_of(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
-        """The job, timeout (ms) and retry policy of a run. (DAG tasks: per task.)"""
-        if run.task is not None:
-            return self._task_policy(state, run)
-        definition = state.definition
-        return definition.job, definition.timeout_ms, definition.retry
-
-    def _attempt_failed(
-        self,
-        state: ScheduleState,
-        run: RunState,
-        now_ms: int,
-        status: str,
-        error: Mapping[str, str] | None,
-        worker: str,
-    ) -> None:
-        self._outcome(run, status, now_ms, error, worker)
-        job, _, retry = self._policy_of(state, run)
-        failures = run.failures_in_series
-        error_type = None if error is None else error.get("type")
-        if is_final_failure(retry, error_type=error_type, failures_in_series=failures):
-            self._out.append(
-                OutRecord(
-                    _DLQ,
-                    state.key,
-                    dlq_value(
-                        run_id=run.run_id,
-                        schedule_id=state.id,
-                        task=run.task,
-                        job=job,
-                        last_error=None if error is None else dict(error),
-                        attempts=run.outcomes,
-                        dead_at_ms=now_ms,
-                    ),
-                )
-            )
-            self._counts["dead_total"] += 1
-            state.remember_dead(run.run_id, run.attempt)
-            self._end_run(state, run, now_ms)
-            return
-        delay_ms = backoff_ms(
-            retry, run_id=run.run_id, attempt=run.attempt, failures_in_series=failures
-        )
-        self._cancel_timer(run)
-        run.retry_ms = retry_ms = now_ms + delay_ms
-        run.timer = self._wheel.add(retry_ms, run)
-
-    def _outcome(
-        self,
-        run: RunState,
-        status: str,
-        finished_ms: int,
-        error: Mapping[str, str] | None,
-        worker: str,
-    ) -> None:
-        run.outcomes.append(
-            {
-                "attempt": run.attempt,
-                "status": status,
-                "fired_at": instant_text(run.fired_ms),
-                "finished_at": instant_text(finished_ms),
-                "worker": worker,
-                "error": None if error is None else dict(error),
-            }
-        )
-
-    def _cancel_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
-        """cancel_other: the shard ends a run in flight and says so on {ns}.results."""
-        self._out.append(
-            OutRecord(
-                _RESULTS,
-                state.key,
-                result_value(
-                    run_id=run.run_id,
-                    schedule_id=state.id,
-                    task=run.task,
-                    attempt=run.attempt,
-                    status="cancelled",
-                    scheduled_ms=run.scheduled_ms,
-                    started_ms=None,
-                    finished_ms=now_ms,
-                    worker=self._worker,
-                    error={
-                        "type": "Overlap",
-                        "message": "cancelled by the shard: a newer occurrence started "
-                        "(overlap cancel_other)",
-                    },
-                ),
-                self.partition,
-            )
-        )
-        self._counts["cancelled_total"] += 1
-        self._cancel_timer(run)
-        del state.runs[run.run_id]
-        self._in_flight -= 1
-
-    def _end_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
-        self._cancel_timer(run)
-        del state.runs[run.run_id]
-        self._in_flight -= 1
-        if run.task is not None:  # its outcome was just recorded: move the DAG run on
-            self._dag_task_ended(state, run, now_ms)
-        self._drain_buffer(state, now_ms)
-
-    def _drain_buffer(self, state: ScheduleState, now_ms: int) -> None:
-        if state.buffered and not state.runs and not state.paused:
-            self._start_run(state, state.buffered.pop(0), now_ms)
-
-    # --- shard-written results ---------------------------------------------------
-
-    def _report_missed(
-        self, state: ScheduleState, plan: Backlog, policy: str, grace_s: int
-    ) -> None:
-        why = f"the shard found it more than misfire.grace_s ({grace_s} s) late; policy {policy}"
-        for scheduled_ms in plan.missed:
-            self._shard_result(state, scheduled_ms, "missed", "Misfire", why)
-        self._counts["missed_total"] += len(plan.missed)
-        if plan.summary is not None:
-            self._shard_result(
-                state, plan.summary.first_ms, "missed", "Misfire", _folded(plan.summary, why)
-            )
-            self._counts["missed_total"] += plan.summary.count
-
-    def _skipped(self, state: ScheduleState, scheduled_ms: int, kind: str, why: str) -> None:
-        self._shard_result(state, scheduled_ms, "skipped", kind, why)
-        self._counts["skipped_total"] += 1
-
-    def _skipped_range(self, state: ScheduleState, summary: MissedRange) -> None:
-        why = _folded(summary, "the schedule was paused")
-        self._shard_result(state, summary.first_ms, "skipped", "Paused", why)
-        self._counts["skipped_total"] += summary.count
-
-    def _shard_result(
-        self, state: ScheduleState, scheduled_ms: int, status: str, kind: str, why: str
-    ) -> None:
-        self._out.append(
-            OutRecord(
-                _RESULTS,
-                state.key,
-                result_value(
-                    run_id=run_id_for(state.id, scheduled_ms),
-                    schedule_id=state.id,
-                    task=None,
-                    attempt=1,
-                    status=status,
-                    scheduled_ms=scheduled_ms,
-                    started_ms=None,
-                    finished_ms=None,
-                    worker=self._worker,
-                    error={"type": kind, "message": why},
-                ),
-                self.partition,
-            )
-        )
-
     # --- plumbing ------------------------------------------------------------------
 
     def _arm(self, state: ScheduleState) -> None:
@@ -850,11 +450,3 @@ class ShardCore(DagShard):
             self._dirty = {}
         self._out = []
         return out
-
-
-def _folded(summary: MissedRange, why: str) -> str:
-    count = f"{summary.count}" if summary.exact else f"at least {summary.count}"
-    return (
-        f"{count} occurrences from {format_ms(summary.first_ms)} to "
-        f"{format_ms(summary.last_ms)} ({why}); one result stands for all of them"
-    )

@@ -1,0 +1,344 @@
+"""Runs of one shard: occurrences becoming runs, attempts, retries, timeouts, the DLQ.
+
+`RunBook` is a mixin of `ShardCore` (same rules: pure, no I/O; the core's entry
+points catch what escapes). A run is a `RunState` of its schedule, in flight
+from its first attempt until its terminal outcome; this module is its life:
+
+- an occurrence is due: `overlap` decides (start, skip, buffer, cancel the
+  others); a start emits attempt 1 to ``{ns}.runs`` with its deadline, and puts
+  the deadline plus `TIMEOUT_MARGIN_MS` on the wheel;
+- an attempt fails (a worker's ``failed``/``timed_out``, or the shard's own
+  ``timed_out`` when the deadline timer pops): `retry` decides between a retry
+  timer for attempt n+1 and the DLQ (with every attempt's outcome);
+- a run ends (success, cancellation, DLQ): the next buffered occurrence starts.
+
+It also writes the results the shard decides itself (``missed``, ``skipped``,
+``cancelled``, ``timed_out``), all with worker ``shard-{p}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from actors.shard import overlap
+from actors.shard.misfire import Backlog, MissedRange
+from actors.shard.retry import backoff_ms, is_final_failure
+from actors.shard.state import RunState, ScheduleState, instant_text
+from actors.wheel import TimingWheel
+from topics.commands import Job, RetryPolicy
+from topics.messages import dlq_value, idempotency_key, result_value, run_id_for, run_value
+from topics.names import TopicKind
+from topics.records import OutRecord
+from topics.timefmt import format_ms
+
+# How long after an attempt's deadline the shard waits for the worker's own
+# ``timed_out`` (or late success) before deciding itself. The worker enforces the
+# deadline; the margin covers its commit latency and a worker that died silently.
+TIMEOUT_MARGIN_MS = 30_000
+
+_RUNS = TopicKind.RUNS
+_RESULTS = TopicKind.RESULTS
+_DLQ = TopicKind.DLQ
+
+
+class RunBook:
+    """Runs and attempts for `ShardCore` (a mixin: it uses the core's state)."""
+
+    if TYPE_CHECKING:  # provided by ShardCore and DagShard
+        partition: int
+        _worker: str
+        _out: list[OutRecord]
+        _wheel: TimingWheel[ScheduleState | RunState]
+        _dirty: dict[str, ScheduleState | None]
+        _counts: dict[str, int]
+        _in_flight: int
+
+        def _cancel_timer(self, run: RunState) -> None: ...
+        def _dag_occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None: ...
+        def _dag_dates(
+            self, state: ScheduleState, run: RunState
+        ) -> tuple[int | None, tuple[int, int] | None]: ...
+        def _task_policy(
+            self, state: ScheduleState, run: RunState
+        ) -> tuple[Job, int, RetryPolicy]: ...
+        def _dag_task_ended(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
+
+    def _time_out(self, run: RunState, now_ms: int) -> None:
+        state = run.schedule
+        error = {
+            "type": "TimedOut",
+            "message": f"no result for attempt {run.attempt} by its deadline "
+            f"{format_ms(run.deadline_ms)} plus {TIMEOUT_MARGIN_MS // 1000} s; "
+            "the shard counts it as timed out",
+        }
+        self._out.append(
+            OutRecord(
+                _RESULTS,
+                state.key,
+                result_value(
+                    run_id=run.run_id,
+                    schedule_id=state.id,
+                    task=run.task,
+                    attempt=run.attempt,
+                    status="timed_out",
+                    scheduled_ms=run.scheduled_ms,
+                    started_ms=None,
+                    finished_ms=now_ms,
+                    worker=self._worker,
+                    error=error,
+                ),
+                self.partition,
+            )
+        )
+        self._counts["timed_out_total"] += 1
+        self._attempt_failed(state, run, now_ms, "timed_out", error, self._worker)
+        self._dirty[state.id] = state
+
+    def _next_attempt(self, run: RunState, now_ms: int) -> None:
+        state = run.schedule
+        run.attempt += 1
+        self._emit_attempt(state, run, now_ms)
+        self._counts["retries_total"] += 1
+        self._dirty[state.id] = state
+
+    def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
+        """One occurrence (or trigger) is due now: fire it, or what overlap says."""
+        if not state.runs and state.dag is None:  # the common case, without a decision
+            self._start_run(state, scheduled_ms, now_ms)
+            return
+        if state.dag is not None:  # a DAG run (max_active_runs instead of overlap)
+            self._dag_occurrence(state, scheduled_ms, now_ms)
+            return
+        decision = overlap.decide(
+            state.definition.overlap, in_flight=bool(state.runs), waiting=len(state.buffered)
+        )
+        if decision == overlap.START:
+            self._start_run(state, scheduled_ms, now_ms)
+        elif decision == overlap.DROP:
+            self._skipped(state, scheduled_ms, "Overlap", "a run of it was still in flight")
+        elif decision == overlap.BUFFER:
+            state.buffered.append(scheduled_ms)
+            self._fired(state, scheduled_ms)
+        elif decision == overlap.REPLACE:
+            for waiting_ms in state.buffered:
+                self._skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
+            state.buffered = [scheduled_ms]
+            self._fired(state, scheduled_ms)
+        else:  # CANCEL
+            for run in list(state.runs.values()):
+                self._cancel_run(state, run, now_ms)
+            self._start_run(state, scheduled_ms, now_ms)
+
+    def _fired(self, state: ScheduleState, scheduled_ms: int) -> None:
+        last_ms = state.last_fired_ms
+        if last_ms is None or scheduled_ms > last_ms:
+            state.last_fired_ms = scheduled_ms
+
+    def _start_run(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
+        run_id = run_id_for(state.id, scheduled_ms)
+        if run_id in state.runs:  # only a trigger can collide with an occurrence
+            self._skipped(state, scheduled_ms, "Duplicate", "a run with this id is in flight")
+            return
+        run = RunState(state, run_id, scheduled_ms, None, 1, 1)
+        state.runs[run_id] = run
+        self._in_flight += 1
+        last_ms = state.last_fired_ms
+        if last_ms is None or scheduled_ms > last_ms:
+            state.last_fired_ms = scheduled_ms
+        self._counts["fired_total"] += 1
+        self._emit_attempt(state, run, now_ms)
+
+    def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+        if run.task is None:
+            definition = state.definition
+            job, timeout_ms = definition.job, definition.timeout_ms
+            logical_ms = interval = None
+        else:
+            job, timeout_ms, _ = self._policy_of(state, run)
+            logical_ms, interval = self._dag_dates(state, run)
+        run.fired_ms = now_ms
+        run.deadline_ms = deadline_ms = now_ms + timeout_ms
+        run.retry_ms = None
+        run_id = run.run_id
+        self._out.append(
+            OutRecord(
+                _RUNS,
+                state.key,
+                run_value(
+                    run_id=run_id,
+                    schedule_id=state.id,
+                    task=run.task,
+                    scheduled_ms=run.scheduled_ms,
+                    fired_ms=now_ms,
+                    attempt=run.attempt,
+                    job=job,
+                    idempotency_key=idempotency_key(run_id),
+                    deadline_ms=deadline_ms,
+                    logical_date_ms=logical_ms,
+                    data_interval=interval,
+                ),
+            )
+        )
+        run.timer = self._wheel.add(deadline_ms + TIMEOUT_MARGIN_MS, run)
+
+    def _policy_of(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
+        """The job, timeout (ms) and retry policy of a run. (DAG tasks: per task.)"""
+        if run.task is not None:
+            return self._task_policy(state, run)
+        definition = state.definition
+        return definition.job, definition.timeout_ms, definition.retry
+
+    def _attempt_failed(
+        self,
+        state: ScheduleState,
+        run: RunState,
+        now_ms: int,
+        status: str,
+        error: Mapping[str, str] | None,
+        worker: str,
+    ) -> None:
+        self._outcome(run, status, now_ms, error, worker)
+        job, _, retry = self._policy_of(state, run)
+        failures = run.failures_in_series
+        error_type = None if error is None else error.get("type")
+        if is_final_failure(retry, error_type=error_type, failures_in_series=failures):
+            self._out.append(
+                OutRecord(
+                    _DLQ,
+                    state.key,
+                    dlq_value(
+                        run_id=run.run_id,
+                        schedule_id=state.id,
+                        task=run.task,
+                        job=job,
+                        last_error=None if error is None else dict(error),
+                        attempts=run.outcomes,
+                        dead_at_ms=now_ms,
+                    ),
+                )
+            )
+            self._counts["dead_total"] += 1
+            state.remember_dead(run.run_id, run.attempt)
+            self._end_run(state, run, now_ms)
+            return
+        delay_ms = backoff_ms(
+            retry, run_id=run.run_id, attempt=run.attempt, failures_in_series=failures
+        )
+        self._cancel_timer(run)
+        run.retry_ms = retry_ms = now_ms + delay_ms
+        run.timer = self._wheel.add(retry_ms, run)
+
+    def _outcome(
+        self,
+        run: RunState,
+        status: str,
+        finished_ms: int,
+        error: Mapping[str, str] | None,
+        worker: str,
+    ) -> None:
+        run.outcomes.append(
+            {
+                "attempt": run.attempt,
+                "status": status,
+                "fired_at": instant_text(run.fired_ms),
+                "finished_at": instant_text(finished_ms),
+                "worker": worker,
+                "error": None if error is None else dict(error),
+            }
+        )
+
+    def _cancel_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+        """cancel_other: the shard ends a run in flight and says so on {ns}.results."""
+        self._out.append(
+            OutRecord(
+                _RESULTS,
+                state.key,
+                result_value(
+                    run_id=run.run_id,
+                    schedule_id=state.id,
+                    task=run.task,
+                    attempt=run.attempt,
+                    status="cancelled",
+                    scheduled_ms=run.scheduled_ms,
+                    started_ms=None,
+                    finished_ms=now_ms,
+                    worker=self._worker,
+                    error={
+                        "type": "Overlap",
+                        "message": "cancelled by the shard: a newer occurrence started "
+                        "(overlap cancel_other)",
+                    },
+                ),
+                self.partition,
+            )
+        )
+        self._counts["cancelled_total"] += 1
+        self._cancel_timer(run)
+        del state.runs[run.run_id]
+        self._in_flight -= 1
+
+    def _end_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+        self._cancel_timer(run)
+        del state.runs[run.run_id]
+        self._in_flight -= 1
+        if run.task is not None:  # its outcome was just recorded: move the DAG run on
+            self._dag_task_ended(state, run, now_ms)
+        self._drain_buffer(state, now_ms)
+
+    def _drain_buffer(self, state: ScheduleState, now_ms: int) -> None:
+        if state.buffered and not state.runs and not state.paused:
+            self._start_run(state, state.buffered.pop(0), now_ms)
+
+    def _report_missed(
+        self, state: ScheduleState, plan: Backlog, policy: str, grace_s: int
+    ) -> None:
+        why = f"the shard found it more than misfire.grace_s ({grace_s} s) late; policy {policy}"
+        for scheduled_ms in plan.missed:
+            self._shard_result(state, scheduled_ms, "missed", "Misfire", why)
+        self._counts["missed_total"] += len(plan.missed)
+        if plan.summary is not None:
+            self._shard_result(
+                state, plan.summary.first_ms, "missed", "Misfire", _folded(plan.summary, why)
+            )
+            self._counts["missed_total"] += plan.summary.count
+
+    def _skipped(self, state: ScheduleState, scheduled_ms: int, kind: str, why: str) -> None:
+        self._shard_result(state, scheduled_ms, "skipped", kind, why)
+        self._counts["skipped_total"] += 1
+
+    def _skipped_range(self, state: ScheduleState, summary: MissedRange) -> None:
+        why = _folded(summary, "the schedule was paused")
+        self._shard_result(state, summary.first_ms, "skipped", "Paused", why)
+        self._counts["skipped_total"] += summary.count
+
+    def _shard_result(
+        self, state: ScheduleState, scheduled_ms: int, status: str, kind: str, why: str
+    ) -> None:
+        self._out.append(
+            OutRecord(
+                _RESULTS,
+                state.key,
+                result_value(
+                    run_id=run_id_for(state.id, scheduled_ms),
+                    schedule_id=state.id,
+                    task=None,
+                    attempt=1,
+                    status=status,
+                    scheduled_ms=scheduled_ms,
+                    started_ms=None,
+                    finished_ms=None,
+                    worker=self._worker,
+                    error={"type": kind, "message": why},
+                ),
+                self.partition,
+            )
+        )
+
+
+def _folded(summary: MissedRange, why: str) -> str:
+    count = f"{summary.count}" if summary.exact else f"at least {summary.count}"
+    return (
+        f"{count} occurrences from {format_ms(summary.first_ms)} to "
+        f"{format_ms(summary.last_ms)} ({why}); one result stands for all of them"
+    )

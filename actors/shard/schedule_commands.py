@@ -1,0 +1,154 @@
+"""Schedule commands of one shard: upsert, delete, pause, resume, trigger, dlq.replay.
+
+`ScheduleCommands` is a mixin of `ShardCore` (same rules: pure, no I/O; the
+core's entry points catch what escapes). The core has decoded the command,
+checked that this shard owns the id, and found the schedule (except for an
+upsert, which may create it). The decisions these methods implement are listed
+in `actors.shard.core` ("Decisions").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from actors.shard.definition import Definition, definition_bytes, shared_definition
+from actors.shard.misfire import SKIP, MissedRange, plan_backlog
+from actors.shard.state import DEAD_MEMORY, RunState, ScheduleState, intern_bytes
+from topics.commands import DagUpsert, ScheduleUpsert
+from topics.messages import parse_run_id, run_id_for
+from topics.records import InRecord
+from topics.timefmt import format_ms
+
+
+class ScheduleCommands:
+    """The schedule commands for `ShardCore` (a mixin: it uses the core's state)."""
+
+    if TYPE_CHECKING:  # provided by ShardCore, RunBook and DagShard
+        _schedules: dict[str, ScheduleState]
+        _dirty: dict[str, ScheduleState | None]
+        _in_flight: int
+
+        def _arm(self, state: ScheduleState) -> None: ...
+        def _disarm(self, state: ScheduleState) -> None: ...
+        def _cancel_timer(self, run: RunState) -> None: ...
+        def _reject(self, record: InRecord, reason: str) -> None: ...
+        def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None: ...
+        def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
+        def _drain_buffer(self, state: ScheduleState, now_ms: int) -> None: ...
+        def _skipped(
+            self, state: ScheduleState, scheduled_ms: int, kind: str, why: str
+        ) -> None: ...
+        def _skipped_range(self, state: ScheduleState, summary: MissedRange) -> None: ...
+        def _dag_definition_of(self, command: DagUpsert) -> tuple[bytes, Definition]: ...
+        def _dag_replay(
+            self, record: InRecord, state: ScheduleState, run_id: str, now_ms: int
+        ) -> None: ...
+
+    def _upsert(self, command: ScheduleUpsert | DagUpsert, now_ms: int) -> None:
+        if isinstance(command, DagUpsert):
+            def_bytes, definition = self._dag_definition_of(command)
+        else:
+            def_bytes = intern_bytes(definition_bytes(command))
+            definition = shared_definition(command, def_bytes)
+        floor_ms = now_ms - 1 - (definition.grace_ms if definition.is_at else 0)
+        state = self._schedules.get(command.id)
+        if state is None:
+            state = self._schedules[command.id] = ScheduleState(command.id, def_bytes, definition)
+            anchor_ms = floor_ms
+        else:
+            self._disarm(state)
+            if state.paused:  # account for the pause so far under the old definition
+                self._report_paused(state, now_ms)
+            elif state.next_ms is not None and state.next_ms <= now_ms:
+                floor_ms = min(floor_ms, state.next_ms - 1)  # due, not yet fired: keep it
+            last_ms = state.last_fired_ms
+            anchor_ms = floor_ms if last_ms is None else max(floor_ms, last_ms)
+            state.set_definition(def_bytes, definition)
+        state.next_ms = definition.compiled.next_after(anchor_ms)
+        self._arm(state)
+        self._dirty[state.id] = state
+
+    def _delete(self, state: ScheduleState, now_ms: int) -> None:
+        self._disarm(state)
+        for run in state.runs.values():
+            self._cancel_timer(run)
+        self._in_flight -= len(state.runs)
+        state.runs.clear()
+        for scheduled_ms in state.buffered:
+            self._skipped(state, scheduled_ms, "Deleted", "the schedule was deleted")
+        state.buffered.clear()
+        del self._schedules[state.id]
+        self._dirty[state.id] = None
+
+    def _pause(self, state: ScheduleState) -> None:
+        if state.paused:
+            return
+        state.paused = True
+        self._disarm(state)
+        self._dirty[state.id] = state
+
+    def _resume(self, state: ScheduleState, now_ms: int) -> None:
+        if not state.paused:
+            return
+        self._report_paused(state, now_ms)
+        state.paused = False
+        self._arm(state)
+        self._drain_buffer(state, now_ms)
+        self._dirty[state.id] = state
+
+    def _report_paused(self, state: ScheduleState, now_ms: int) -> None:
+        """Report ``skipped`` the occurrences due while paused; move next past now."""
+        plan = plan_backlog(
+            state.definition.compiled.next_after,
+            state.next_ms,
+            now_ms,
+            cutoff_ms=now_ms + 1,
+            policy=SKIP,
+            catch_up_max=1,
+        )
+        for scheduled_ms in plan.missed:
+            self._skipped(state, scheduled_ms, "Paused", "the schedule was paused")
+        if plan.summary is not None:
+            self._skipped_range(state, plan.summary)
+        state.next_ms = plan.next_ms
+
+    def _trigger(self, record: InRecord, state: ScheduleState, now_ms: int) -> None:
+        run_id = run_id_for(state.id, now_ms)
+        if run_id in state.runs or now_ms in (state.last_fired_ms, state.next_ms):
+            self._reject(
+                record,
+                f"id: {state.id!r} has an occurrence at this very instant "
+                f"({format_ms(now_ms)}), which fires anyway; trigger again if you want "
+                "another run",
+            )
+            return
+        self._occurrence(state, now_ms, now_ms)
+        self._dirty[state.id] = state
+
+    def _replay(self, record: InRecord, state: ScheduleState, run_id: str, now_ms: int) -> None:
+        if state.dag is not None:  # a DAG's task run: the same as dag.clear of the task
+            self._dag_replay(record, state, run_id, now_ms)
+            return
+        last_attempt = state.dead.get(run_id)
+        if run_id in state.runs:
+            self._reject(
+                record,
+                f"run_id: {run_id!r} is in flight on schedule {state.id!r}; only a "
+                "dead-lettered run can be replayed (wait for its dlq record)",
+            )
+            return
+        if last_attempt is None:
+            self._reject(
+                record,
+                f"run_id: {run_id!r} is not among the dead-lettered runs of schedule "
+                f"{state.id!r} (the shard remembers the last {DEAD_MEMORY}); replay a "
+                "run_id from a recent dlq record",
+            )
+            return
+        _, scheduled_ms, task = parse_run_id(run_id)
+        del state.dead[run_id]
+        run = RunState(state, run_id, scheduled_ms, task, last_attempt + 1, last_attempt + 1)
+        state.runs[run_id] = run
+        self._in_flight += 1
+        self._emit_attempt(state, run, now_ms)
+        self._dirty[state.id] = state
