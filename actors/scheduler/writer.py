@@ -27,6 +27,7 @@ from topics.partitioner import murmur2_partition
 from topics.records import OutRecord
 
 _SCHEDULES = TopicKind.SCHEDULES
+_CACHE_MAX = 1_000_000
 # Below the broker's default message.max.bytes (1 MiB) with room for batch overhead.
 MAX_BATCH_BYTES = 900 * 1024
 
@@ -50,15 +51,24 @@ class Partitioner:
     def __init__(self, partition_counts: Mapping[TopicKind, int]) -> None:
         self._counts = dict(partition_counts)
         self._cursor = 0
+        # murmur2 in Python costs ~15 µs; a schedule's id is hashed at every fire,
+        # so remember it (one entry per id and topic, dropped wholesale past a cap).
+        self._cache: dict[tuple[TopicKind, bytes], int] = {}
 
     def partition_for(self, record: OutRecord) -> int:
         if record.partition is not None:
             return record.partition
-        count = self._counts[record.topic]
-        if record.key is None:
+        key = record.key
+        if key is None:
             self._cursor += 1
-            return self._cursor % count
-        return murmur2_partition(record.key, count)
+            return self._cursor % self._counts[record.topic]
+        cache_key = (record.topic, key)
+        partition = self._cache.get(cache_key)
+        if partition is None:
+            if len(self._cache) >= _CACHE_MAX:
+                self._cache.clear()
+            partition = self._cache[cache_key] = murmur2_partition(key, self._counts[record.topic])
+        return partition
 
     def plan(self, records: list[OutRecord]) -> WritePlan:
         """Group by destination; of several changelog records of one key, keep the last.
@@ -69,15 +79,15 @@ class Partitioner:
         """
         plan = WritePlan()
         groups = plan.groups
-        last_changelog: dict[bytes | None, int] = {}
-        for i, record in enumerate(records):
-            if record.topic is _SCHEDULES:
-                last_changelog[record.key] = i
+        last_changelog: dict[bytes | None, int] = {
+            record.key: i for i, record in enumerate(records) if record.topic is _SCHEDULES
+        }
+        partition_for = self.partition_for
         n = 0
         for i, record in enumerate(records):
             if record.topic is _SCHEDULES and last_changelog[record.key] != i:
                 continue
-            dest = (record.topic, self.partition_for(record))
+            dest = (record.topic, partition_for(record))
             bucket = groups.get(dest)
             if bucket is None:
                 bucket = groups[dest] = []
