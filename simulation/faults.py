@@ -34,6 +34,8 @@ class FaultHost(Protocol):
     def log(self, kind: str, text: str) -> None: ...
 
 
+REPLAN_TICKS = 60  # the longest quiet stretch drawn at once
+
 NODE_KINDS = ("crash", "pause", "skew")
 WORKER_KINDS = ("slow_job", "worker_crash_mid_job")
 
@@ -75,6 +77,13 @@ class FaultInjector:
         else:
             u = 1.0 - self.host.draw_float()  # in (0, 1]
             ticks = 1 + int(math.log(u) / math.log(quiet))
+        if ticks > REPLAN_TICKS:
+            # The eligible targets change (nodes start, die, heal): look again later.
+            # Quiet ticks are memoryless, so stopping the count here changes nothing.
+            replan_ms = now + REPLAN_TICKS * tick_ms
+            if replan_ms < scenario.heal_ms:
+                self.host.at(replan_ms, lambda: self._plan(replan_ms))
+            return
         at_ms = now + ticks * tick_ms
         if at_ms < scenario.heal_ms:
             self.host.at(at_ms, self._tick)
