@@ -113,7 +113,8 @@ class FaultInjector:
         self.drawn += 1
         self.busy.add(target)
         lasts_s = (end_ms - now) / 1000
-        what = f"{kind} on {target} for {lasts_s:.3f} s (drawn {duration_ms} ms"
+        on = "broker unavailable" if kind == "broker" else f"{kind} on {target}"
+        what = f"{on} for {lasts_s:.3f} s (drawn {duration_ms} ms"
         what += f", clock step {value:+d} ms)" if kind == "skew" else ")"
         host.log("fault", what)
         host.fault(kind, None if target == "broker" else target, True, value)

@@ -122,6 +122,7 @@ class SimKafka:
         self.logs = {kind: [Log(kind, p) for p in range(n)] for kind, n in partitions.items()}
         self.fencing = fencing
         self.available = True
+        self.unavailable_since_ms = 0  # when it last stopped answering
         self._epochs: dict[str, int] = {}
         self._open: dict[Txn, None] = {}  # open transactions, in begin order
         self._group_offsets: dict[tuple[str, TopicKind, int], tuple[int, str | None]] = {}

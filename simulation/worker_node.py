@@ -170,6 +170,10 @@ class WorkerNode:
                 records, self.positions[p] = kafka.fetch(TopicKind.RUNS, p, position, MAX_FETCH)
                 for record in records:
                     self._act(self.core.receive(record, now_ms))
+        else:
+            # Heartbeats (in the background, in the real runtime) succeeded until the
+            # broker stopped answering; the lease runs out from that instant.
+            self.core.lease_renewed(self.clock.local_ms(kafka.unavailable_since_ms))
         self._act(self.core.advance(now_ms))
         if kafka.available:
             for p in sorted(self.core.assigned):

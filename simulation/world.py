@@ -156,6 +156,8 @@ class World:
         if up == self.kafka.available:
             return
         self.kafka.available = up
+        if not up:
+            self.kafka.unavailable_since_ms = now
         if up:
             self.scheduler_group.broker_back(now)
             self.worker_group.broker_back(now)
