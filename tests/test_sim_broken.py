@@ -46,9 +46,23 @@ def test_broken_variant_is_caught_by_a_checker(variant: str, checker: str) -> No
 
 def test_cli_prints_the_seed_and_the_replay_command_and_exits_1() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "actors.cli", "simulate", str(SCENARIO), "--seed", "1",
-         "--sweep", "4", "--break", "no-fencing"],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "actors.cli",
+            "simulate",
+            str(SCENARIO),
+            "--seed",
+            "1",
+            "--sweep",
+            "4",
+            "--break",
+            "no-fencing",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
     )
     assert done.returncode == 1, done.stderr
     assert "violates exactly-once" in done.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from collections import Counter
@@ -23,9 +24,19 @@ def _run(name: str, seed: int) -> Outcome:
 
 def test_midnight_reboot_seed_7_tells_the_night() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "actors.cli", "simulate",
-         "simulation/scenarios/midnight-reboot.toml", "--seed", "7"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "actors.cli",
+            "simulate",
+            "simulation/scenarios/midnight-reboot.toml",
+            "--seed",
+            "7",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     story = done.stdout
@@ -58,9 +69,12 @@ def test_fx_rates_90s_each_overlap_policy_behaves_as_documented() -> None:
     assert results[("fx-rates-buffer-one", "skipped")] > 5  # replaced while waiting
     buffered = outcome.evidence.final_state["fx-rates-buffer-all"]["buffered"]
     assert len(buffered) > 5  # a queue that grows: 90 s of work every 60 s
-    starts = sorted(r.append_ms for r in outcome.evidence.runs
-                    if r.schedule_id == "fx-rates-allow" and r.attempt == 1)
-    assert any(b - a < 85_000 for a, b in zip(starts, starts[1:], strict=False))
+    starts = sorted(
+        r.append_ms
+        for r in outcome.evidence.runs
+        if r.schedule_id == "fx-rates-allow" and r.attempt == 1
+    )
+    assert any(b - a < 85_000 for a, b in itertools.pairwise(starts))
 
 
 def test_email_blip_retries_in_lockstep_without_jitter_and_spread_with_it() -> None:
@@ -99,9 +113,21 @@ def test_clock_60s_fast_fires_its_first_batch_a_minute_early() -> None:
 def test_plot_and_json_outputs(tmp_path: Path) -> None:
     svg = tmp_path / "night.svg"
     done = subprocess.run(
-        [sys.executable, "-m", "actors.cli", "simulate",
-         "simulation/scenarios/midnight-reboot.toml", "--seed", "3", "--json", "--plot", str(svg)],
-        capture_output=True, cwd=ROOT, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "actors.cli",
+            "simulate",
+            "simulation/scenarios/midnight-reboot.toml",
+            "--seed",
+            "3",
+            "--json",
+            "--plot",
+            str(svg),
+        ],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     report = loads(done.stdout)
@@ -116,7 +142,10 @@ def test_a_bad_scenario_is_a_usage_error(tmp_path: Path) -> None:
     bad.write_text('name = "x"\nstart = "yesterday"\nsafety_s = 1\n')
     done = subprocess.run(
         [sys.executable, "-m", "actors.cli", "simulate", str(bad)],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
     )
     assert done.returncode == 2
     assert "start: 'yesterday' is not an RFC 3339 UTC instant" in done.stderr
