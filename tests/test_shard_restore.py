@@ -230,3 +230,28 @@ def test_instant_text_and_instant_ms_agree_with_the_wire_format(instant: int) ->
 
     assert instant_text(instant) == format_ms(instant)
     assert instant_ms(format_ms(instant)) == instant
+
+
+@given(
+    schedule_id=st.text(min_size=1, max_size=12).filter(lambda t: "@" not in t and "/" not in t),
+    paused=st.booleans(),
+    next_ms=st.one_of(st.none(), st.integers(0, 4 * 10**12)),
+    last_ms=st.one_of(st.none(), st.integers(0, 4 * 10**12)),
+    runs=st.lists(st.tuples(st.integers(0, 4 * 10**12), st.integers(1, 9)), max_size=3),
+)
+def test_the_fast_changelog_encoding_is_byte_for_byte_what_orjson_writes(
+    schedule_id: str,
+    paused: bool,
+    next_ms: int | None,
+    last_ms: int | None,
+    runs: list[tuple[int, int]],
+) -> None:
+    from actors.shard.state import RunState, ScheduleState, _encode_general, encode_schedule
+
+    state = ScheduleState(schedule_id, b'{"spec":{"every":"1h"}}', None)
+    state.paused, state.next_ms, state.last_fired_ms = paused, next_ms, last_ms
+    for scheduled_ms, attempt in runs:
+        run = RunState(state, f"{schedule_id}@{format_ms(scheduled_ms)}", scheduled_ms, None, 1, 1)
+        run.attempt, run.fired_ms, run.deadline_ms = attempt, scheduled_ms + 5, scheduled_ms + 9
+        state.runs[run.run_id] = run
+    assert encode_schedule(state) == _encode_general(state)

@@ -106,6 +106,7 @@ class ScheduleState:
 
     __slots__ = (
         "_definition",
+        "_id_json",
         "buffered",
         "dag",
         "dead",
@@ -138,6 +139,7 @@ class ScheduleState:
         # It is written to the changelog as "dag" verbatim, so keep it JSON-ready.
         self.dag: Any = None
         self.timer: Any = None  # the wheel's handle of the next fire
+        self._id_json: str | None = None  # the id as a JSON string, for `encode_schedule`
 
     @property
     def definition(self) -> Definition:
@@ -158,7 +160,46 @@ class ScheduleState:
 
 
 def encode_schedule(state: ScheduleState) -> bytes:
-    """The changelog value of ``state`` (see the module docstring)."""
+    """The changelog value of ``state`` (see the module docstring).
+
+    A herd writes one per fire, so the usual shape (nothing buffered, dead or
+    DAG, runs that are plain first attempts) is spelled directly, byte for byte
+    what orjson writes for it; any other state goes through orjson.
+    """
+    if state.buffered or state.dead or state.dag is not None:
+        return _encode_general(state)
+    for run in state.runs.values():
+        if run.task is not None or run.series_start != 1 or run.retry_ms is not None:
+            return _encode_general(state)
+        if run.outcomes:
+            return _encode_general(state)
+    id_json = state._id_json
+    if id_json is None:
+        id_json = state._id_json = orjson.dumps(state.id).decode()
+    def_bytes = state.def_bytes
+    next_ms = state.next_ms
+    last_ms = state.last_fired_ms
+    next_json = "null" if next_ms is None else f'"{instant_text(next_ms)}"'
+    last_json = "null" if last_ms is None else f'"{instant_text(last_ms)}"'
+    runs_json = ""
+    if state.runs:
+        run_prefix = id_json[:-1]  # a run id is the id, "@" and an instant: nothing to escape
+        at = len(state.id)
+        entries = ",".join(
+            f'{{"run_id":{run_prefix}{run.run_id[at:]}","attempt":{run.attempt},'
+            f'"fired":"{instant_text(run.fired_ms)}","deadline":"{instant_text(run.deadline_ms)}"}}'
+            for run in state.runs.values()
+        )
+        runs_json = f',"runs":[{entries}]'
+    paused_json = "true" if state.paused else "false"
+    head = (
+        f'{{"v":1,"def_bytes":{len(def_bytes)},"id":{id_json},"kind":"schedule",'
+        f'"paused":{paused_json},"next":{next_json},"last_fired":{last_json}{runs_json},"def":'
+    )
+    return head.encode() + def_bytes + b"}"
+
+
+def _encode_general(state: ScheduleState) -> bytes:
     next_ms = state.next_ms
     last_ms = state.last_fired_ms
     def_bytes = state.def_bytes
