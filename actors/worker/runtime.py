@@ -77,6 +77,7 @@ POLL_MS = 200
 # heartbeats, timers and job exits, however much is waiting in the topic.
 MAX_BATCH = 1_000
 FETCH_MAX_WAIT_MS = 50
+TXN_RETRY_BACKOFF_MS = 20
 LEASE_LOSS_HEARTBEATS = 3
 STATS_EVERY_S = 10.0
 NEVER_MS = 1 << 62
@@ -426,6 +427,10 @@ class WorkerRuntime:
             bootstrap_servers=self.settings.bootstrap,
             transactional_id=self.settings.worker_transactional_id(partition),
             enable_idempotence=True,
+            # A transaction that starts while the previous one's markers are still
+            # being written is answered CONCURRENT_TRANSACTIONS and retried after this
+            # backoff (aiokafka's default, 100 ms, is most of a commit's latency).
+            retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
             client_id=f"kafkron-worker-{self.options.worker_id}-{partition}",
         )
         await producer.start()  # init_transactions: the old owner is fenced from here on
