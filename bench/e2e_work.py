@@ -10,6 +10,8 @@ scheduler`` and ``--workers`` ``kafkron worker`` processes (async no-op jobs):
 - **burst**: ``--burst`` one-off schedules all due at the same instant (everyone's
   ``0 0 * * *``); throughput is burst / (last result visible - due time): firing,
   running and committing them all, end to end.
+- **workers alone**: ``--burst`` runs written straight to ``{ns}.runs`` (no
+  scheduler in the path); results/s from the first visible to the last.
 
 Baseline, measured in the same run: APScheduler 3 (in one process, in memory,
 asyncio executor) firing the same burst of no-op jobs due at one instant, the bar
