@@ -3,6 +3,11 @@
 Execution is at least once, so a job may call the outside world more than once for
 a run; with the run's idempotency key the effect happens once. Every run of such
 a job that a worker reported ``succeeded`` had its effect applied exactly once.
+
+The simulated provider (`simulation.jobs.Ledger`) remembers the keys it saw and
+counts effects per run id, so this catches a key that is not stable across the
+attempts and redeliveries of one run (the shard's `topics.messages.idempotency_key`
+of the run id), which is what makes the pattern work at all.
 """
 
 from __future__ import annotations
