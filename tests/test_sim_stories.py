@@ -149,3 +149,32 @@ def test_a_bad_scenario_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "start: 'yesterday' is not an RFC 3339 UTC instant" in done.stderr
+
+
+def test_png_without_matplotlib_says_how_to_get_it(tmp_path: Path) -> None:
+    import importlib.util
+
+    png = tmp_path / "night.png"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "actors.cli",
+            "simulate",
+            "simulation/scenarios/midnight-reboot.toml",
+            "--seed",
+            "3",
+            "--plot",
+            str(png),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    if importlib.util.find_spec("matplotlib") is None:
+        assert done.returncode == 2
+        assert "pip install 'kafkron[plot]'" in done.stderr and "or name a .svg" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert png.read_bytes().startswith(b"\x89PNG")
