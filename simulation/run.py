@@ -101,6 +101,9 @@ class Outcome:
         lines.append("")
         lines.extend(self.world.timeline.render())
         lines.append("")
+        lines.append("who owned which shard (taken on at)")
+        lines.extend(self._ownership())
+        lines.append("")
         lines.append("at the end")
         for node in self.world.nodes.values():
             held = node.held()
@@ -126,6 +129,15 @@ class Outcome:
             lines.append(f"verdict: VIOLATION with seed {self.seed}; replay it with:")
             lines.append(f"  {self.replay()}")
         return "\n".join(lines) + "\n"
+
+    def _ownership(self) -> list[str]:
+        owners: dict[int, list[str]] = {}
+        for event in self.world.timeline.events:
+            if event.kind == "build" and event.text.startswith("shard "):
+                shard = int(event.text.split()[1])
+                stamp = format_ms(event.true_ms)[11:23]
+                owners.setdefault(shard, []).append(f"{event.who} {stamp}")
+        return [f"  shard {p}: " + " -> ".join(owners[p]) for p in sorted(owners)]
 
 
 def _pct(values: list[int], pct: int) -> int | None:
