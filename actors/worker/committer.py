@@ -30,7 +30,6 @@ from aiokafka.errors import ProducerFenced, TransactionalIdAuthorizationFailed
 from actors.scheduler.writer import Partitioner, send_plan
 from actors.worker.core import Commit, WorkerCore
 from topics.names import Settings, TopicKind
-from topics.records import OutRecord
 
 log = logging.getLogger("kafkron.worker")
 
@@ -43,26 +42,6 @@ class CommitStats:
     transactions: int = 0
     results: int = 0
     ms: float = 0.0
-
-
-class ResultsPartitioner(Partitioner):
-    """Kafka's default partitioner for result keys, with a memory.
-
-    murmur2 in Python costs tens of µs and a schedule fires again and again, so its
-    results partition is remembered (the memory is bounded: cleared when large).
-    """
-
-    def __init__(self, count: int) -> None:
-        super().__init__({TopicKind.RESULTS: count})
-        self._cache: dict[bytes | None, int] = {}
-
-    def partition_for(self, record: OutRecord) -> int:
-        found = self._cache.get(record.key)
-        if found is None:
-            if len(self._cache) > 100_000:
-                self._cache.clear()
-            found = self._cache[record.key] = super().partition_for(record)
-        return found
 
 
 class Committer:
@@ -89,7 +68,7 @@ class Committer:
         self._wake = asyncio.Event()
         self._closing = False
         self._task = asyncio.get_running_loop().create_task(self._loop())
-        self._partitioner: ResultsPartitioner | None = None
+        self._partitioner: Partitioner | None = None
         self._runs_tp = TopicPartition(settings.topic(TopicKind.RUNS), partition)
 
     def wake(self) -> None:
@@ -165,7 +144,7 @@ class Committer:
         if partitioner is None:
             results_topic = self._settings.topic(TopicKind.RESULTS)
             count = len(await producer.partitions_for(results_topic))
-            partitioner = self._partitioner = ResultsPartitioner(count)
+            partitioner = self._partitioner = Partitioner({TopicKind.RESULTS: count})
         await producer.begin_transaction()
         try:
             if commit.results:

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from actors.worker.offsets import MAX_OPEN_PER_PARTITION, PartitionOffsets
@@ -285,6 +285,10 @@ class WorkerCore:
                     now_ms,
                     outcome.error,
                 )
+        if key[0] in self._backlogged:
+            actions = self._refill((key[0],), now_ms)
+            actions.extend(self._fill(now_ms))
+            return actions
         return self._fill(now_ms)
 
     def advance(self, now_ms: int) -> list[Action]:
@@ -316,6 +320,7 @@ class WorkerCore:
             )
             actions.append(CancelJob(key, "timeout"))
         if self._backlogged:
+            actions.extend(self._refill(list(self._backlogged), now_ms))
             actions.extend(self._fill(now_ms))
         return actions
 
@@ -397,16 +402,23 @@ class WorkerCore:
 
     # --- internals ----------------------------------------------------------------
 
-    def _fill(self, now_ms: int) -> list[Action]:
+    def _refill(self, partitions: Iterable[int], now_ms: int) -> list[Action]:
+        """Deliver backlog records of ``partitions`` while they have room for open runs."""
         actions: list[Action] = []
-        if self._backlogged:
-            for partition in list(self._backlogged):
-                part = self._partitions[partition]
-                backlog = part.backlog
-                while backlog and part.offsets.open_count() < self._max_open:
-                    actions.extend(self._deliver(part, backlog.popleft(), now_ms))
-                if not backlog:
-                    self._backlogged.discard(partition)
+        for partition in partitions:
+            part = self._partitions.get(partition)
+            if part is None:
+                continue
+            backlog = part.backlog
+            while backlog and part.offsets.open_count() < self._max_open:
+                actions.extend(self._deliver(part, backlog.popleft(), now_ms))
+            if not backlog:
+                self._backlogged.discard(partition)
+        return actions
+
+    def _fill(self, now_ms: int) -> list[Action]:
+        """Start queued runs while slots are free."""
+        actions: list[Action] = []
         queue = self._queue
         while queue and len(self._running) < self._concurrency:
             key, run = queue.popleft()
