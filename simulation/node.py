@@ -379,7 +379,7 @@ class SchedulerNode:
     # -- the story -----------------------------------------------------------------
 
     def _narrate(self, p: int, records: list[OutRecord], true_ms: int) -> None:
-        from topics.messages import parse_result, parse_run
+        from topics.messages import parse_dlq, parse_result, parse_run
 
         for r in records:
             if r.topic is TopicKind.RUNS and r.value is not None:
@@ -402,8 +402,13 @@ class SchedulerNode:
                 result = parse_result(r.value)
                 why = "" if result.error is None else f": {result.error.get('message', '')}"
                 self._log(true_ms, result.status, f"shard {p}: {result.run_id}{why}")
-            elif r.topic is TopicKind.DLQ:
-                self._log(true_ms, "dead", f"shard {p}: {r.key!r} run dead-lettered")
+            elif r.topic is TopicKind.DLQ and r.value is not None:
+                dead = parse_dlq(r.value)
+                self._log(
+                    true_ms,
+                    "dead",
+                    f"shard {p}: {dead.run_id} dead-lettered after {len(dead.attempts)} attempts",
+                )
             elif r.topic is TopicKind.REJECTED:
                 self._log(true_ms, "reject", f"shard {p}: a record was rejected")
 

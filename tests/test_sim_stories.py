@@ -178,3 +178,14 @@ def test_png_without_matplotlib_says_how_to_get_it(tmp_path: Path) -> None:
     else:
         assert done.returncode == 0, done.stderr
         assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_nightly_billing_dag_runs_in_order_and_stops_downstream_of_a_dead_task() -> None:
+    outcome = _run("nightly-billing-dag", 1)
+    assert outcome.ok, outcome.text()
+    order = next(v for v in outcome.verdicts if v.name == "dag-order")
+    assert order.checked >= 20
+    statuses = Counter((r.task, r.status) for r in outcome.evidence.results)
+    assert statuses[("fx-rates", "failed")] >= 1
+    assert statuses[("invoice-nightly", "upstream_failed")] >= 1
+    assert statuses[("send-invoices", "succeeded")] >= 1

@@ -22,6 +22,7 @@ SWEEPS = {
     "two-schedulers-midnight": 6,
     "worker-dies-0020": 15,
     "fx-rates-90s": 12,
+    "nightly-billing-dag": 20,
     "email-blip-jitter": 2,
     "email-blip-no-jitter": 2,
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from simulation.checkers import (
     converged,
+    dag_order,
     effects,
     exactly_once,
     lateness,
@@ -24,6 +25,7 @@ CHECKERS = (
     lateness.check,
     overlap.check,
     effects.check,
+    dag_order.check,
     converged.check,
 )
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topics.codec import loads
-from topics.commands import ScheduleUpsert, decode_command
+from topics.commands import DagUpsert, ScheduleUpsert, decode_command
 from topics.messages import parse_dlq, parse_result, parse_run
 from topics.names import TopicKind
 from topics.timefmt import parse_instant
@@ -30,6 +30,7 @@ class RunRecord:
     append_ms: int
     partition: int
     offset: int
+    task: str | None = None  # DAG task runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,7 @@ class ResultRecord:
     append_ms: int
     worker: str
     message: str
+    task: str | None = None
 
 
 @dataclass(slots=True)
@@ -65,6 +67,7 @@ class Evidence:
     results: list[ResultRecord]
     dead: list[tuple[str, str, int]]  # run_id, schedule_id, append_ms
     definitions: dict[str, ScheduleUpsert]
+    dags: dict[str, DagUpsert]
     first_next_ms: dict[str, int | None]  # the first occurrence the shard planned
     final_state: dict[str, dict[str, Any]]
     start_ms: int
@@ -106,6 +109,7 @@ def gather(world: Any) -> Evidence:
                 entry.append_ms,
                 p,
                 offset,
+                run.task,
             )
         )
     runs.sort(key=lambda r: (r.append_ms, r.partition, r.offset))
@@ -123,6 +127,7 @@ def gather(world: Any) -> Evidence:
                 entry.append_ms,
                 res.worker,
                 message,
+                res.task,
             )
         )
     results.sort(key=lambda r: r.append_ms)
@@ -131,10 +136,13 @@ def gather(world: Any) -> Evidence:
         d = parse_dlq(entry.value)
         dead.append((d.run_id, d.schedule_id, entry.append_ms))
     definitions: dict[str, ScheduleUpsert] = {}
+    dags: dict[str, DagUpsert] = {}
     for s in world.submitted:
         command = decode_command(s.key, s.value, s.submitted_ms)
         if isinstance(command, ScheduleUpsert):
             definitions[s.schedule_id] = command
+        elif isinstance(command, DagUpsert):
+            dags[s.schedule_id] = command
     first_next: dict[str, int | None] = {}
     final: dict[str, dict[str, Any]] = {}
     for log in kafka.logs[TopicKind.SCHEDULES]:
@@ -165,6 +173,7 @@ def gather(world: Any) -> Evidence:
         results=results,
         dead=dead,
         definitions=definitions,
+        dags=dags,
         first_next_ms=first_next,
         final_state=final,
         start_ms=scenario.start_ms,

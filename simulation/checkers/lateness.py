@@ -23,6 +23,9 @@ def check(evidence: Evidence) -> Verdict:
         command = evidence.definitions.get(run.schedule_id)
         if command is not None and command.overlap in BUFFERING:
             continue
+        dag = evidence.dags.get(run.schedule_id)
+        if dag is not None and run.task is not None and dag.tasks[run.task].after:
+            continue  # a downstream task starts when its dependencies are done
         verdict.checked += 1
         late_ms = run.append_ms - run.scheduled_ms
         if late_ms > evidence.lateness_bound_ms:

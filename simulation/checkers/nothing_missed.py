@@ -19,10 +19,14 @@ SCAN_MAX = 200_000
 def check(evidence: Evidence) -> Verdict:
     verdict = Verdict("nothing-missed", "every due occurrence fired or was reported")
     fired = {r.run_id for r in evidence.runs}
+    # A DAG occurrence fired when any of its task runs did ("{id}@{instant}/{task}").
+    fired |= {r.run_id.rsplit("/", 1)[0] for r in evidence.runs if r.task is not None}
     reported = {r.run_id for r in evidence.results if r.status in ("missed", "skipped")}
     folded = evidence.folded_ranges()
     horizon_ms = evidence.end_ms - evidence.settle_ms
-    for schedule_id, command in sorted(evidence.definitions.items()):
+    specs = {sid: c.compiled for sid, c in evidence.definitions.items()}
+    specs.update({sid: d.compiled for sid, d in evidence.dags.items()})
+    for schedule_id, compiled in sorted(specs.items()):
         first_ms = evidence.first_next_ms.get(schedule_id)
         if first_ms is None:
             if schedule_id not in evidence.first_next_ms:
@@ -31,7 +35,7 @@ def check(evidence: Evidence) -> Verdict:
         state = evidence.final_state.get(schedule_id, {})
         buffered = {parse_instant(b) for b in state.get("buffered", [])}
         ranges = folded.get(schedule_id, [])
-        next_after = command.compiled.next_after
+        next_after = compiled.next_after
         o: int | None = first_ms
         scanned = 0
         while o is not None and o <= horizon_ms and scanned < SCAN_MAX:
