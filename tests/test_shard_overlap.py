@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from shard_helpers import MINUTE, SECOND, T0, Shard, command, upsert
 
 from actors.shard.overlap import BUFFER_ALL_MAX
+from topics.messages import parse_result, parse_run, run_id_for
+from topics.names import TopicKind
 
 
 def _busy(policy: str) -> tuple[Shard, str]:
@@ -104,3 +107,35 @@ def test_retries_ignore_the_overlap_policy_and_paused_buffers_wait_for_resume() 
     assert shard.report(first, "succeeded").runs == []  # paused: the buffered one waits
     out = shard.send(command("schedule.resume"), at_ms=T0 + 2 * MINUTE + 30 * SECOND)
     assert [r.scheduled_ms for r in out.runs] == [T0 + 2 * MINUTE]
+
+
+@pytest.mark.parametrize("policy", ["allow", "skip", "buffer_one", "buffer_all", "cancel_other"])
+def test_a_trigger_never_shares_a_run_id_with_an_occurrence_due_but_not_yet_fired(
+    policy: str,
+) -> None:
+    # Commands are applied before advance: at 00:02 the 00:01 and 00:02
+    # occurrences are due but not fired when the trigger is applied.
+    shard = Shard()
+    shard.send(upsert(overlap=policy), at_ms=T0 + 5)
+    out = shard.send(command("schedule.trigger"), at_ms=T0 + 2 * MINUTE)
+    [rejection] = out.rejected
+    assert "this very instant" in rejection.reason
+    shard.run_until(T0 + 2 * MINUTE)
+    for minute in range(3, 8):  # let the runs finish so the buffers drain
+        for run in shard.in_flight():
+            shard.report(run, "succeeded")
+        shard.run_until(T0 + minute * MINUTE)
+    emitted = [parse_run(r.value) for r in shard.written if r.topic == TopicKind.RUNS and r.value]
+    attempts = [(run.run_id, run.attempt) for run in emitted]
+    assert len(attempts) == len(set(attempts))
+    shard_results = {
+        parse_result(r.value).run_id
+        for r in shard.written
+        if r.topic == TopicKind.RESULTS
+        and r.value
+        and parse_result(r.value).status in ("skipped", "missed")
+    }
+    assert shard_results.isdisjoint({run.run_id for run in emitted})
+    # Every occurrence from 00:01 on is accounted for exactly once.
+    handled = {run.run_id for run in emitted} | shard_results
+    assert {run_id_for("s", T0 + m * MINUTE) for m in range(1, 7)} <= handled

@@ -71,8 +71,10 @@ Decisions (what a Temporal or Airflow user would expect)
   misfires) and firing resumes with the first occurrence after the resume.
 - ``schedule.trigger`` fires once now, scheduled at the trigger instant (so the
   run id names that instant), outside the spec; the overlap policy applies, as
-  for Temporal's trigger. A trigger at the very instant of an occurrence is
-  rejected (they would share the run id; the occurrence fires anyway).
+  for Temporal's trigger. What is due by the trigger's instant is handled
+  first (as `advance` would), then a trigger at the very instant of an
+  occurrence of the spec is rejected (they would share the run id; the
+  occurrence is handled by its own rules, whatever the overlap policy).
 - ``schedule.delete`` writes a tombstone and cancels every timer; results that
   arrive afterwards are ignored, buffered occurrences are reported ``skipped``.
 - ``dlq.replay`` starts the dead run again, ignoring overlap (like a retry):

@@ -33,6 +33,7 @@ class ScheduleCommands:
         def _cancel_timer(self, run: RunState) -> None: ...
         def _reject(self, record: InRecord, reason: str) -> None: ...
         def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None: ...
+        def _fire_due(self, state: ScheduleState, now_ms: int) -> None: ...
         def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
         def _drain_buffer(self, state: ScheduleState, now_ms: int) -> None: ...
         def _skipped(
@@ -113,8 +114,19 @@ class ScheduleCommands:
         state.next_ms = plan.next_ms
 
     def _trigger(self, record: InRecord, state: ScheduleState, now_ms: int) -> None:
+        # Commands are applied before `advance` in a turn: what is due by now fires
+        # first, so an occurrence at this very instant is handled (fired, buffered
+        # or skipped) before the collision check below, never after the trigger.
+        next_ms = state.next_ms
+        if next_ms is not None and next_ms <= now_ms and not state.paused:
+            self._disarm(state)
+            self._fire_due(state, now_ms)
         run_id = run_id_for(state.id, now_ms)
-        if run_id in state.runs or now_ms in (state.last_fired_ms, state.next_ms):
+        if (
+            run_id in state.runs
+            or now_ms in (state.last_fired_ms, state.next_ms)
+            or state.definition.compiled.next_after(now_ms - 1) == now_ms
+        ):
             self._reject(
                 record,
                 f"id: {state.id!r} has an occurrence at this very instant "
