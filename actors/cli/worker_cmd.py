@@ -115,7 +115,10 @@ def run(args: argparse.Namespace) -> int:
         worker_id=args.worker_id or default_worker_id(),
     )
     runtime = WorkerRuntime(Settings.from_env(), registry, options)
-    asyncio.run(_serve(runtime))
+    try:
+        asyncio.run(_serve(runtime))
+    except asyncio.CancelledError:  # a second SIGINT/SIGTERM: stopped without draining
+        return 130
     return 0
 
 
