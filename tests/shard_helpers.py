@@ -124,8 +124,10 @@ class Shard:
         *,
         key: bytes | str | None = "id",
         at_ms: int | None = None,
+        produced_ms: int = 0,
     ) -> Out:
-        """Apply one {ns}.commands record (key defaults to the body's id)."""
+        """Apply one {ns}.commands record (key defaults to the body's id); its
+        timestamp is ``produced_ms`` (0: unknown, as a record without one)."""
         if at_ms is not None:
             self.now_ms = at_ms
         value = body if isinstance(body, bytes) or body is None else orjson.dumps(body)
@@ -135,7 +137,7 @@ class Shard:
         assert not isinstance(key, str)
         offset = self.offsets[TopicKind.COMMANDS]
         self.offsets[TopicKind.COMMANDS] += 1
-        record = InRecord(TopicKind.COMMANDS, self.partition, offset, key, value)
+        record = InRecord(TopicKind.COMMANDS, self.partition, offset, key, value, produced_ms)
         return self._keep(self.core.apply(record, self.now_ms))
 
     def report(

@@ -213,3 +213,48 @@ def test_missed_results_are_written_by_the_shard_and_ignored_when_read_back() ->
             assert later.raw_result(raw.key, raw.value).records == []
     assert later.core.stats["results_ignored_total"] == before + 3
     assert later.core.stats["missed_total"] == 3
+
+
+def test_an_upsert_applied_late_fires_the_occurrence_it_was_produced_before() -> None:
+    # Produced at 09:59, applied at 10:01 (the shard was catching up): 10:00 fires late.
+    shard = Shard()
+    shard.send(
+        upsert(spec={"cron": "0 10 * * *"}),
+        at_ms=T0 + 10 * HOUR + MINUTE,
+        produced_ms=T0 + 10 * HOUR - MINUTE,
+    )
+    [run] = shard.advance(T0 + 10 * HOUR + MINUTE).runs
+    assert run.scheduled_ms == T0 + 10 * HOUR
+    assert run.fired_ms == T0 + 10 * HOUR + MINUTE
+
+
+def test_an_upsert_applied_beyond_grace_lets_the_misfire_policy_decide() -> None:
+    # Produced at 09:59, applied at 10:06 with a 300 s grace and policy skip: the
+    # 10:00 occurrence is reported missed, not dropped silently.
+    shard = Shard()
+    late_ms = T0 + 10 * HOUR + 6 * MINUTE
+    shard.send(
+        upsert(spec={"cron": "0 10 * * *"}, misfire={"policy": "skip", "grace_s": 300}),
+        at_ms=late_ms,
+        produced_ms=T0 + 10 * HOUR - MINUTE,
+    )
+    out = shard.advance(late_ms)
+    assert out.runs == []
+    [missed] = out.results
+    assert missed.status == "missed" and missed.scheduled_ms == T0 + 10 * HOUR
+
+
+def test_an_upsert_produced_long_ago_looks_back_two_graces_at_most() -> None:
+    # A producer clock a day behind must not replay the day: every minute, 300 s
+    # grace, run_once -> the occurrences of the last 600 s only.
+    shard = Shard()
+    shard.send(
+        upsert(spec={"every": "60s"}, misfire={"policy": "run_once", "grace_s": 300}),
+        at_ms=T0 + DAY + 30 * SECOND,
+        produced_ms=T0,
+    )
+    out = shard.advance(T0 + DAY + 30 * SECOND)
+    fired = sorted(run.scheduled_ms for run in out.runs)
+    assert fired == [T0 + DAY - 4 * MINUTE]  # the oldest within grace; the rest overlap
+    missed = [r.scheduled_ms for r in out.results if r.status == "missed"]
+    assert missed == [T0 + DAY - m * MINUTE for m in (9, 8, 7, 6, 5)]

@@ -62,6 +62,12 @@ pure functions; `state` and `definition` are the data and its changelog JSON.
 
 Decisions (what a Temporal or Airflow user would expect)
 --------------------------------------------------------
+- ``schedule.upsert`` of a new id starts from the instant the command was
+  produced (the record's timestamp) when the shard applies it later, so an
+  occurrence between the two is not lost silently: it fires late, or the
+  misfire policy reports it ``missed``. The look-back is at most
+  `schedule_commands.UPSERT_LOOKBACK_GRACES` grace periods (a producer's clock
+  far behind must not replay a day); a timestamp of 0 (unknown) means now.
 - ``schedule.upsert`` of an existing id keeps its runs, buffer, pause and its
   place in time: occurrences of the new definition at or before the last fired
   one, or before now, never fire (a re-upsert never refires anything).
@@ -318,7 +324,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
             self._reject(record, command.reason)
         elif isinstance(command, ScheduleUpsert):
             if not self._dag_kind_clash(record, command):
-                self._upsert(command, now_ms)
+                self._upsert(command, now_ms, record.timestamp_ms)
         elif isinstance(command, (DagUpsert, DagClear)):
             self._on_dag_command(record, command, now_ms)
         else:

@@ -67,7 +67,9 @@ class DagShard:
         _in_flight: int
 
         def _reject(self, record: InRecord, reason: str) -> None: ...
-        def _upsert(self, command: ScheduleUpsert | DagUpsert, now_ms: int) -> None: ...
+        def _upsert(
+            self, command: ScheduleUpsert | DagUpsert, now_ms: int, produced_ms: int = 0
+        ) -> None: ...
         def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
         def _fired(self, state: ScheduleState, scheduled_ms: int) -> None: ...
         def _cancel_timer(self, run: RunState) -> None: ...
@@ -80,7 +82,7 @@ class DagShard:
     def _on_dag_command(self, record: InRecord, command: DagUpsert | DagClear, now_ms: int) -> None:
         if isinstance(command, DagUpsert):
             if not self._dag_kind_clash(record, command):
-                self._upsert(command, now_ms)
+                self._upsert(command, now_ms, record.timestamp_ms)
                 self._dag_upserted(self._schedules[command.id], now_ms)
             return
         state = self._schedules.get(command.id)

@@ -19,6 +19,11 @@ from topics.messages import parse_run_id, run_id_for
 from topics.records import InRecord
 from topics.timefmt import format_ms
 
+# How far back (in misfire grace periods) a new schedule may start when its upsert
+# is applied later than it was produced: occurrences within one grace fire late,
+# those in the grace before are the misfire policy's (reported missed, or run_once).
+UPSERT_LOOKBACK_GRACES = 2
+
 
 class ScheduleCommands:
     """The schedule commands for `ShardCore` (a mixin: it uses the core's state)."""
@@ -45,7 +50,11 @@ class ScheduleCommands:
             self, record: InRecord, state: ScheduleState, run_id: str, now_ms: int
         ) -> None: ...
 
-    def _upsert(self, command: ScheduleUpsert | DagUpsert, now_ms: int) -> None:
+    def _upsert(
+        self, command: ScheduleUpsert | DagUpsert, now_ms: int, produced_ms: int = 0
+    ) -> None:
+        """Create or redefine a schedule; ``produced_ms`` is the record's timestamp
+        (0: unknown), from which a new schedule's occurrences count."""
         if isinstance(command, DagUpsert):
             def_bytes, definition = self._dag_definition_of(command)
         else:
@@ -56,6 +65,9 @@ class ScheduleCommands:
         if state is None:
             state = self._schedules[command.id] = ScheduleState(command.id, def_bytes, definition)
             anchor_ms = floor_ms
+            if 0 < produced_ms < now_ms:  # applied late: what came due since is not lost
+                lookback_ms = UPSERT_LOOKBACK_GRACES * definition.grace_ms
+                anchor_ms = min(floor_ms, max(produced_ms, now_ms - lookback_ms) - 1)
         else:
             self._disarm(state)
             if state.paused:  # account for the pause so far under the old definition
