@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
+import pytest
 from shard_helpers import DAY, HOUR, MINUTE, SECOND, T0, Shard, command, upsert
 
+from actors.shard import runs as runs_module
 from actors.shard.core import TIMEOUT_MARGIN_MS
 from topics.messages import idempotency_key, run_id_for
+from topics.messages import run_value as real_run_value
 from topics.names import TopicKind
 from topics.timefmt import format_ms, parse_instant
 
@@ -249,3 +254,56 @@ def test_the_changelog_holds_one_record_per_schedule_per_batch() -> None:
     assert len(out.runs) == 10
     assert [r.key for r in out.changelog] == [b"a"]
     assert out.of(TopicKind.SCHEDULES)[0].partition == 0
+
+
+def test_an_error_in_the_middle_of_firing_leaves_the_schedule_written_and_armed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Two occurrences due at once under allow; building the second run record fails
+    # (standing in for any bug): the first run is in the changelog, the failed
+    # occurrence is not handled twice, and the schedule keeps firing.
+    shard = Shard()
+    shard.send(upsert(overlap="allow"), at_ms=T0 + 5)
+    calls = []
+
+    def second_call_fails(**fields: Any) -> bytes:
+        calls.append(fields["run_id"])
+        if len(calls) == 2:
+            raise RuntimeError("injected")
+        return real_run_value(**fields)
+
+    monkeypatch.setattr(runs_module, "run_value", second_call_fails)
+    out = shard.advance(T0 + 2 * MINUTE)
+    monkeypatch.setattr(runs_module, "run_value", real_run_value)
+    [run] = out.runs
+    assert run.scheduled_ms == T0 + MINUTE
+    assert shard.core.stats["errors_total"] == 1
+    doc = shard.state_doc()
+    assert [r["run_id"] for r in doc["runs"]] == [run.run_id]
+    assert doc["next"] == format_ms(T0 + 3 * MINUTE)
+    assert shard.core.next_due_ms() is not None
+    later = shard.run_until(T0 + 3 * MINUTE)
+    assert [r.scheduled_ms for r in later.runs] == [T0 + 3 * MINUTE]
+    restored, _ = shard.restored()
+    before, after = shard.core.schedule("s"), restored.core.schedule("s")
+    assert before is not None and after is not None
+    assert set(after.runs) == set(before.runs)
+
+
+def test_an_error_emitting_a_retry_tries_it_again_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    shard = Shard()
+    shard.send(
+        upsert(spec={"cron": "0 0 * * *"}, retry={"max_attempts": 3, "jitter": "none"}),
+        at_ms=T0 + 5,
+    )
+    [run] = shard.advance(T0 + DAY).runs
+    shard.report(run, "failed", at_ms=T0 + DAY + SECOND)
+
+    def fails(**fields: Any) -> bytes:
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(runs_module, "run_value", fails)
+    assert shard.advance(T0 + DAY + 2 * SECOND).runs == []
+    monkeypatch.setattr(runs_module, "run_value", real_run_value)
+    [retry] = shard.run_until(T0 + DAY + 2 * MINUTE).runs
+    assert retry.run_id == run.run_id and retry.attempt == 2

@@ -383,33 +383,38 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         first_ms = state.next_ms
         if first_ms is None or state.paused:
             return
-        definition = state.definition
-        next_after = definition.compiled.next_after
-        if first_ms >= now_ms - definition.grace_ms:  # the steady state: all within grace
-            o: int | None = first_ms
-            lateness = self._lateness_ms
-            while o is not None and o <= now_ms:
-                lateness.append(now_ms - o)
-                self._occurrence(state, o, now_ms)
-                o = next_after(o)
-            state.next_ms = o
-        else:
-            misfire = definition.misfire
-            plan = plan_backlog(
-                next_after,
-                first_ms,
-                now_ms,
-                cutoff_ms=now_ms - definition.grace_ms,
-                policy=misfire.policy,
-                catch_up_max=misfire.catch_up_max,
-            )
-            self._report_missed(state, plan, misfire.policy, misfire.grace_s)
-            self._counts["late_fired_total"] += plan.late_fires
-            for o in plan.fire:
-                self._occurrence(state, o, now_ms)
-            state.next_ms = plan.next_ms
-        self._arm(state)
-        self._dirty[state.id] = state
+        # Whatever happens below (an error in the middle included), the schedule is
+        # written and re-armed, and ``next_ms`` is past every occurrence handled:
+        # an occurrence is never handled twice, the schedule never stops firing.
+        try:
+            definition = state.definition
+            next_after = definition.compiled.next_after
+            if first_ms >= now_ms - definition.grace_ms:  # the steady state: all within grace
+                o: int | None = first_ms
+                lateness = self._lateness_ms
+                while o is not None and o <= now_ms:
+                    lateness.append(now_ms - o)
+                    state.next_ms = following = next_after(o)
+                    self._occurrence(state, o, now_ms)
+                    o = following
+            else:
+                misfire = definition.misfire
+                plan = plan_backlog(
+                    next_after,
+                    first_ms,
+                    now_ms,
+                    cutoff_ms=now_ms - definition.grace_ms,
+                    policy=misfire.policy,
+                    catch_up_max=misfire.catch_up_max,
+                )
+                state.next_ms = plan.next_ms
+                self._report_missed(state, plan, misfire.policy, misfire.grace_s)
+                self._counts["late_fired_total"] += plan.late_fires
+                for o in plan.fire:
+                    self._occurrence(state, o, now_ms)
+        finally:
+            self._arm(state)
+            self._dirty[state.id] = state
 
     # --- plumbing ------------------------------------------------------------------
 

@@ -224,9 +224,9 @@ class DagShard:
                 attempt,
                 attempt,
             )
+            self._emit_attempt(state, run, now_ms)  # first: if it raises, nothing changed
             state.runs[run.run_id] = run
             self._in_flight += 1
-            self._emit_attempt(state, run, now_ms)
         if step.ended is not None:
             dag_run.forget_ended(state.dag)
 

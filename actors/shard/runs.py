@@ -37,6 +37,9 @@ from topics.timefmt import format_ms
 # deadline; the margin covers its commit latency and a worker that died silently.
 TIMEOUT_MARGIN_MS = 30_000
 
+# When emitting a retry failed (a bug), how long until the shard tries it again.
+RETRY_AFTER_ERROR_MS = 60_000
+
 _RUNS = TopicKind.RUNS
 _RESULTS = TopicKind.RESULTS
 _DLQ = TopicKind.DLQ
@@ -97,10 +100,18 @@ class RunBook:
 
     def _next_attempt(self, run: RunState, now_ms: int) -> None:
         state = run.schedule
-        run.attempt += 1
-        self._emit_attempt(state, run, now_ms)
-        self._counts["retries_total"] += 1
-        self._dirty[state.id] = state
+        try:
+            run.attempt += 1
+            try:
+                self._emit_attempt(state, run, now_ms)
+            except BaseException:
+                run.attempt -= 1  # not emitted: the same attempt is tried again later
+                raise
+            self._counts["retries_total"] += 1
+        finally:
+            if run.timer is None and state.runs.get(run.run_id) is run:
+                run.timer = self._wheel.add(now_ms + RETRY_AFTER_ERROR_MS, run)  # never stuck
+            self._dirty[state.id] = state
 
     def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
         """One occurrence (or trigger) is due now: fire it, or what overlap says."""
@@ -141,13 +152,13 @@ class RunBook:
             self._skipped(state, scheduled_ms, "Duplicate", "a run with this id is in flight")
             return
         run = RunState(state, run_id, scheduled_ms, None, 1, 1)
+        self._emit_attempt(state, run, now_ms)  # first: if it raises, nothing changed
         state.runs[run_id] = run
         self._in_flight += 1
         last_ms = state.last_fired_ms
         if last_ms is None or scheduled_ms > last_ms:
             state.last_fired_ms = scheduled_ms
         self._counts["fired_total"] += 1
-        self._emit_attempt(state, run, now_ms)
 
     def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
         if run.task is None:
@@ -157,29 +168,26 @@ class RunBook:
         else:
             job, timeout_ms, _ = self._policy_of(state, run)
             logical_ms, interval = self._dag_dates(state, run)
-        run.fired_ms = now_ms
-        run.deadline_ms = deadline_ms = now_ms + timeout_ms
-        run.retry_ms = None
+        deadline_ms = now_ms + timeout_ms
         run_id = run.run_id
-        self._out.append(
-            OutRecord(
-                _RUNS,
-                state.key,
-                run_value(
-                    run_id=run_id,
-                    schedule_id=state.id,
-                    task=run.task,
-                    scheduled_ms=run.scheduled_ms,
-                    fired_ms=now_ms,
-                    attempt=run.attempt,
-                    job=job,
-                    idempotency_key=idempotency_key(run_id),
-                    deadline_ms=deadline_ms,
-                    logical_date_ms=logical_ms,
-                    data_interval=interval,
-                ),
-            )
+        value = run_value(  # before any change to the run: if this raises, none happened
+            run_id=run_id,
+            schedule_id=state.id,
+            task=run.task,
+            scheduled_ms=run.scheduled_ms,
+            fired_ms=now_ms,
+            attempt=run.attempt,
+            job=job,
+            idempotency_key=idempotency_key(run_id),
+            deadline_ms=deadline_ms,
+            logical_date_ms=logical_ms,
+            data_interval=interval,
         )
+        run.fired_ms = now_ms
+        run.deadline_ms = deadline_ms
+        run.retry_ms = None
+        self._out.append(OutRecord(_RUNS, state.key, value))
+        self._cancel_timer(run)
         run.timer = self._wheel.add(deadline_ms + TIMEOUT_MARGIN_MS, run)
 
     def _policy_of(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:

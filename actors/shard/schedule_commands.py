@@ -170,9 +170,9 @@ class ScheduleCommands:
             )
             return
         _, scheduled_ms, task = parse_run_id(run_id)
-        del state.dead[run_id]
         run = RunState(state, run_id, scheduled_ms, task, last_attempt + 1, last_attempt + 1)
+        self._emit_attempt(state, run, now_ms)  # first: if it raises, nothing changed
+        del state.dead[run_id]
         state.runs[run_id] = run
         self._in_flight += 1
-        self._emit_attempt(state, run, now_ms)
         self._dirty[state.id] = state
