@@ -5,10 +5,11 @@ text (diffable, deterministic for a seed) and opens in any browser. A ``.png``
 path is rendered with matplotlib when it is installed (``pip install
 'kafkron[plot]'``); it is optional so the simulation itself needs nothing more.
 
-Top panel: the peak fires per second within each column (a midnight of 20,000
-jobs is a spike; with spread it is a plateau). Bottom panel: each first attempt's
-lateness (broker append minus scheduled instant), log scale, at its scheduled
-time. The faulty (safety) phase is shaded.
+Top panel: the peak fires (first attempts) per second within each column, blue
+(a midnight of 20,000 jobs is a spike; with spread it is a plateau), and the peak
+retries per second, orange (in lockstep without jitter, spread out with it).
+Bottom panel: each first attempt's lateness (broker append minus scheduled
+instant), log scale, at its scheduled time. The faulty (safety) phase is shaded.
 """
 
 from __future__ import annotations
@@ -28,15 +29,23 @@ COLUMNS = 480
 DOTS_MAX = 6000
 
 
-def series(outcome: Outcome) -> tuple[list[int], list[tuple[int, int]]]:
-    """(peak fires per second per column, [(scheduled_ms, lateness_ms)])."""
+def _peaks(outcome: Outcome, first: bool) -> list[int]:
+    """Peak records per second within each column: first attempts, or retries."""
     sc = outcome.scenario
     span_ms = sc.end_ms - sc.start_ms
-    per_second = Counter(r.append_ms // 1000 for r in outcome.evidence.runs if r.attempt == 1)
+    per_second = Counter(
+        r.append_ms // 1000 for r in outcome.evidence.runs if (r.attempt == 1) == first
+    )
     peaks = [0] * COLUMNS
     for second, count in per_second.items():
         column = min(COLUMNS - 1, max(0, (second * 1000 - sc.start_ms) * COLUMNS // span_ms))
         peaks[column] = max(peaks[column], count)
+    return peaks
+
+
+def series(outcome: Outcome) -> tuple[list[int], list[tuple[int, int]]]:
+    """(peak fires per second per column, [(scheduled_ms, lateness_ms)])."""
+    peaks = _peaks(outcome, first=True)
     dots = [
         (r.scheduled_ms, r.append_ms - r.scheduled_ms)
         for r in outcome.evidence.runs
@@ -76,8 +85,21 @@ def svg(outcome: Outcome) -> str:
         )
     out.append(f'<text x="{LEFT + 4}" y="{TOP1 + 14}" fill="#a33">faults</text>')
     out.append(f'<text x="{heal_x + 4:.1f}" y="{TOP1 + 14}" fill="#3a3">healed</text>')
-    peak = max(peaks) or 1
+    retries = _peaks(outcome, first=False)
+    peak = max(peaks + retries) or 1
     bar_w = plot_w / COLUMNS
+    for i, value in enumerate(retries):  # behind the fires, in orange
+        if value:
+            h = value * PANEL_H / peak
+            out.append(
+                f'<rect x="{LEFT + i * bar_w:.1f}" y="{TOP1 + PANEL_H - h:.1f}" '
+                f'width="{max(bar_w, 1):.1f}" height="{h:.1f}" fill="#dd6b20"/>'
+            )
+    if any(retries):
+        out.append(
+            f'<text x="{LEFT + plot_w - 4}" y="{TOP1 + 14}" text-anchor="end" '
+            'fill="#dd6b20">retries</text>'
+        )
     for i, value in enumerate(peaks):
         if value:
             h = value * PANEL_H / peak
@@ -110,8 +132,9 @@ def svg(outcome: Outcome) -> str:
     for i in range(5):
         instant = sc.start_ms + span_ms * i // 4
         x = x_of(instant)
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
         out.append(
-            f'<text x="{x:.1f}" y="{TOP2 + PANEL_H + 18}" text-anchor="middle">'
+            f'<text x="{x:.1f}" y="{TOP2 + PANEL_H + 18}" text-anchor="{anchor}">'
             f"{format_ms(instant)[11:19]}</text>"
         )
     out.append(
