@@ -27,15 +27,11 @@ from actors.shard.retry import backoff_ms, is_final_failure
 from actors.shard.state import RunState, ScheduleState, instant_text
 from actors.wheel import TimingWheel
 from topics.commands import Job, RetryPolicy
+from topics.deadlines import TIMEOUT_MARGIN_MS as TIMEOUT_MARGIN_MS
 from topics.messages import dlq_value, idempotency_key, result_value, run_id_for, run_value
 from topics.names import TopicKind
 from topics.records import OutRecord
 from topics.timefmt import format_ms
-
-# How long after an attempt's deadline the shard waits for the worker's own
-# ``timed_out`` (or late success) before deciding itself. The worker enforces the
-# deadline; the margin covers its commit latency and a worker that died silently.
-TIMEOUT_MARGIN_MS = 30_000
 
 # When emitting a retry failed (a bug), how long until the shard tries it again.
 RETRY_AFTER_ERROR_MS = 60_000

@@ -27,6 +27,15 @@ Decisions made here:
   actually exited (a thread cannot be killed), whatever it returns is ignored.
   A run whose deadline passed before a slot was free is ``timed_out`` without
   starting.
+- From ``deadline + TIMEOUT_MARGIN_MS`` on (``topics.deadlines``) the attempt's
+  verdict is the shard's: it writes ``timed_out`` itself and retries. So the worker
+  writes no result it would decide at or after that instant (a run received or
+  reaching a slot that late, a job still running or exiting that late): the offset
+  is finished without a result (counted as ``left_to_shard``), and a job still
+  running is cancelled as at any deadline. That keeps one visible result per
+  (run_id, attempt) as long as a result decided before that instant is committed
+  before it (the margin is the room for commit latency and clock skew between
+  worker and shard hosts).
 - A run naming a job this worker does not have fails with ``UnknownJob`` (retried
   by the schedule actor with backoff, time enough to deploy a worker that has it).
 - A revoked partition's runs are cancelled and their results are dropped, committed
@@ -51,6 +60,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from actors.worker.offsets import MAX_OPEN_PER_PARTITION, PartitionOffsets
+from topics.deadlines import shard_decides
 from topics.messages import Run, parse_run, result_value
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
@@ -168,6 +178,7 @@ class WorkerCore:
             "dropped": 0,
             "discarded": 0,
             "leases_lost": 0,
+            "left_to_shard": 0,
         }
 
     # --- assignment ---------------------------------------------------------------
@@ -450,6 +461,12 @@ class WorkerCore:
         finished_ms: int,
         error: Mapping[str, str] | None,
     ) -> None:
+        if shard_decides(run.deadline_ms, finished_ms):
+            # The shard has written (or is writing) timed_out for this attempt; a
+            # result of ours would be a second one for the same (run_id, attempt).
+            self.counts["left_to_shard"] += 1
+            self._finish(part, offset)
+            return
         value = result_value(
             run_id=run.run_id,
             schedule_id=run.schedule_id,
