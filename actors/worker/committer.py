@@ -11,8 +11,11 @@ transaction is in flight per partition; what finishes meanwhile goes into the ne
 so under load transactions grow instead of queueing.
 
 Failures: a fenced producer (a newer owner called ``init_transactions``) is final
-for this committer, the runtime is told through ``on_lost``; any other failure
-aborts the transaction and hands the commit back to the core to be taken again.
+for this committer, the runtime is told through ``on_lost``. Any other failure (a
+send, the offsets, the commit) aborts the open transaction once, if one is open,
+and hands the commit back to the core: its results stay there, with whatever
+finished meanwhile, until a later transaction commits them. Only a producer in
+aiokafka's fatal state (or mid-commit, whose outcome we cannot know) is given up.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import ProducerFenced, TransactionalIdAuthorizationFailed
+from aiokafka.producer.transaction_manager import TransactionState
 
 from actors.scheduler.writer import Partitioner, send_plan
 from actors.worker.core import Commit, WorkerCore
@@ -145,22 +149,41 @@ class Committer:
             results_topic = self._settings.topic(TopicKind.RESULTS)
             count = len(await producer.partitions_for(results_topic))
             partitioner = self._partitioner = Partitioner({TopicKind.RESULTS: count})
+        # A failure anywhere here is aborted by the loop (once: ``_abort``).
         await producer.begin_transaction()
-        try:
-            if commit.results:
-                await send_plan(producer, self._settings, partitioner.plan(list(commit.results)))
-            await producer.send_offsets_to_transaction(
-                {self._runs_tp: (commit.offset, commit.metadata)},
-                self._settings.worker_group,
-            )
-        except BaseException:
-            await self._abort()
-            raise
+        if commit.results:
+            await send_plan(producer, self._settings, partitioner.plan(list(commit.results)))
+        await producer.send_offsets_to_transaction(
+            {self._runs_tp: (commit.offset, commit.metadata)},
+            self._settings.worker_group,
+        )
         await producer.commit_transaction()
 
     async def _abort(self) -> bool:
+        """End whatever transaction a failure left open; False if the producer is unusable.
+
+        aiokafka asserts on an abort from any state but an open (or abortable)
+        transaction, so look first: a failure before ``begin_transaction`` leaves
+        nothing to abort, and a second abort of the same failure would trip it.
+        """
+        state = transaction_state(self.producer)
+        if state is TransactionState.READY:
+            return True
+        if state not in _ABORTABLE:
+            return False  # fatal (fenced, say), or a commit whose outcome is unknown
         try:
             await self.producer.abort_transaction()
-        except Exception:
+        except Exception as exc:
+            log.warning("abort on runs partition %d failed: %s", self.partition, exc)
             return False
         return True
+
+
+_ABORTABLE = (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR)
+
+
+def transaction_state(producer: AIOKafkaProducer) -> TransactionState | None:
+    """The producer's transaction state (aiokafka keeps it private; None if unknown)."""
+    manager = getattr(producer, "_txn_manager", None)
+    state = getattr(manager, "state", None)
+    return state if isinstance(state, TransactionState) else None
