@@ -36,6 +36,12 @@ Decisions made here:
   (run_id, attempt) as long as a result decided before that instant is committed
   before it (the margin is the room for commit latency and clock skew between
   worker and shard hosts).
+- ``overlap: cancel_other``: the shard writes ``cancelled`` for the old run's
+  attempt, and no channel carries that to the worker running it (a worker does not
+  read ``{ns}.results``). So the worker cannot know: its job runs on and its result
+  for that attempt is written when the job exits. The shard ignores it (the run is
+  closed in its books), but it stays visible on ``{ns}.results``, the one
+  documented exception to one result per attempt (README, "Not covered").
 - A run naming a job this worker does not have fails with ``UnknownJob`` (retried
   by the schedule actor with backoff, time enough to deploy a worker that has it).
 - A revoked partition's runs are cancelled and their results are dropped, committed
