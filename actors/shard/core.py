@@ -60,6 +60,28 @@ is the life of a run (attempts, retries, timeouts, the DLQ, the results the
 shard writes); `misfire`, `overlap`, `retry` and `routing` are the policies as
 pure functions; `state` and `definition` are the data and its changelog JSON.
 
+Bounds (a changelog record must never outgrow what the broker accepts)
+-----------------------------------------------------------------------
+A schedule's changelog record holds its runs in flight with their attempts'
+outcomes, its buffered occurrences and its recent dead runs. A record the broker
+refuses fails the transaction, and a rebuilt shard would retry the same batch
+forever; so every part of it is bounded:
+
+- runs in flight: under ``overlap: allow`` at most
+  `overlap.ALLOW_MAX_IN_FLIGHT` (100), beyond which occurrences are reported
+  ``skipped`` with the reason; the other policies keep one run in flight;
+- buffered occurrences: at most `overlap.BUFFER_ALL_MAX` (1,000);
+- outcomes per run: the first `runs.OUTCOMES_FIRST` (2) and the last
+  `runs.OUTCOMES_LAST` (3) attempts (each names its attempt number), also in the
+  DLQ record; an error message is cut to `runs.ERROR_TEXT_MAX_CHARS` (256), its
+  type, other fields and the worker name to `runs.TEXT_MAX_CHARS` (128);
+- dead runs remembered: `state.DEAD_MEMORY` (64).
+
+The definition (up to a 256 KiB command) comes on top, so as a last line of
+defence no changelog record above `CHANGELOG_MAX_BYTES` (512 KiB) is ever
+written: the state is trimmed until it fits and a ``{ns}.rejected`` record says
+what was given up (see `ShardCore._trimmed`); the schedule keeps firing.
+
 Decisions (what a Temporal or Airflow user would expect)
 --------------------------------------------------------
 - ``schedule.upsert`` of a new id starts from the instant the command was
@@ -125,7 +147,7 @@ from topics.messages import parse_result, rejected_value
 from topics.names import DEFAULT_NAMESPACE, TopicKind
 from topics.records import InRecord, OutRecord
 
-__all__ = ["SHARD_STATUSES", "TIMEOUT_MARGIN_MS", "ShardCore"]
+__all__ = ["CHANGELOG_MAX_BYTES", "SHARD_STATUSES", "TIMEOUT_MARGIN_MS", "ShardCore"]
 
 # Results the shard writes itself; reading them back from {ns}.results is a no-op.
 SHARD_STATUSES = frozenset(("missed", "skipped", "upstream_failed"))
@@ -136,6 +158,11 @@ _RESULTS = TopicKind.RESULTS
 _REJECTED = TopicKind.REJECTED
 
 _LATENESS_WINDOW = 1024
+
+# The largest changelog record the core writes (see `ShardCore._trimmed`): half
+# of Kafka's default max.message.bytes (1 MiB), so a batch's framing, headers
+# and compression never push it over.
+CHANGELOG_MAX_BYTES = 512 * 1024
 
 Item = ScheduleState | RunState
 
@@ -250,7 +277,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 f"internal error while applying this record ({self._last_error}); it was "
                 "skipped, the shard went on: please report it with this record",
             )
-        return self._flush()
+        return self._flush(now_ms)
 
     def advance(self, now_ms: int) -> list[OutRecord]:
         """Act on everything due at ``now_ms``; the records to write. Never raises.
@@ -279,7 +306,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 self._fire_due(state, now_ms)
             except Exception as error:
                 self._failed(error)
-        return self._flush()
+        return self._flush(now_ms)
 
     def _failed(self, error: Exception) -> None:
         self._counts["errors_total"] += 1
@@ -448,10 +475,75 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         )
         self._counts["rejected_total"] += 1
 
+    def _trimmed(self, state: ScheduleState, size: int, now_ms: int) -> bytes | None:
+        """The last line of defence against a changelog record the broker refuses.
+
+        A refused record fails the whole transaction and the shard would retry it
+        forever, so the state is trimmed until its record fits `CHANGELOG_MAX_BYTES`,
+        in steps, each giving up less than the next: the outcomes of attempts
+        (each run keeps its last), the memory of dead runs, the buffered
+        occurrences (reported ``skipped``), the runs in flight (reported
+        ``cancelled``; their later results are ignored). A ``{ns}.rejected``
+        record says what happened. The schedule keeps firing. If even that does
+        not fit (a definition or DAG state that large), the schedule is deleted.
+        """
+        steps: list[str] = []
+        value = encode_schedule(state)
+
+        def fits() -> bool:
+            nonlocal value
+            value = encode_schedule(state)
+            return len(value) <= CHANGELOG_MAX_BYTES
+
+        for run in state.runs.values():
+            run.outcomes = [
+                {**o, "error": {"type": "Trimmed", "message": "cut: record too large"}}
+                for o in run.outcomes[-1:]
+            ]
+        steps.append("kept only the last attempt outcome of each run")
+        if not fits() and state.dead:
+            state.dead.clear()
+            steps.append("forgot its dead-lettered runs (dlq.replay no longer knows them)")
+        if not fits() and state.buffered:
+            for scheduled_ms in state.buffered:
+                self._skipped(state, scheduled_ms, "Oversized", "its schedule's state was trimmed")
+            state.buffered.clear()
+            steps.append("reported its buffered occurrences skipped")
+        if not fits() and state.dag is None and state.runs:
+            for run in list(state.runs.values()):
+                self._cancel_run(state, run, now_ms, why="its schedule's state was trimmed")
+            steps.append("cancelled its runs in flight")
+        deleted = not fits()
+        if deleted:
+            self._disarm(state)
+            for run in state.runs.values():
+                self._cancel_timer(run)
+            self._in_flight -= len(state.runs)
+            del self._schedules[state.id]
+            steps.append("deleted it: even so it did not fit; upsert it again, smaller")
+        self._out.append(
+            OutRecord(
+                _REJECTED,
+                state.key,
+                rejected_value(
+                    reason=f"the changelog record of schedule {state.id!r} would have been "
+                    f"{size} bytes, above the bound of {CHANGELOG_MAX_BYTES}; the shard "
+                    f"{'; '.join(steps)}. Runs pile up when workers are down or a retry "
+                    "policy allows many attempts: look at its results",
+                    original=None,
+                    topic=self._topic(_SCHEDULES),
+                    partition=self.partition,
+                    offset=-1,
+                ),
+            )
+        )
+        self._counts["rejected_total"] += 1
+        return None if deleted else value
+
     def _topic(self, kind: TopicKind) -> str:
         return f"{self._namespace}.{kind.value}"
 
-    def _flush(self) -> list[OutRecord]:
+    def _flush(self, now_ms: int) -> list[OutRecord]:
         out = self._out
         if self._dirty:
             partition = self.partition
@@ -459,7 +551,18 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 if state is None:
                     out.append(OutRecord(_SCHEDULES, schedule_id.encode(), None, partition))
                 else:
-                    out.append(OutRecord(_SCHEDULES, state.key, encode_schedule(state), partition))
+                    value = encode_schedule(state)
+                    size = len(value)
+                    out.append(
+                        OutRecord(
+                            _SCHEDULES,
+                            state.key,
+                            value
+                            if size <= CHANGELOG_MAX_BYTES
+                            else self._trimmed(state, size, now_ms),
+                            partition,
+                        )
+                    )
             self._dirty = {}
         self._out = []
         return out

@@ -9,7 +9,8 @@ already started; occurrences and ``schedule.trigger`` do (as Temporal's trigger)
 ============  ===============================================================
 policy        an occurrence due while a run is in flight ...
 ============  ===============================================================
-allow         starts at once, alongside (several runs in flight)
+allow         starts at once, alongside, up to `ALLOW_MAX_IN_FLIGHT` runs in
+              flight; beyond, ``skipped``
 skip          is reported ``skipped`` and never runs
 buffer_one    waits; a newer one replaces it (the replaced one is reported
               ``skipped``), so at most one waits
@@ -28,6 +29,11 @@ from __future__ import annotations
 # day must not grow the changelog record without limit.
 BUFFER_ALL_MAX = 1000
 
+# The same for ``allow``: every run in flight is in the schedule's changelog record
+# (with its attempts' outcomes), and an every-second job with a one-hour timeout
+# and its workers down would otherwise hold thousands.
+ALLOW_MAX_IN_FLIGHT = 100
+
 ALLOW = "allow"
 SKIP = "skip"
 BUFFER_ONE = "buffer_one"
@@ -42,10 +48,13 @@ REPLACE = "replace"  # the waiting occurrences are reported skipped, this one wa
 CANCEL = "cancel"  # cancel the runs in flight, then start
 
 
-def decide(policy: str, *, in_flight: bool, waiting: int) -> str:
-    """The decision for one occurrence (one of the decisions above)."""
-    if not in_flight or policy == ALLOW:
+def decide(policy: str, *, in_flight: bool, waiting: int, running: int = 0) -> str:
+    """The decision for one occurrence (one of the decisions above); ``running`` is
+    the number of runs in flight."""
+    if not in_flight:
         return START
+    if policy == ALLOW:
+        return START if running < ALLOW_MAX_IN_FLIGHT else DROP
     if policy == BUFFER_ONE:
         return REPLACE if waiting else BUFFER
     if policy == BUFFER_ALL:

@@ -36,6 +36,29 @@ from topics.timefmt import format_ms
 # When emitting a retry failed (a bug), how long until the shard tries it again.
 RETRY_AFTER_ERROR_MS = 60_000
 
+# A run keeps the outcomes of its first and last few attempts (each attempt's
+# number is in its outcome), and error text is cut: a run may have up to 1,000
+# attempts and a worker's error up to 2,000 characters, and all of it is in the
+# schedule's changelog record while the run is in flight (and in its DLQ record).
+OUTCOMES_FIRST = 2
+OUTCOMES_LAST = 3
+ERROR_TEXT_MAX_CHARS = 256
+TEXT_MAX_CHARS = 128  # error type, other error fields, worker name
+_ERROR_FIELDS_MAX = 4
+
+
+def bounded_error(error: Mapping[str, str]) -> dict[str, str]:
+    """``error`` with at most a few fields and every text cut (marked with "...")."""
+    bounded: dict[str, str] = {}
+    for name, text in list(error.items())[:_ERROR_FIELDS_MAX]:
+        limit = ERROR_TEXT_MAX_CHARS if name == "message" else TEXT_MAX_CHARS
+        text = str(text)
+        bounded[str(name)[:TEXT_MAX_CHARS]] = (
+            text if len(text) <= limit else text[: limit - 3] + "..."
+        )
+    return bounded
+
+
 _RUNS = TopicKind.RUNS
 _RESULTS = TopicKind.RESULTS
 _DLQ = TopicKind.DLQ
@@ -117,13 +140,21 @@ class RunBook:
         if state.dag is not None:  # a DAG run (max_active_runs instead of overlap)
             self._dag_occurrence(state, scheduled_ms, now_ms)
             return
+        policy = state.definition.overlap
+        running = len(state.runs)
         decision = overlap.decide(
-            state.definition.overlap, in_flight=bool(state.runs), waiting=len(state.buffered)
+            policy, in_flight=bool(running), waiting=len(state.buffered), running=running
         )
         if decision == overlap.START:
             self._start_run(state, scheduled_ms, now_ms)
         elif decision == overlap.DROP:
-            self._skipped(state, scheduled_ms, "Overlap", "a run of it was still in flight")
+            why = "a run of it was still in flight"
+            if policy == overlap.ALLOW:
+                why = (
+                    f"{running} runs of it were in flight, the most overlap allow starts "
+                    f"({overlap.ALLOW_MAX_IN_FLIGHT}); are its workers down?"
+                )
+            self._skipped(state, scheduled_ms, "Overlap", why)
         elif decision == overlap.BUFFER:
             state.buffered.append(scheduled_ms)
             self._fired(state, scheduled_ms)
@@ -241,18 +272,27 @@ class RunBook:
         error: Mapping[str, str] | None,
         worker: str,
     ) -> None:
-        run.outcomes.append(
+        outcomes = run.outcomes
+        outcomes.append(
             {
                 "attempt": run.attempt,
                 "status": status,
                 "fired_at": instant_text(run.fired_ms),
                 "finished_at": instant_text(finished_ms),
-                "worker": worker,
-                "error": None if error is None else dict(error),
+                "worker": worker[:TEXT_MAX_CHARS],
+                "error": None if error is None else bounded_error(error),
             }
         )
+        if len(outcomes) > OUTCOMES_FIRST + OUTCOMES_LAST:  # keep the first and the last
+            del outcomes[OUTCOMES_FIRST]
 
-    def _cancel_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+    def _cancel_run(
+        self,
+        state: ScheduleState,
+        run: RunState,
+        now_ms: int,
+        why: str = "a newer occurrence started (overlap cancel_other)",
+    ) -> None:
         """cancel_other: the shard ends a run in flight and says so on {ns}.results."""
         self._out.append(
             OutRecord(
@@ -270,8 +310,7 @@ class RunBook:
                     worker=self._worker,
                     error={
                         "type": "Overlap",
-                        "message": "cancelled by the shard: a newer occurrence started "
-                        "(overlap cancel_other)",
+                        "message": f"cancelled by the shard: {why}",
                     },
                 ),
                 self.partition,

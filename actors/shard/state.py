@@ -20,7 +20,7 @@ The changelog value of a schedule (one record per change, key = schedule id)::
          "retry_at": "...",                     # only while waiting for the next attempt
          "task": "...",                         # only for a DAG task's run
          "series_start": 3,                     # only after a dlq.replay (else 1)
-         "outcomes": [{"attempt": 1, "status": "failed", "fired_at": "...",   # failures so far
+         "outcomes": [{"attempt": 1, "status": "failed", "fired_at": "...",   # first 2, last 3
                        "finished_at": "...", "worker": "w-1",
                        "error": {"type": "...", "message": "..."}}]}],
      "buffered": ["2026-10-10T01:00:00.000Z"],  # occurrences waiting for the run in flight
