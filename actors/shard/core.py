@@ -289,16 +289,22 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         """
         self._out = []
         due_schedules: list[ScheduleState] = []
+        attempts: list[RunState] = []
         for item in self._wheel.advance(now_ms):
             item.timer = None
             if isinstance(item, ScheduleState):
                 due_schedules.append(item)
-                continue
+            else:
+                attempts.append(item)
+        # The wheel orders by tick, ties by insertion; a restored shard inserts in
+        # another order, so attempts due in the same tick go by (due, run id).
+        attempts.sort(key=_attempt_order)
+        for run in attempts:
             try:
-                if item.retry_ms is None:
-                    self._time_out(item, now_ms)
+                if run.retry_ms is None:
+                    self._time_out(run, now_ms)
                 else:
-                    self._next_attempt(item, now_ms)
+                    self._next_attempt(run, now_ms)
             except Exception as error:  # one broken schedule must not stop the shard
                 self._failed(error)
         for state in due_schedules:
@@ -566,3 +572,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
             self._dirty = {}
         self._out = []
         return out
+
+
+def _attempt_order(run: RunState) -> tuple[int, str]:
+    due_ms = run.deadline_ms + TIMEOUT_MARGIN_MS if run.retry_ms is None else run.retry_ms
+    return due_ms, run.run_id
