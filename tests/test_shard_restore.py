@@ -255,3 +255,33 @@ def test_the_fast_changelog_encoding_is_byte_for_byte_what_orjson_writes(
         run.attempt, run.fired_ms, run.deadline_ms = attempt, scheduled_ms + 5, scheduled_ms + 9
         state.runs[run.run_id] = run
     assert encode_schedule(state) == _encode_general(state)
+
+
+def test_attempts_due_in_one_wheel_tick_keep_their_order_after_a_restore() -> None:
+    # Found by the property above: two runs' retries fall in one 10 ms tick, which
+    # the wheel returns in insertion order, and a restored shard inserts in another;
+    # both runs die in that call, so the memory of dead runs came out reordered.
+    policy = {
+        "spec": {"every": "30s"},
+        "overlap": "allow",
+        "misfire": {"policy": "run_once", "grace_s": 60, "catch_up_max": 1},
+        "retry": {"max_attempts": 2, "initial_s": 1, "jitter": "full"},
+        "timeout_s": 10,
+        "spread": {"window_s": 20},
+    }
+    other = {**policy, "spread": None, "retry": {"max_attempts": 1, "initial_s": 1}}
+    original = Shard(now_ms=T0 + 5)
+    for op in [
+        ("upsert", "b", policy),
+        ("advance", MINUTE, None),
+        ("upsert", "a", other),
+        ("result", 0, "failed"),
+        ("result", 0, "failed"),
+        ("advance", 999, None),
+    ]:
+        _apply(original, op)
+    clear_caches()
+    restored, _ = original.restored()
+    expected = _canonical(_apply(original, ("advance", 3 * HOUR, None)))
+    assert _canonical(_apply(restored, ("advance", 3 * HOUR, None))) == expected
+    assert restored.changelog == original.changelog
