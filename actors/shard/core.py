@@ -121,6 +121,7 @@ Decisions (what a Temporal or Airflow user would expect)
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from typing import Any
 
@@ -279,18 +280,31 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
             )
         return self._flush(now_ms)
 
-    def advance(self, now_ms: int) -> list[OutRecord]:
+    def advance(self, now_ms: int, max_fires: int | None = None) -> list[OutRecord]:
         """Act on everything due at ``now_ms``; the records to write. Never raises.
 
         Attempts' timers (deadlines, retries) are handled before occurrences, each
         group in due order: an attempt that timed out by now no longer blocks an
         occurrence due by now, and the outcome does not depend on the order in
         which timers happened to be added (a restored shard adds them in another).
+
+        ``max_fires`` bounds one call (a backlog of 100k due schedules after a
+        takeover is written in bounded transactions, not one): once that many
+        timers were handled or occurrences fired, the rest of what is due goes
+        back on the wheel at its own due instant, in the same order, and the next
+        call takes it up (`next_due_ms` is then in the past). Nothing is lost,
+        reordered or fired early: the calls together do what one unbounded call
+        at the same ``now_ms`` does.
         """
         self._out = []
-        due_schedules: list[ScheduleState] = []
+        due = self._wheel.advance(now_ms)
+        due_at: dict[int, int] = {}
         attempts: list[RunState] = []
-        for item in self._wheel.advance(now_ms):
+        due_schedules: list[ScheduleState] = []
+        for item in due:
+            timer = item.timer
+            assert timer is not None
+            due_at[id(item)] = timer.due_ms
             item.timer = None
             if isinstance(item, ScheduleState):
                 due_schedules.append(item)
@@ -299,7 +313,13 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         # The wheel orders by tick, ties by insertion; a restored shard inserts in
         # another order, so attempts due in the same tick go by (due, run id).
         attempts.sort(key=_attempt_order)
+        budget = sys.maxsize if max_fires is None else max(1, max_fires)
+        counts = self._counts
+        handled = 0
         for run in attempts:
+            if budget <= 0:
+                break
+            handled += 1
             try:
                 if run.retry_ms is None:
                     self._time_out(run, now_ms)
@@ -307,11 +327,26 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                     self._next_attempt(run, now_ms)
             except Exception as error:  # one broken schedule must not stop the shard
                 self._failed(error)
+            budget -= 1
+        left = attempts[handled:]
+        handled = 0
         for state in due_schedules:
+            if budget <= 0:
+                break
+            handled += 1
+            fired_before = counts["fired_total"]
             try:
                 self._fire_due(state, now_ms)
             except Exception as error:
                 self._failed(error)
+            budget -= max(1, counts["fired_total"] - fired_before)
+        # Put back what this call did not reach, at its own due (unless handling an
+        # earlier item re-armed it meanwhile, as an unbounded call would have seen).
+        wheel = self._wheel
+        rest: list[Item] = [*left, *due_schedules[handled:]]
+        for pending in rest:
+            if pending.timer is None:
+                pending.timer = wheel.add(due_at[id(pending)], pending)
         return self._flush(now_ms)
 
     def _failed(self, error: Exception) -> None:
