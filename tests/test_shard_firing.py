@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 import pytest
 from shard_helpers import DAY, HOUR, MINUTE, SECOND, T0, Shard, command, upsert
 
 from actors.shard import runs as runs_module
 from actors.shard.core import TIMEOUT_MARGIN_MS
+from actors.shard.runs import run_key as real_run_key
+from topics.commands import Job
 from topics.messages import idempotency_key, run_id_for
 from topics.messages import run_value as real_run_value
 from topics.names import TopicKind
@@ -266,15 +266,15 @@ def test_an_error_in_the_middle_of_firing_leaves_the_schedule_written_and_armed(
     shard.send(upsert(overlap="allow"), at_ms=T0 + 5)
     calls = []
 
-    def second_call_fails(**fields: Any) -> bytes:
-        calls.append(fields["run_id"])
+    def second_call_fails(run_id: str) -> str:
+        calls.append(run_id)
         if len(calls) == 2:
             raise RuntimeError("injected")
-        return real_run_value(**fields)
+        return real_run_key(run_id)
 
-    monkeypatch.setattr(runs_module, "run_value", second_call_fails)
+    monkeypatch.setattr(runs_module, "run_key", second_call_fails)
     out = shard.advance(T0 + 2 * MINUTE)
-    monkeypatch.setattr(runs_module, "run_value", real_run_value)
+    monkeypatch.setattr(runs_module, "run_key", real_run_key)
     [run] = out.runs
     assert run.scheduled_ms == T0 + MINUTE
     assert shard.core.stats["errors_total"] == 1
@@ -299,11 +299,32 @@ def test_an_error_emitting_a_retry_tries_it_again_later(monkeypatch: pytest.Monk
     [run] = shard.advance(T0 + DAY).runs
     shard.report(run, "failed", at_ms=T0 + DAY + SECOND)
 
-    def fails(**fields: Any) -> bytes:
+    def fails(run_id: str) -> str:
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(runs_module, "run_value", fails)
+    monkeypatch.setattr(runs_module, "run_key", fails)
     assert shard.advance(T0 + DAY + 2 * SECOND).runs == []
-    monkeypatch.setattr(runs_module, "run_value", real_run_value)
+    monkeypatch.setattr(runs_module, "run_key", real_run_key)
     [retry] = shard.run_until(T0 + DAY + 2 * MINUTE).runs
     assert retry.run_id == run.run_id and retry.attempt == 2
+
+
+def test_a_run_record_is_byte_for_byte_what_run_value_writes() -> None:
+    # The shard spells a plain run's record itself (a herd's path); it must stay
+    # exactly the wire format's builder's output, non-ASCII text and key order included.
+    shard = Shard()
+    body = upsert("tenant.é", job={"name": "n\u2028", "args": {"b": [1, {"c": None}]}})
+    shard.send(body, at_ms=T0 + 5)
+    [record] = shard.advance(T0 + MINUTE).of(TopicKind.RUNS)
+    run_id = run_id_for("tenant.é", T0 + MINUTE)
+    assert record.value == real_run_value(
+        run_id=run_id,
+        schedule_id="tenant.é",
+        task=None,
+        scheduled_ms=T0 + MINUTE,
+        fired_ms=T0 + MINUTE,
+        attempt=1,
+        job=Job("n\u2028", {"b": [1, {"c": None}]}),
+        idempotency_key=idempotency_key(run_id),
+        deadline_ms=T0 + MINUTE + 3600 * SECOND,
+    )

@@ -34,6 +34,7 @@ class Definition:
     """The parts of a schedule the shard consults while firing; immutable, shared."""
 
     __slots__ = (
+        "_job_json",
         "compiled",
         "grace_ms",
         "is_at",
@@ -65,6 +66,20 @@ class Definition:
         self.timeout_ms = timeout_s * 1000
         self.grace_ms = misfire.grace_s * 1000
         self.is_at = is_at  # a one-off: created late (within grace), it still fires
+        self._job_json: orjson.Fragment | None = None
+
+    def job_json(self) -> orjson.Fragment:
+        """The job as the JSON every run record of this definition carries, encoded
+        once (a definition is shared by all the schedules that say the same)."""
+        found = self._job_json
+        if found is None:
+            args = self.job.args
+            found = self._job_json = orjson.Fragment(
+                orjson.dumps(
+                    {"name": self.job.name, "args": args if type(args) is dict else dict(args)}
+                )
+            )
+        return found
 
 
 def definition_doc(command: ScheduleUpsert) -> dict[str, Any]:

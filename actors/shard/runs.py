@@ -19,7 +19,10 @@ It also writes the results the shard decides itself (``missed``, ``skipped``,
 from __future__ import annotations
 
 from collections.abc import Mapping
+from hashlib import sha256 as _sha256
 from typing import TYPE_CHECKING
+
+from orjson import dumps as _dumps
 
 from actors.shard import overlap
 from actors.shard.misfire import Backlog, MissedRange
@@ -28,7 +31,7 @@ from actors.shard.state import RunState, ScheduleState, instant_text
 from actors.wheel import TimingWheel
 from topics.commands import Job, RetryPolicy
 from topics.deadlines import TIMEOUT_MARGIN_MS as TIMEOUT_MARGIN_MS
-from topics.messages import dlq_value, idempotency_key, result_value, run_id_for, run_value
+from topics.messages import dlq_value, result_value, run_id_for, run_value
 from topics.names import TopicKind
 from topics.records import OutRecord
 from topics.timefmt import format_ms
@@ -57,6 +60,12 @@ def bounded_error(error: Mapping[str, str]) -> dict[str, str]:
             text if len(text) <= limit else text[: limit - 3] + "..."
         )
     return bounded
+
+
+def run_key(run_id: str) -> str:
+    """`topics.messages.idempotency_key` of a run id alone, without its generality."""
+    data = run_id.encode()
+    return _sha256(len(data).to_bytes(4, "big") + data).hexdigest()
 
 
 _RUNS = TopicKind.RUNS
@@ -188,28 +197,41 @@ class RunBook:
         self._counts["fired_total"] += 1
 
     def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
-        if run.task is None:
+        run_id = run.run_id
+        # The value is built before any change to the run: if it raises, none happened.
+        if run.task is None:  # a herd's path: `run_value`'s very bytes, spelled directly
             definition = state.definition
-            job, timeout_ms = definition.job, definition.timeout_ms
-            logical_ms = interval = None
+            deadline_ms = now_ms + definition.timeout_ms
+            value = _dumps(
+                {
+                    "v": 1,
+                    "run_id": run_id,
+                    "schedule_id": state.id,
+                    "scheduled_at": instant_text(run.scheduled_ms),
+                    "fired_at": instant_text(now_ms),
+                    "attempt": run.attempt,
+                    "job": definition.job_json(),
+                    "idempotency_key": run_key(run_id),
+                    "deadline": instant_text(deadline_ms),
+                }
+            )
         else:
             job, timeout_ms, _ = self._policy_of(state, run)
             logical_ms, interval = self._dag_dates(state, run)
-        deadline_ms = now_ms + timeout_ms
-        run_id = run.run_id
-        value = run_value(  # before any change to the run: if this raises, none happened
-            run_id=run_id,
-            schedule_id=state.id,
-            task=run.task,
-            scheduled_ms=run.scheduled_ms,
-            fired_ms=now_ms,
-            attempt=run.attempt,
-            job=job,
-            idempotency_key=idempotency_key(run_id),
-            deadline_ms=deadline_ms,
-            logical_date_ms=logical_ms,
-            data_interval=interval,
-        )
+            deadline_ms = now_ms + timeout_ms
+            value = run_value(
+                run_id=run_id,
+                schedule_id=state.id,
+                task=run.task,
+                scheduled_ms=run.scheduled_ms,
+                fired_ms=now_ms,
+                attempt=run.attempt,
+                job=job,
+                idempotency_key=run_key(run_id),
+                deadline_ms=deadline_ms,
+                logical_date_ms=logical_ms,
+                data_interval=interval,
+            )
         run.fired_ms = now_ms
         run.deadline_ms = deadline_ms
         run.retry_ms = None

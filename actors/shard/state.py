@@ -330,9 +330,22 @@ _second_prefix: dict[int, str] = {}
 _MILLIS = [f".{ms:03d}Z" for ms in range(1000)]
 
 
+_texts: dict[int, str] = {}
+
+
 def instant_text(instant_ms: int) -> str:
-    """`format_ms` with a per-second cache: a herd fires thousands of runs per second
-    and each changelog record carries several instants of that same second."""
+    """`format_ms` with a cache: a herd fires thousands of runs per second and each
+    run and changelog record carries several instants of that same second."""
+    text = _texts.get(instant_ms)
+    if text is not None:
+        return text
+    if len(_texts) >= _CACHE_MAX:
+        _texts.clear()
+    text = _texts[instant_ms] = _instant_text(instant_ms)
+    return text
+
+
+def _instant_text(instant_ms: int) -> str:
     second, ms = divmod(instant_ms, 1000)
     prefix = _second_prefix.get(second)
     if prefix is None:
