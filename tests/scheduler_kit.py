@@ -70,9 +70,15 @@ class SchedulerProcesses:
     """``kafkron scheduler`` subprocesses of one namespace, logs in ``log_dir``."""
 
     def __init__(
-        self, settings: Settings, log_dir: Path, *, session_timeout_ms: int = 10_000
+        self,
+        settings: Settings,
+        log_dir: Path,
+        *,
+        session_timeout_ms: int = 10_000,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.settings = settings
+        self.extra_args = extra_args
         self.log_dir = log_dir
         self.session_timeout_ms = session_timeout_ms
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -101,6 +107,7 @@ class SchedulerProcesses:
                         str(self.session_timeout_ms // 3),
                         "--figures-interval-s",
                         "10",
+                        *self.extra_args,
                     ],
                     cwd=REPO,
                     env=env,

@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 SCHEDULES = 1_000
 SHARDS = 6
+MAX_FIRES_PER_TURN = 200
 
 
 async def _sleep_until(start_s: float, offset_s: float) -> None:
@@ -36,7 +37,14 @@ async def _sleep_until(start_s: float, offset_s: float) -> None:
 async def test_kill_and_pause_schedulers_every_second_fires_exactly_once(
     kafka_settings: Settings, tmp_path: Path
 ) -> None:
-    procs = SchedulerProcesses(kafka_settings, tmp_path, session_timeout_ms=10_000)
+    # A small bound per turn: a takeover's backlog (a session timeout of every
+    # second of ~170 schedules per shard) goes out over many bounded transactions.
+    procs = SchedulerProcesses(
+        kafka_settings,
+        tmp_path,
+        session_timeout_ms=10_000,
+        extra_args=("--max-fires-per-turn", str(MAX_FIRES_PER_TURN)),
+    )
     procs.start(3)
     try:
         await procs.wait_stable(SHARDS)

@@ -67,6 +67,14 @@ def register(subparsers: Any) -> None:
         f" (default {defaults.max_batch})",
     )
     parser.add_argument(
+        "--max-fires-per-turn",
+        type=int,
+        default=defaults.max_fires_per_turn,
+        metavar="N",
+        help="most due occurrences a shard fires per transaction; a backlog takes"
+        f" several turns, back to back (default {defaults.max_fires_per_turn})",
+    )
+    parser.add_argument(
         "--skew-bound-ms",
         type=int,
         default=defaults.skew_bound_ms,
@@ -95,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.max_batch < 1:
         return output.fail("scheduler", "--max-batch must be at least 1", 2)
+    if args.max_fires_per_turn < 1:
+        return output.fail("scheduler", "--max-fires-per-turn must be at least 1", 2)
     if args.skew_bound_ms < 0:
         return output.fail("scheduler", "--skew-bound-ms must be >= 0", 2)
     logging.basicConfig(
@@ -109,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_ms=args.heartbeat_ms,
         max_batch=args.max_batch,
+        max_fires_per_turn=args.max_fires_per_turn,
         skew_bound_ms=args.skew_bound_ms,
         figures_interval_s=args.figures_interval_s,
     )

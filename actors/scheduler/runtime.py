@@ -13,10 +13,22 @@ Theory of operation::
       build queued shards   (producer.start() fences old owners; restore; seek to
                              the committed offsets; resume)
       getmany(timeout = until the earliest shard is due, at most 1 s)
-      apply records to their shard's core; advance(now) every shard
+      apply records to their shard's core; advance(now, max_fires) every shard
+      (bounded: a backlog goes out over several turns, the next one at once)
       per shard with output or consumed offsets: ONE transaction
           (records + send_offsets_to_transaction + commit), shards in parallel
-    revoked p   -> drop the shard (the loop holds no open transaction between turns)
+    revoked p   -> park the shard: core and producer kept, nothing read or written
+                   (the loop holds no open transaction between turns)
+    assigned p again (the same rebalance gives it back, as eager rebalancing does
+                   with most shards whenever a member joins or leaves)
+                -> resume the parked shard: no fence, no restore; seek to the
+                   committed offsets. Parked shards not given back are closed.
+
+Resuming without fencing is safe because fencing stays the arbiter: had another
+process owned p in between, its producer start bumped the epoch of p's
+transactional id, so the resume's clock probe (an aborted transaction) fails with
+ProducerFenced and the shard is built afresh; any later transaction would fail
+the same way — nothing of the stale core reaches a topic.
 
 A shard whose transaction fails is dropped and rebuilt from the changelog: the
 core's memory already includes the batch that did not commit. A *fenced* shard is
@@ -25,6 +37,17 @@ someone else believes they own p. We stop writing for p at once and only rebuild
 it if the group still assigns p to us a session timeout later (by then, either we
 were the zombie and lost the assignment, or the other writer was and lost its own).
 
+Garbage collection: a shard's state is hundreds of thousands of long-lived
+objects (schedules, definitions, timers). CPython's young-generation collections
+trigger every 700 allocations and each full collection walks all of them; firing
+allocates many short-lived objects, so the collector halved `advance`'s throughput
+(measured by the shard core's bench). After every restore the process therefore
+calls ``gc.freeze()`` (the restored state moves to the permanent generation: never
+scanned, still freed by reference counting when a schedule goes) and it runs with
+a young-generation threshold of `GC_YOUNG_THRESHOLD`. The cost: a reference cycle
+among frozen objects is never collected; the state's one cycle (an item and its
+wheel timer) is broken by the core when the timer fires or is cancelled.
+
 The event loop is never busy: with nothing due and nothing arriving, a turn costs
 one ``getmany`` that waits up to a second.
 """
@@ -32,6 +55,7 @@ one ``getmany`` that waits up to a second.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections import defaultdict
@@ -61,6 +85,8 @@ log = logging.getLogger("kafkron.scheduler")
 Batch = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
 
 MAX_SLEEP_MS = 1_000
+# Young-generation GC threshold (CPython's default is 700); see the module docstring.
+GC_YOUNG_THRESHOLD = 50_000
 REBUILD_BACKOFF_S = 1.0
 # Fencing, restoring and seeking one shard; beyond this the broker is unwell: retry.
 BUILD_TIMEOUT_S = 120.0
@@ -74,6 +100,10 @@ class RuntimeOptions:
     shards move (the failover time is about this plus a restore).
     ``heartbeat_ms``: heartbeat interval, a third of the session timeout or less.
     ``max_batch``: most records taken per turn; a turn is one transaction per shard.
+    ``max_fires_per_turn``: most due timers a shard handles per turn (occurrences
+    fired, attempts timed out or retried). A takeover's backlog is then written in
+    transactions of this size, the first within a second of the restore, and the
+    loop turns again at once while work remains (nothing waits for the next tick).
     ``skew_bound_ms``: local clock may run this far ahead of the broker's before
     firing is held back.
     ``figures_interval_s``: how often per-shard figures are logged (0: never).
@@ -83,6 +113,7 @@ class RuntimeOptions:
     session_timeout_ms: int = 10_000
     heartbeat_ms: int = 3_000
     max_batch: int = 5_000
+    max_fires_per_turn: int = 5_000
     skew_bound_ms: int = DEFAULT_BOUND_MS
     figures_interval_s: float = 30.0
     commit_timeout_s: float = 15.0
@@ -141,6 +172,10 @@ class SchedulerRuntime:
         }
         self._lock = asyncio.Lock()
         self.runners: dict[int, ShardRunner] = {}
+        # Revoked shards kept whole until the assignment says whether they come back.
+        self._parked: dict[int, ShardRunner] = {}
+        # Parked shards the latest assignment did not give back: closed by the loop.
+        self._not_given_back: set[int] = set()
         # p -> monotonic instant before which we must not (re)build it
         self._waiting: dict[int, float] = {}
         self._assigned: set[int] = set()
@@ -159,6 +194,8 @@ class SchedulerRuntime:
         from topics.admin import shard_count  # the foundation's check of the contract
 
         self._stopping = stop
+        _, older, oldest = gc.get_threshold()
+        gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
         self._partitions = await shard_count(self.settings)
         if self._core_factory is None:
@@ -196,7 +233,9 @@ class SchedulerRuntime:
             async with self._lock:
                 # No transaction is open between turns; closing is stopping producers.
                 await asyncio.gather(*(self._drop(p, "shutting down") for p in list(self.runners)))
+                await self._close_parked(keep=set())
             await _quietly(consumer.stop())  # leaves the group: the shards move at once
+            await self._close_parked(keep=set())
             await _quietly(restore_consumer.stop())
             log.info("scheduler stopped")
 
@@ -294,8 +333,9 @@ class SchedulerRuntime:
                 if i % 64 == 63:
                     await breather.maybe()
             offsets[tp.partition][tp] = records[-1].offset + 1
+        max_fires = self.options.max_fires_per_turn
         for p, runner in self.runners.items():
-            out[p].extend(runner.core.advance(now_ms))
+            out[p].extend(runner.core.advance(now_ms, max_fires))
             await breather.maybe()
         work = [
             (p, runner, out[p], offsets[p])
@@ -352,14 +392,19 @@ class SchedulerRuntime:
             owned.add(p)
             self._waiting[p] = 0.0
         self._assigned = owned
-        log.info("assigned shards %s", sorted(owned))
+        self._not_given_back |= set(self._parked) - owned
+        log.info("assigned shards %s", sorted(owned))  # tests read this line's tail
+        resumed = sorted(p for p in owned if p in self._parked)
+        if resumed:
+            log.info("parked shards %s assigned back: resuming them without restore", resumed)
 
     async def _on_revoked(self, revoked: set[int]) -> None:
         async with self._lock:
             for p in sorted(revoked):
                 self._waiting.pop(p, None)
-                if p in self.runners:
-                    await self._drop(p, "revoked")
+                runner = self.runners.pop(p, None)
+                if runner is not None:
+                    self._parked[p] = runner  # no transaction is open between turns
             self._assigned -= revoked
         if revoked:
             log.info("revoked shards %s", sorted(revoked))
@@ -374,19 +419,66 @@ class SchedulerRuntime:
             if self._consumer is not None:
                 self._consumer.pause(*self._shard_tps(p))
 
+    async def _close_parked(self, keep: set[int] | None = None) -> None:
+        """Close the parked shards the assignment did not give back (all but ``keep``).
+
+        Only once an assignment came: between revocation and assignment a parked
+        shard may still come back.
+        """
+        if keep is None:
+            closing, self._not_given_back = self._not_given_back, set()
+        else:
+            closing = set(self._parked) - keep
+        gone = [self._parked.pop(p) for p in sorted(closing) if p in self._parked]
+        await asyncio.gather(*(runner.close() for runner in gone))
+        for runner in gone:
+            log.info("shard %d dropped (revoked, not assigned back)", runner.partition)
+
+    async def _resume(self, consumer: AIOKafkaConsumer, runner: ShardRunner) -> None:
+        """Feed a parked shard again: its core and producer are as the last turn left them.
+
+        The clock probe is also the cheap check that our producer is still the
+        current epoch: had another process taken the shard meanwhile, it raises
+        ProducerFenced here and the caller builds the shard afresh, at once.
+        """
+        await runner.sample_clock()
+        for tp in (runner.commands_tp, runner.results_tp):
+            committed = await consumer.committed(tp)
+            consumer.seek(tp, 0 if committed is None else committed)
+        self.runners[runner.partition] = runner
+        consumer.resume(runner.commands_tp, runner.results_tp)
+        log.info("shard %d resumed after the rebalance (no restore)", runner.partition)
+
     def _shard_tps(self, p: int) -> tuple[TopicPartition, ...]:
         return tuple(TopicPartition(topic, p) for topic in self._kinds)
 
     async def _build_waiting(self, consumer: AIOKafkaConsumer) -> None:
-        if not self._waiting:
+        if not self._waiting and not self._parked:
             return
         now_s = time.monotonic()
         async with self._lock:
+            await self._close_parked()
             due = sorted(
                 p for p, at in self._waiting.items() if at <= now_s and p in self._assigned
             )
             for p in [p for p in self._waiting if p not in self._assigned]:
                 del self._waiting[p]
+            for p in [p for p in due if p in self._parked]:
+                due.remove(p)
+                runner = self._parked.pop(p)
+                try:
+                    await asyncio.wait_for(self._resume(consumer, runner), BUILD_TIMEOUT_S)
+                except Exception as exc:
+                    self.runners.pop(p, None)
+                    await runner.close()
+                    log.error(
+                        "shard %d: could not resume it (%s: %s); rebuilding it",
+                        p,
+                        type(exc).__name__,
+                        exc,
+                    )
+                    continue  # stays in _waiting: built from scratch next time
+                self._waiting.pop(p, None)
             if not due:
                 return
             runners = [self._new_runner(p) for p in due]
@@ -435,7 +527,11 @@ class SchedulerRuntime:
     async def _take_on(self, consumer: AIOKafkaConsumer, runner: ShardRunner) -> None:
         """Restore a fenced runner, position its inputs, and start feeding it."""
         assert self._restore_consumer is not None
+        # Before the first advance: a broker-time sample, so the skew hold-back
+        # already applies to the first fires (see ShardRunner.sample_clock).
+        await runner.sample_clock()
         await runner.restore(self._restore_consumer, self.now_ms)
+        gc.freeze()  # the restored state is long-lived: keep it out of every collection
         # Positions from the committed offsets, read *after* fence() settled the
         # previous owner's transaction: nothing can be committed behind them any more.
         for tp in (runner.commands_tp, runner.results_tp):

@@ -49,6 +49,10 @@ log = logging.getLogger("kafkron.scheduler")
 
 # LogAppendTime (timestamp_type 1) is what makes a produce ack carry the broker clock.
 _LOG_APPEND_TIME = 1
+# The clock probe's record: written to {ns}.runs in a transaction that is always
+# aborted, so no read_committed reader (workers, history) ever sees it.
+CLOCK_PROBE_KEY = b"\x00clock-probe"
+CLOCK_PROBE_VALUE = b'{"v":1,"probe":"clock","note":"aborted; never a run"}'
 # A transaction must finish well inside this; the broker aborts it after.
 TRANSACTION_TIMEOUT_MS = 30_000
 
@@ -59,7 +63,7 @@ class ShardCoreLike(Protocol):
     def restore(self, key: bytes, value: bytes | None) -> None: ...
     def finish_restore(self, now_ms: int) -> list[OutRecord]: ...
     def apply(self, record: InRecord, now_ms: int) -> list[OutRecord]: ...
-    def advance(self, now_ms: int) -> list[OutRecord]: ...
+    def advance(self, now_ms: int, max_fires: int | None = None) -> list[OutRecord]: ...
     def next_due_ms(self) -> int | None: ...
     @property
     def stats(self) -> Mapping[str, Any]: ...
@@ -146,6 +150,33 @@ class ShardRunner:
         self.restore_ms = (time.monotonic() - started) * 1000.0
         self.restored_records = result.records
         self.restored_keys = result.keys
+
+    async def sample_clock(self) -> bool:
+        """Take one broker-time sample before this shard first fires; True if it did.
+
+        The skew hold-back learns the broker's clock from the LogAppendTime stamps
+        of our own writes to `{ns}.runs`; a process that has not written yet has no
+        sample, and its first fires after a takeover could be early on a fast
+        clock. So: one record to `{ns}.runs` in a transaction that is then aborted
+        — the produce response carries the broker's append time, and no
+        read_committed reader ever sees the record.
+        """
+        producer = self._producer
+        if producer is None:
+            raise RuntimeError(f"shard {self.partition}: clock sample before fence")
+        topic = self._settings.topic(TopicKind.RUNS)
+        await producer.begin_transaction()
+        try:
+            sent_ms = self._clock.now_ms()
+            future = await producer.send(topic, value=CLOCK_PROBE_VALUE, key=CLOCK_PROBE_KEY)
+            metadata = await future
+            acked_ms = self._clock.now_ms()
+        finally:
+            await producer.abort_transaction()
+        if metadata is None or metadata.timestamp_type != _LOG_APPEND_TIME:
+            return False
+        self._skew.observe(sent_ms=sent_ms, acked_ms=acked_ms, broker_ms=metadata.timestamp)
+        return True
 
     def has_unwritten(self) -> bool:
         return bool(self._unwritten)
