@@ -463,7 +463,10 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 while o is not None and o <= now_ms:
                     lateness.append(now_ms - o)
                     state.next_ms = following = next_after(o)
-                    self._occurrence(state, o, now_ms)
+                    if state.runs or state.dag is not None:
+                        self._occurrence(state, o, now_ms)
+                    else:  # the common case, without an overlap decision
+                        self._start_run(state, o, now_ms)
                     o = following
             else:
                 misfire = definition.misfire

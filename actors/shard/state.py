@@ -168,29 +168,33 @@ def encode_schedule(state: ScheduleState) -> bytes:
     """
     if state.buffered or state.dead or state.dag is not None:
         return _encode_general(state)
-    for run in state.runs.values():
-        if run.task is not None or run.series_start != 1 or run.retry_ms is not None:
-            return _encode_general(state)
-        if run.outcomes:
-            return _encode_general(state)
     id_json = state._id_json
     if id_json is None:
         id_json = state._id_json = orjson.dumps(state.id).decode()
+    runs_json = ""
+    if state.runs:
+        run_prefix = id_json[:-1]  # a run id is the id, "@" and an instant: nothing to escape
+        at = len(state.id)
+        entries = []
+        for run in state.runs.values():
+            if (
+                run.task is not None
+                or run.series_start != 1
+                or run.retry_ms is not None
+                or run.outcomes
+            ):
+                return _encode_general(state)
+            entries.append(
+                f'{{"run_id":{run_prefix}{run.run_id[at:]}","attempt":{run.attempt},'
+                f'"fired":"{instant_text(run.fired_ms)}",'
+                f'"deadline":"{instant_text(run.deadline_ms)}"}}'
+            )
+        runs_json = f',"runs":[{",".join(entries)}]'
     def_bytes = state.def_bytes
     next_ms = state.next_ms
     last_ms = state.last_fired_ms
     next_json = "null" if next_ms is None else f'"{instant_text(next_ms)}"'
     last_json = "null" if last_ms is None else f'"{instant_text(last_ms)}"'
-    runs_json = ""
-    if state.runs:
-        run_prefix = id_json[:-1]  # a run id is the id, "@" and an instant: nothing to escape
-        at = len(state.id)
-        entries = ",".join(
-            f'{{"run_id":{run_prefix}{run.run_id[at:]}","attempt":{run.attempt},'
-            f'"fired":"{instant_text(run.fired_ms)}","deadline":"{instant_text(run.deadline_ms)}"}}'
-            for run in state.runs.values()
-        )
-        runs_json = f',"runs":[{entries}]'
     paused_json = "true" if state.paused else "false"
     head = (
         f'{{"v":1,"def_bytes":{len(def_bytes)},"id":{id_json},"kind":"schedule",'
