@@ -32,8 +32,9 @@ from actors.shard import ShardCore
 from simulation.clock import NodeClock
 from simulation.host import Host
 from simulation.kafka import BrokerUnavailable, ProducerFenced, Txn
+from topics.messages import parse_run, result_value
 from topics.names import TopicKind
-from topics.records import OutRecord
+from topics.records import InRecord, OutRecord
 
 REBUILD_BACKOFF_MS = 1_000
 LATE_MS = 1_000  # a fire further than this from its instant is narrated as "late"
@@ -176,6 +177,7 @@ class SchedulerNode:
             self._sync_membership(true_ms)
         self._build_waiting(true_ms)
         now_ms = self.now_ms()
+        early_release = "dag-early-release" in host.broken
         out: dict[int, list[OutRecord]] = {}
         consumed: dict[int, dict[TopicKind, int]] = {}
         for p, shard in self.shards.items():
@@ -189,6 +191,8 @@ class SchedulerNode:
                     shard.positions[kind] = position
                     offsets[kind] = position
             records.extend(shard.core.advance(now_ms))
+            if early_release:
+                records.extend(_release_early(shard.core, p, records, now_ms))
             if shard.unwritten:
                 records = shard.unwritten + records
             if records or offsets:
@@ -379,7 +383,7 @@ class SchedulerNode:
     # -- the story -----------------------------------------------------------------
 
     def _narrate(self, p: int, records: list[OutRecord], true_ms: int) -> None:
-        from topics.messages import parse_dlq, parse_result, parse_run
+        from topics.messages import parse_dlq, parse_result
 
         for r in records:
             if r.topic is TopicKind.RUNS and r.value is not None:
@@ -414,3 +418,43 @@ class SchedulerNode:
 
     def _log(self, true_ms: int, kind: str, text: str) -> None:
         self.host.timeline.add(true_ms, self.name, kind, text)
+
+
+def _release_early(
+    core: ShardCore, p: int, records: list[OutRecord], now_ms: int
+) -> list[OutRecord]:
+    """The ``dag-early-release`` broken variant (test-only): trust a fire as a success.
+
+    Each DAG task run the shard just fired is fed straight back to the REAL core as a
+    ``succeeded`` result that no worker wrote (and that reaches no topic), so the
+    core releases the task's dependents at once, before the task has even started.
+    The shard core is untouched: the bug lives in this simulated node alone, and the
+    dag-order checker must catch it. Chains release too (a released task's own
+    dependents follow in the same turn).
+    """
+    released: list[OutRecord] = []
+    pending = list(records)
+    while pending:
+        record = pending.pop(0)
+        if record.topic is not TopicKind.RUNS or record.value is None:
+            continue
+        run = parse_run(record.value)
+        if run.task is None:
+            continue
+        value = result_value(
+            run_id=run.run_id,
+            schedule_id=run.schedule_id,
+            task=run.task,
+            attempt=run.attempt,
+            status="succeeded",
+            scheduled_ms=run.scheduled_ms,
+            started_ms=now_ms,
+            finished_ms=now_ms,
+            worker="early-release",
+            error=None,
+        )
+        fake = InRecord(TopicKind.RESULTS, p, -1, run.schedule_id.encode(), value, now_ms)
+        more = core.apply(fake, now_ms)
+        released.extend(more)
+        pending.extend(more)
+    return released

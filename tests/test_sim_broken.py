@@ -4,7 +4,10 @@ Each variant is a test-only switch (``--break``): the simulated broker lets a
 fenced producer commit, or the shard writes its changelog outside its
 transaction. A sweep of leader-paused-15s (a scheduler frozen across midnight,
 past its session) must catch each within a few seeds, and print the command that
-replays the failing seed.
+replays the failing seed. The DAG variant (``dag-early-release``: the simulated
+scheduler node takes a DAG task as succeeded the moment it fires it, so the real
+shard core releases its dependents at once) must be caught by the dag-order
+checker on nightly-billing-dag.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from simulation.scenario import load
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "simulation" / "scenarios" / "leader-paused-15s.toml"
+DAG_SCENARIO = ROOT / "simulation" / "scenarios" / "nightly-billing-dag.toml"
 SEEDS = range(1, 9)
 
 
@@ -42,6 +46,41 @@ def test_broken_variant_is_caught_by_a_checker(variant: str, checker: str) -> No
     assert caught.replay().endswith(f"--seed {caught.seed} --break {variant}")
     # The same seed without the break holds every invariant: the checker saw the break.
     assert simulate(scenario, caught.seed).ok
+
+
+def test_dag_early_release_is_caught_by_the_dag_order_checker() -> None:
+    scenario = load(DAG_SCENARIO)
+    caught = None
+    for seed in SEEDS:
+        outcome = simulate(scenario, seed, broken=["dag-early-release"])
+        if not outcome.ok:
+            caught = outcome
+            break
+    assert caught is not None, f"dag-early-release: no seed in {SEEDS} caught it"
+    dag_order = next(v for v in caught.verdicts if v.name == "dag-order")
+    assert not dag_order.ok
+    # The violation names a task that started before a dependency of the same run
+    # succeeded: the checker judged the order, not some side effect of the break.
+    assert any("started at" in v and "succeeded" in v for v in dag_order.violations)
+    print(f"dag-early-release caught by dag-order with seed {caught.seed}: {caught.replay()}")
+    assert caught.replay().endswith(f"--seed {caught.seed} --break dag-early-release")
+    # The same seed without the break holds every invariant, dag-order included.
+    clean = simulate(scenario, caught.seed)
+    assert clean.ok
+    assert next(v for v in clean.verdicts if v.name == "dag-order").checked > 0
+    # The printed command replays it: same verdict, exit code 1.
+    args = caught.replay().split()[2:]
+    done = subprocess.run(
+        [sys.executable, "-m", "actors.cli", "simulate", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "FAIL dag-order" in done.stdout
+    assert f"VIOLATION with seed {caught.seed}; replay it with:" in done.stdout
+    assert caught.replay() in done.stdout
 
 
 def test_cli_prints_the_seed_and_the_replay_command_and_exits_1() -> None:
