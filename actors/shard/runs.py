@@ -183,7 +183,7 @@ class RunBook:
             state.last_fired_ms = scheduled_ms
 
     def _start_run(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
-        run_id = run_id_for(state.id, scheduled_ms)
+        run_id = f"{state.id}@{instant_text(scheduled_ms)}"  # `run_id_for`, without a task
         if run_id in state.runs:  # only a trigger can collide with an occurrence
             self._skipped(state, scheduled_ms, "Duplicate", "a run with this id is in flight")
             return
@@ -236,7 +236,8 @@ class RunBook:
         run.deadline_ms = deadline_ms
         run.retry_ms = None
         self._out.append(OutRecord(_RUNS, state.key, value))
-        self._cancel_timer(run)
+        if run.timer is not None:
+            self._cancel_timer(run)
         run.timer = self._wheel.add(deadline_ms + TIMEOUT_MARGIN_MS, run)
 
     def _policy_of(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
