@@ -23,6 +23,7 @@ state from before the batch, which a pure core that mutates in place no longer h
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -171,8 +172,12 @@ class ShardRunner:
             future = await producer.send(topic, value=CLOCK_PROBE_VALUE, key=CLOCK_PROBE_KEY)
             metadata = await future
             acked_ms = self._clock.now_ms()
-        finally:
-            await producer.abort_transaction()
+        except BaseException:
+            # A fenced producer refuses the abort too; the first error is the one to report.
+            with contextlib.suppress(Exception):
+                await producer.abort_transaction()
+            raise
+        await producer.abort_transaction()
         if metadata is None or metadata.timestamp_type != _LOG_APPEND_TIME:
             return False
         self._skew.observe(sent_ms=sent_ms, acked_ms=acked_ms, broker_ms=metadata.timestamp)
