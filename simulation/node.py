@@ -16,7 +16,8 @@ The loop is shaped like `actors.scheduler.runtime.SchedulerRuntime`, step for st
 
 ``now`` is the node's clock minus the real `actors.scheduler.skew.SkewEstimator`'s
 holdback, fed from the broker's append time of the node's own run records, as the
-runtime does with LogAppendTime.
+runtime does with LogAppendTime, and, before a shard's first advance, from a clock
+probe (an aborted one-record transaction to runs, as ``ShardRunner.sample_clock``).
 
 A transaction takes a drawn round trip to commit; a process paused in between
 commits when it resumes (a zombie, fenced if someone took over), a crashed one
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from actors.scheduler.shard_runner import CLOCK_PROBE_KEY, CLOCK_PROBE_VALUE
 from actors.scheduler.skew import SkewEstimator
 from actors.shard import ShardCore
 from simulation.clock import NodeClock
@@ -235,6 +237,7 @@ class SchedulerNode:
             tx_id = host.settings.shard_transactional_id(p)
             try:
                 epoch = kafka.init_transactions(tx_id, true_ms)
+                self._probe_clock(tx_id, epoch, true_ms)
                 core = ShardCore(
                     partition=p,
                     partitions=kafka.partitions[TopicKind.COMMANDS],
@@ -263,6 +266,33 @@ class SchedulerNode:
                 f"shard {p} taken on (epoch {epoch}, fences older "
                 f"owners): {len(latest)} schedules restored, {stats['in_flight']} runs in "
                 f"flight",
+            )
+
+    def _probe_clock(self, tx_id: str, epoch: int, true_ms: int) -> None:
+        """As `ShardRunner.sample_clock`: a broker-time sample before the shard first fires.
+
+        One record (`CLOCK_PROBE_KEY`) to runs in a transaction that is aborted, so
+        no read_committed reader sees it; its append time is the broker's clock.
+        Without it a process that has not written yet has no sample, and a clock
+        running ahead fires its first batch early. The build is instantaneous here
+        (as the restore is), so the acknowledgement comes at the send's instant.
+        """
+        kafka = self.host.kafka
+        txn = kafka.begin(tx_id, epoch, true_ms)
+        sent_ms = self.clock.now_ms()
+        try:
+            kafka.send(txn, TopicKind.RUNS, CLOCK_PROBE_KEY, CLOCK_PROBE_VALUE, None, true_ms)
+        finally:
+            kafka.abort(txn, true_ms)
+        was_held_back = self._holdback_ms
+        self.skew.observe(sent_ms=sent_ms, acked_ms=self.clock.now_ms(), broker_ms=true_ms)
+        self._holdback_ms = self.skew.holdback_ms()
+        if self._holdback_ms and not was_held_back:
+            self._log(
+                true_ms,
+                "clock",
+                f"clock probe: its clock runs at least {self.skew.ahead_ms:,} ms ahead of "
+                f"the broker's; firing held back by {self._holdback_ms:,} ms",
             )
 
     def _send(

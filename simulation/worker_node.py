@@ -347,9 +347,13 @@ class WorkerNode:
             due.append(self.clock.true_ms_at(local_due))
         logs = self.host.kafka.logs[TopicKind.RUNS]
         paused = self.core.paused()
-        for p, position in self.positions.items():
-            if p not in paused and logs[p].has_data(position):
-                due.append(true_ms)
+        # Records it has not fetched yet: fetch at once, but only while the broker
+        # answers (a turn without a broker fetches nothing, and waking for them
+        # again at the same instant would never end); the broker's return wakes it.
+        if self.host.kafka.available:
+            for p, position in self.positions.items():
+                if p not in paused and logs[p].has_data(position):
+                    due.append(true_ms)
         if self.assigned - self.core.assigned:
             due.append(true_ms + UNAVAILABLE_RETRY_MS)
         if due:

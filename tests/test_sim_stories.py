@@ -8,6 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from actors.scheduler.skew import DEFAULT_BOUND_MS
 from simulation.run import Outcome, simulate
 from simulation.scenario import load
 from topics.codec import loads
@@ -95,21 +96,31 @@ def test_email_blip_retries_in_lockstep_without_jitter_and_spread_with_it() -> N
     assert lockstep_dead == 0 < jitter_dead
 
 
-def test_clock_60s_fast_is_held_back_from_its_second_batch_on() -> None:
-    """A real finding (see the report): the scheduler fires before it has any skew sample.
+def test_clock_60s_fast_is_held_back_from_its_first_batch_on() -> None:
+    """sched-b's clock runs 60 s fast from its start: it never fires early beyond the bound.
 
-    sched-b's clock runs 60 s fast from its start; `SkewEstimator` learns that only
-    from the broker's append time of its own first run records, so that first batch
-    may be early (today it is: the 23:58:00 occurrences go out at 23:57:30). From
-    the second batch on firing is held back: nothing else is early.
+    Before a shard first fires, the scheduler takes a broker-time sample (an
+    aborted one-record transaction to runs, as ``ShardRunner.sample_clock``), so
+    the `SkewEstimator` hold-back applies to the very first batch. (Before that
+    probe it learned the broker's clock only from its own run records, and its
+    first batch went out 30 s early on every seed.) On a sweep of seeds: every
+    invariant holds, no first attempt is appended more than the skew bound before
+    its instant, and sched-b did fire (held back, not idle).
     """
-    outcome = _run("clock-60s-fast", 1)
-    failed = {v.name for v in outcome.verdicts if not v.ok}
-    assert failed <= {"never-early"}
-    early = [r for r in outcome.evidence.runs if r.append_ms < r.scheduled_ms - 1000]
-    assert {r.append_ms for r in early} <= {parse_instant("2026-03-04T23:57:30Z")}
-    late_fires = [r for r in outcome.evidence.runs if r.append_ms > r.scheduled_ms + 1000]
-    assert late_fires  # sched-a's shards wait a session timeout after it dies at 00:02
+    for seed in range(1, 7):
+        outcome = _run("clock-60s-fast", seed)
+        failed = [v.name for v in outcome.verdicts if not v.ok]
+        assert not failed, f"seed {seed}: {failed}\n  {outcome.replay()}"
+        runs = outcome.evidence.runs
+        early = [r.run_id for r in runs if r.append_ms < r.scheduled_ms - DEFAULT_BOUND_MS]
+        assert not early, f"seed {seed}: early beyond the bound: {early[:3]}"
+        events = outcome.world.timeline.events
+        probe = next(e for e in events if e.who == "sched-b" and e.kind == "clock")
+        assert "held back by 59,000 ms" in probe.text
+        fires_b = [e for e in events if e.who == "sched-b" and e.kind in ("fire", "late")]
+        assert fires_b and probe.true_ms <= fires_b[0].true_ms
+        late_fires = [r for r in runs if r.append_ms > r.scheduled_ms + 1000]
+        assert late_fires  # sched-a's shards wait a session timeout after it dies at 00:02
 
 
 def test_plot_and_json_outputs(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ SWEEPS = {
     "nightly-billing-dag": 20,
     "email-blip-jitter": 2,
     "email-blip-no-jitter": 2,
+    "clock-60s-fast": 12,
 }
 
 
