@@ -164,22 +164,32 @@ def write(outcome: Outcome, path: str | Path) -> None:
         ) from None
     sc = outcome.scenario
     peaks, dots = series(outcome)
+    retries = _peaks(outcome, first=False)
     span_s = (sc.end_ms - sc.start_ms) / 1000
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
     xs = [i * span_s / COLUMNS / 60 for i in range(COLUMNS)]
-    top.bar(xs, peaks, width=span_s / COLUMNS / 60, color="#2b6cb0")
-    top.set_ylabel("fires/s (peak)")
-    bottom.scatter(
-        [(s - sc.start_ms) / 60_000 for s, _ in dots],
-        [max(late, 0) + 1 for _, late in dots],
-        s=2,
-        color="#2f855a",
-    )
+    width = span_s / COLUMNS / 60
+    # As the SVG: retries in orange behind the fires, early first attempts in red.
+    if any(retries):
+        top.bar(xs, retries, width=width, color="#dd6b20", label="retries", zorder=2)
+    top.bar(xs, peaks, width=width, color="#2b6cb0", label="fires", zorder=3)
+    top.set_ylabel("per second (peak)")
+    top.legend(loc="upper right")
+    for early, colour in ((False, "#2f855a"), (True, "#c53030")):
+        chosen = [(s, late) for s, late in dots if (late < 0) == early]
+        bottom.scatter(
+            [(s - sc.start_ms) / 60_000 for s, _ in chosen],
+            [max(late, 0) + 1 for _, late in chosen],
+            s=2,
+            color=colour,
+            zorder=3,
+        )
     bottom.set_yscale("log")
-    bottom.set_ylabel("lateness + 1 (ms)")
+    bottom.set_ylabel("lateness + 1 (ms; red: early)")
     bottom.set_xlabel(f"minutes since {format_ms(sc.start_ms)}")
     for axis in (top, bottom):
-        axis.axvspan(0, sc.safety_ms / 60_000, color="#fde8e8")
+        # zorder 0: the shading of the faulty phase stays behind the data.
+        axis.axvspan(0, (sc.heal_ms - sc.start_ms) / 60_000, color="#fde8e8", zorder=0)
     fig.suptitle(f"{sc.name}, seed {outcome.seed}")
     fig.savefig(path, dpi=100)
     plt.close(fig)
