@@ -40,6 +40,7 @@ Decisions
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from actors.shard import dag_run
@@ -47,11 +48,8 @@ from actors.shard.dag_definition import DagDefinition, dag_definition, dag_defin
 from actors.shard.definition import Definition
 from actors.shard.state import RunState, ScheduleState
 from topics.commands import DagClear, DagUpsert, Job, RetryPolicy, ScheduleUpsert
-from topics.messages import parse_run_id, result_value, run_id_for
-from topics.names import TopicKind
+from topics.messages import parse_run_id, run_id_for
 from topics.records import InRecord, OutRecord
-
-_RESULTS = TopicKind.RESULTS
 
 
 class DagShard:
@@ -75,6 +73,19 @@ class DagShard:
         def _cancel_timer(self, run: RunState) -> None: ...
         def _skipped(
             self, state: ScheduleState, scheduled_ms: int, kind: str, why: str
+        ) -> None: ...
+        def _shard_result(
+            self,
+            state: ScheduleState,
+            scheduled_ms: int,
+            status: str,
+            kind: str,
+            why: str,
+            task: str | None = None,
+            attempt: int = 1,
+        ) -> None: ...
+        def _run_result(
+            self, run: RunState, status: str, finished_ms: int, error: Mapping[str, str]
         ) -> None: ...
 
     # --- commands -----------------------------------------------------------------
@@ -192,28 +203,12 @@ class DagShard:
         for task in step.cancel:
             self._dag_cancel_task(state, scheduled_ms, task, now_ms)
         for task, attempt, origin in step.upstream_failed:
-            self._out.append(
-                OutRecord(
-                    _RESULTS,
-                    state.key,
-                    result_value(
-                        run_id=run_id_for(state.id, scheduled_ms, task),
-                        schedule_id=state.id,
-                        task=task,
-                        attempt=attempt,
-                        status=dag_run.UPSTREAM_FAILED,
-                        scheduled_ms=scheduled_ms,
-                        started_ms=None,
-                        finished_ms=None,
-                        worker=self._worker,
-                        error={
-                            "type": "UpstreamFailed",
-                            "message": f"task {origin!r} upstream of it did not succeed in "
-                            f"{run_id}; fix it and send dag.clear for {origin!r}",
-                        },
-                    ),
-                    self.partition,
-                )
+            why = (
+                f"task {origin!r} upstream of it did not succeed in "
+                f"{run_id}; fix it and send dag.clear for {origin!r}"
+            )
+            self._shard_result(
+                state, scheduled_ms, dag_run.UPSTREAM_FAILED, "UpstreamFailed", why, task, attempt
             )
         for task, attempt in step.start:
             run = RunState(
@@ -239,28 +234,8 @@ class DagShard:
             return
         self._cancel_timer(run)
         self._in_flight -= 1
-        self._out.append(
-            OutRecord(
-                _RESULTS,
-                state.key,
-                result_value(
-                    run_id=run.run_id,
-                    schedule_id=state.id,
-                    task=task,
-                    attempt=run.attempt,
-                    status="cancelled",
-                    scheduled_ms=scheduled_ms,
-                    started_ms=None,
-                    finished_ms=now_ms,
-                    worker=self._worker,
-                    error={
-                        "type": "Removed",
-                        "message": "cancelled by the shard: a dag.upsert removed the task",
-                    },
-                ),
-                self.partition,
-            )
-        )
+        why = "cancelled by the shard: a dag.upsert removed the task"
+        self._run_result(run, "cancelled", now_ms, {"type": "Removed", "message": why})
         self._counts["cancelled_total"] += 1
 
     # --- what each attempt of a task carries ----------------------------------------

@@ -103,25 +103,7 @@ class RunBook:
             f"{format_ms(run.deadline_ms)} plus {TIMEOUT_MARGIN_MS // 1000} s; "
             "the shard counts it as timed out",
         }
-        self._out.append(
-            OutRecord(
-                _RESULTS,
-                state.key,
-                result_value(
-                    run_id=run.run_id,
-                    schedule_id=state.id,
-                    task=run.task,
-                    attempt=run.attempt,
-                    status="timed_out",
-                    scheduled_ms=run.scheduled_ms,
-                    started_ms=None,
-                    finished_ms=now_ms,
-                    worker=self._worker,
-                    error=error,
-                ),
-                self.partition,
-            )
-        )
+        self._run_result(run, "timed_out", now_ms, error)
         self._counts["timed_out_total"] += 1
         self._attempt_failed(state, run, now_ms, "timed_out", error, self._worker)
         self._dirty[state.id] = state
@@ -317,28 +299,8 @@ class RunBook:
         why: str = "a newer occurrence started (overlap cancel_other)",
     ) -> None:
         """cancel_other: the shard ends a run in flight and says so on {ns}.results."""
-        self._out.append(
-            OutRecord(
-                _RESULTS,
-                state.key,
-                result_value(
-                    run_id=run.run_id,
-                    schedule_id=state.id,
-                    task=run.task,
-                    attempt=run.attempt,
-                    status="cancelled",
-                    scheduled_ms=run.scheduled_ms,
-                    started_ms=None,
-                    finished_ms=now_ms,
-                    worker=self._worker,
-                    error={
-                        "type": "Overlap",
-                        "message": f"cancelled by the shard: {why}",
-                    },
-                ),
-                self.partition,
-            )
-        )
+        error = {"type": "Overlap", "message": f"cancelled by the shard: {why}"}
+        self._run_result(run, "cancelled", now_ms, error)
         self._counts["cancelled_total"] += 1
         self._cancel_timer(run)
         del state.runs[run.run_id]
@@ -379,23 +341,56 @@ class RunBook:
         self._counts["skipped_total"] += summary.count
 
     def _shard_result(
-        self, state: ScheduleState, scheduled_ms: int, status: str, kind: str, why: str
+        self,
+        state: ScheduleState,
+        scheduled_ms: int,
+        status: str,
+        kind: str,
+        why: str,
+        task: str | None = None,
+        attempt: int = 1,
     ) -> None:
+        """The shard's result for an occurrence (or DAG task) that never ran."""
         self._out.append(
             OutRecord(
                 _RESULTS,
                 state.key,
                 result_value(
-                    run_id=run_id_for(state.id, scheduled_ms),
+                    run_id=run_id_for(state.id, scheduled_ms, task),
                     schedule_id=state.id,
-                    task=None,
-                    attempt=1,
+                    task=task,
+                    attempt=attempt,
                     status=status,
                     scheduled_ms=scheduled_ms,
                     started_ms=None,
                     finished_ms=None,
                     worker=self._worker,
                     error={"type": kind, "message": why},
+                ),
+                self.partition,
+            )
+        )
+
+    def _run_result(
+        self, run: RunState, status: str, finished_ms: int, error: Mapping[str, str]
+    ) -> None:
+        """The shard's own terminal result for the current attempt of a run in flight."""
+        state = run.schedule
+        self._out.append(
+            OutRecord(
+                _RESULTS,
+                state.key,
+                result_value(
+                    run_id=run.run_id,
+                    schedule_id=state.id,
+                    task=run.task,
+                    attempt=run.attempt,
+                    status=status,
+                    scheduled_ms=run.scheduled_ms,
+                    started_ms=None,
+                    finished_ms=finished_ms,
+                    worker=self._worker,
+                    error=error,
                 ),
                 self.partition,
             )
