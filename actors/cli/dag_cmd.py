@@ -90,15 +90,7 @@ def register(subparsers: Any) -> None:
     )
     upsert.add_argument("file", metavar="FILE|-", help="one dag.upsert object, or - for stdin")
     upsert.set_defaults(func=run_upsert)
-    parser.set_defaults(func=_usage(parser))
-
-
-def _usage(parser: argparse.ArgumentParser) -> Any:
-    def usage(args: argparse.Namespace) -> int:
-        parser.print_help()
-        return 2
-
-    return usage
+    parser.set_defaults(func=output.usage(parser))
 
 
 def run_show(args: argparse.Namespace) -> int:

@@ -60,15 +60,7 @@ def register(subparsers: Any) -> None:
         help="send without first finding the run in the dlq topic",
     )
     replay.set_defaults(func=run_replay)
-    parser.set_defaults(func=_usage(parser))
-
-
-def _usage(parser: argparse.ArgumentParser) -> Any:
-    def usage(args: argparse.Namespace) -> int:
-        parser.print_help()
-        return 2
-
-    return usage
+    parser.set_defaults(func=output.usage(parser))
 
 
 async def dead_letters(settings: Settings) -> list[messages.DeadLetter]:

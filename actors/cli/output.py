@@ -8,9 +8,10 @@ stdout is. ``NO_COLOR`` in the environment turns colour off, as everywhere.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 import orjson
@@ -121,3 +122,13 @@ def fail(command: str, message: str, code: int = 1) -> int:
     """Print ``kafkron COMMAND: message`` on stderr and return ``code`` (1 failure, 2 usage)."""
     print(f"kafkron {command}: {message}", file=sys.stderr)
     return code
+
+
+def usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    """A ``func`` for a command given no action: print its help, return 2 (bad usage)."""
+
+    def print_usage(args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    return print_usage
