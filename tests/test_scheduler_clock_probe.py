@@ -12,9 +12,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from actors.scheduler.clock import SystemClock
-from actors.scheduler.runtime import default_core_factory
+from actors.scheduler.lifecycle import Fence, Probe, Restore, SchedulerMachine
 from actors.scheduler.shard_runner import ShardRunner
-from actors.scheduler.skew import SkewEstimator
 from actors.scheduler.writer import Partitioner
 from topics.admin import admin_client
 from topics.names import Settings, TopicKind
@@ -65,26 +64,32 @@ async def _committed_runs(settings: Settings) -> list[bytes | None]:
 async def test_the_probe_holds_a_fast_clock_back_before_any_fire_and_writes_nothing_visible(
     kafka_settings: Settings,
 ) -> None:
-    skew = SkewEstimator(bound_ms=BOUND_MS)
+    machine = SchedulerMachine(session_timeout_ms=10_000, skew_bound_ms=BOUND_MS)
+    (fence,) = [a for a in machine.assign([0], mono_ms=0) if isinstance(a, Fence)]
     runner = ShardRunner(
         partition=0,
-        partitions=3,
+        token=fence.token,
         settings=kafka_settings,
         clock=FastClock(),
-        skew=skew,
         partitioner=Partitioner({kind: 3 for kind in TopicKind}),
-        core_factory=default_core_factory(kafka_settings),
         commit_timeout_s=15.0,
     )
     await runner.fence()
     try:
+        skew = machine.skew
         assert skew.holdback_ms() == 0  # nothing known yet: this is the gap the probe closes
-        assert await runner.sample_clock()
+        assert machine.fence_done(0, fence.token) == [Probe(0, fence.token)]
+        sample = await runner.sample_clock()
+        assert sample is not None
+        assert machine.probe_done(0, fence.token, sample, sample.acked_mono_ms) == [
+            Restore(0, fence.token)
+        ]
+        skew = machine.skew
         assert skew.samples_seen == 1
         assert skew.ahead_ms is not None and skew.ahead_ms >= AHEAD_MS - 1_000
         assert skew.holdback_ms() >= AHEAD_MS - BOUND_MS - 1_000
         assert await _committed_runs(kafka_settings) == []
         # The producer goes on with ordinary transactions after the aborted probe.
-        await runner.commit([], {})
+        assert await runner.write([], {}) == []
     finally:
         await runner.close()

@@ -7,7 +7,8 @@ import asyncio
 
 from actors.scheduler.breather import Breather
 from actors.scheduler.figures import RateWindow
-from actors.scheduler.writer import Partitioner
+from actors.scheduler.oversize import BATCH_OVERHEAD_BYTES
+from actors.scheduler.writer import MAX_BATCH_BYTES, Partitioner, batch_bytes
 from topics.names import TopicKind
 from topics.partitioner import murmur2_partition
 from topics.records import OutRecord
@@ -41,9 +42,15 @@ def test_plan_keeps_the_last_changelog_record_of_each_key_and_every_run() -> Non
         OutRecord(TopicKind.SCHEDULES, b"b", None, partition=2),  # deleted last: tombstone wins
     ]
     plan = partitioner.plan(records)
-    assert plan.groups[(TopicKind.SCHEDULES, 2)] == [(b"a", b"state-a-2"), (b"b", None)]
+    assert plan.groups[(TopicKind.SCHEDULES, 2)] == [
+        (b"a", b"state-a-2", None),
+        (b"b", None, None),
+    ]
     runs_partition = murmur2_partition(b"a", 4)
-    assert plan.groups[(TopicKind.RUNS, runs_partition)] == [(b"a", b"run-a-1"), (b"a", b"run-a-2")]
+    assert plan.groups[(TopicKind.RUNS, runs_partition)] == [
+        (b"a", b"run-a-1", None),
+        (b"a", b"run-a-2", None),
+    ]
     assert plan.records == 4
     assert plan.count(TopicKind.RUNS) == 2
 
@@ -79,3 +86,17 @@ def test_breather_yields_once_its_budget_is_spent() -> None:
         return order
 
     assert asyncio.run(scenario()) == ["before", "other ran", "after"]
+
+
+def test_a_forwarded_command_keeps_its_authors_timestamp_in_the_plan() -> None:
+    plan = Partitioner(COUNTS).plan(
+        [OutRecord(TopicKind.COMMANDS, b"a", b"{}", partition=1, timestamp_ms=1_700_000_000_000)]
+    )
+    assert plan.groups[(TopicKind.COMMANDS, 1)] == [(b"a", b"{}", 1_700_000_000_000)]
+
+
+def test_batches_are_sized_for_their_topic_not_for_the_producer() -> None:
+    limits = {TopicKind.RUNS: 4_096}
+    assert batch_bytes(limits, TopicKind.RUNS) == 4_096 - BATCH_OVERHEAD_BYTES
+    assert batch_bytes(limits, TopicKind.RESULTS) == MAX_BATCH_BYTES
+    assert batch_bytes({TopicKind.RUNS: 50 * 1024 * 1024}, TopicKind.RUNS) == MAX_BATCH_BYTES

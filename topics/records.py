@@ -31,9 +31,13 @@ class OutRecord:
     ``value=None`` is a tombstone (compacted changelog deletes). ``partition=None``
     lets the producer's default partitioner (murmur2 of the key) choose, which is
     what every shard-keyed write wants; forwards and changelog writes set it.
+    ``timestamp_ms=None`` lets the producer stamp the record when it is written; a
+    forwarded command keeps the timestamp its author gave it, because its look-back
+    (how far in the past a new schedule's first occurrence may lie) counts from there.
     """
 
     topic: TopicKind
     key: bytes | None
     value: bytes | None
     partition: int | None = None
+    timestamp_ms: int | None = None

@@ -12,7 +12,7 @@ from typing import Any
 from aiokafka.errors import KafkaError
 
 from actors.cli import output
-from actors.scheduler import RuntimeOptions, SchedulerRuntime
+from actors.scheduler.runtime import RuntimeOptions, SchedulerRuntime
 from topics.admin import TopicsError
 from topics.names import Settings
 

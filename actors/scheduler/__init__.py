@@ -1,22 +1,11 @@
 """Schedule actors on Kafka: partitions as shards, one transaction per batch.
 
-`SchedulerRuntime` is the process (`kafkron scheduler`); `ShardRunner` one shard;
-`SkewEstimator` the clock comparison with the broker; `Clock` what the simulation
-replaces.
+`runtime.SchedulerRuntime` is the process (`kafkron scheduler`), the executor of
+`lifecycle.SchedulerMachine` on aiokafka; `shard_runner.ShardRunner` one shard's
+producer and transactions; `skew.SkewEstimator` the clock comparison with the
+broker; `clock.Clock` what the simulation replaces.
+
+Nothing is imported here: the pure modules of this package (`lifecycle`, `turn`,
+`skew`, `clock`, `oversize`) are used by the simulation, which must not load the
+Kafka client that `runtime` and `shard_runner` need.
 """
-
-from actors.scheduler.clock import Clock, SystemClock
-from actors.scheduler.runtime import RuntimeOptions, SchedulerRuntime
-from actors.scheduler.shard_runner import ShardFenced, ShardRunner, ShardWriteFailed
-from actors.scheduler.skew import SkewEstimator
-
-__all__ = [
-    "Clock",
-    "RuntimeOptions",
-    "SchedulerRuntime",
-    "ShardFenced",
-    "ShardRunner",
-    "ShardWriteFailed",
-    "SkewEstimator",
-    "SystemClock",
-]

@@ -1,4 +1,9 @@
-"""The scheduler process: consumer-group membership, shard lifecycle, the batch loop.
+"""The scheduler process on aiokafka: the executor of `actors.scheduler.lifecycle`.
+
+Every decision (which shards this process holds, when it fences, probes,
+restores, fires and writes, what a refusal or a fence means) is the lifecycle
+machine's; this module only carries its actions out on Kafka and reports back
+(the simulation's `simulation.node` is the other executor of the same machine).
 
 Ownership of shard p is the consumer group's assignment of partition p of
 `{ns}.commands` and `{ns}.results` (the lease). The range assignor gives partition
@@ -6,36 +11,19 @@ p of both topics to the same member because both have the shard count of
 partitions (checked at start); we use it explicitly, since aiokafka's default,
 round robin, would split them.
 
-Theory of operation::
+The loop::
 
-    assigned p  -> pause commands[p], results[p]; queue p for building
-    loop:
-      build queued shards   (producer.start() fences old owners; restore; seek to
-                             the committed offsets; resume)
-      getmany(timeout = until the earliest shard is due, at most 1 s)
-      apply records to their shard's core; advance(now, max_fires) every shard
-      (bounded: a backlog goes out over several turns, the next one at once)
-      per shard with output or consumed offsets: ONE transaction
-          (records + send_offsets_to_transaction + commit), shards in parallel
-    revoked p   -> park the shard: core and producer kept, nothing read or written
-                   (the loop holds no open transaction between turns)
-    assigned p again (the same rebalance gives it back, as eager rebalancing does
-                   with most shards whenever a member joins or leaves)
-                -> resume the parked shard: no fence, no restore; seek to the
-                   committed offsets. Parked shards not given back are closed.
+    tick(mono)                       start builds that are due (each step a task)
+    getmany(timeout = machine.wake_in_ms)
+    feed(records) per shard          records of a shard not live are read again later
+    turn(local, mono) -> Writes      one transaction per shard, in parallel
+    write_done / write_failed        the machine decides what a failure means
 
-Resuming without fencing is safe because fencing stays the arbiter: had another
-process owned p in between, its producer start bumped the epoch of p's
-transactional id, so the resume's clock probe (an aborted transaction) fails with
-ProducerFenced and the shard is built afresh; any later transaction would fail
-the same way — nothing of the stale core reaches a topic.
-
-A shard whose transaction fails is dropped and rebuilt from the changelog: the
-core's memory already includes the batch that did not commit. A *fenced* shard is
-the zombie case — someone else started a producer with our transactional id, so
-someone else believes they own p. We stop writing for p at once and only rebuild
-it if the group still assigns p to us a session timeout later (by then, either we
-were the zombie and lost the assignment, or the other writer was and lost its own).
+Build steps (fence, probe, restore, position) run as tasks beside the loop, so a
+shard being restored never delays the turns of the live ones nor a revocation;
+restores share one consumer and take turns. The rebalance listener and the turns
+take one lock, so a revocation lands between two turns, never inside one (a turn
+is bounded: one batch, bounded fires, a commit timeout).
 
 Garbage collection: a shard's state is hundreds of thousands of long-lived
 objects (schedules, definitions, timers). CPython's young-generation collections
@@ -48,8 +36,8 @@ a young-generation threshold of `GC_YOUNG_THRESHOLD`. The cost: a reference cycl
 among frozen objects is never collected; the state's one cycle (an item and its
 wheel timer) is broken by the core when the timer fires or is cancelled.
 
-The event loop is never busy: with nothing due and nothing arriving, a turn costs
-one ``getmany`` that waits up to a second.
+Every client close is bounded (`actors.closing`): a broker that never answers a
+request cannot hang a shutdown, a rebuild or a revocation.
 """
 
 from __future__ import annotations
@@ -58,8 +46,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,29 +54,49 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.consumer.fetcher import ConsumerRecord
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
+from actors.closing import bounded
 from actors.scheduler.breather import Breather
 from actors.scheduler.clock import Clock, SystemClock
-from actors.scheduler.restore import make_restore_consumer
+from actors.scheduler.lifecycle import (
+    Action,
+    Close,
+    Fence,
+    Note,
+    Pause,
+    Phase,
+    Position,
+    Probe,
+    Restore,
+    SchedulerMachine,
+    Write,
+)
+from actors.scheduler.limits import topic_limits
+from actors.scheduler.restore import make_restore_consumer, read_to_end
 from actors.scheduler.shard_runner import (
-    CoreFactory,
     ShardFenced,
     ShardRunner,
+    ShardWriteFailed,
+    monotonic_ms,
 )
-from actors.scheduler.skew import DEFAULT_BOUND_MS, SkewEstimator
+from actors.scheduler.skew import DEFAULT_BOUND_MS
 from actors.scheduler.writer import Partitioner
 from topics.names import Settings, TopicKind
-from topics.records import InRecord, OutRecord
+from topics.records import InRecord
 
 log = logging.getLogger("kafkron.scheduler")
 
 Batch = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
+# (partition, partitions, now_ms) -> a fresh core
+CoreFactory = Callable[[int, int, int], Any]
 
-MAX_SLEEP_MS = 1_000
 # Young-generation GC threshold (CPython's default is 700); see the module docstring.
 GC_YOUNG_THRESHOLD = 50_000
-REBUILD_BACKOFF_S = 1.0
-# Fencing, restoring and seeking one shard; beyond this the broker is unwell: retry.
+# Fencing, probing, restoring or positioning one shard; beyond this the broker is unwell.
 BUILD_TIMEOUT_S = 120.0
+# Records fed to a core between two chances for the event loop to breathe.
+FEED_CHUNK = 256
+Step = Fence | Probe | Restore | Position
+_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,11 +150,11 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         try:
             await self._runtime._on_revoked({tp.partition for tp in revoked})
         except Exception:
-            log.exception("dropping revoked shards failed; they are dropped anyway")
+            log.exception("revoking shards failed")
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
         try:
-            self._runtime._on_assigned(set(assigned))
+            await self._runtime._on_assigned(set(assigned))
         except Exception:
             log.exception("taking on assigned shards failed")
 
@@ -160,30 +167,32 @@ class SchedulerRuntime:
         *,
         clock: Clock | None = None,
         core_factory: CoreFactory | None = None,
+        mono: Callable[[], int] = monotonic_ms,
     ) -> None:
         self.settings = settings
         self.options = options or RuntimeOptions()
         self.clock: Clock = clock or SystemClock()
-        self.skew = SkewEstimator(bound_ms=self.options.skew_bound_ms)
+        self._mono = mono
         self._core_factory = core_factory
         self._kinds = {
             settings.topic(TopicKind.COMMANDS): TopicKind.COMMANDS,
             settings.topic(TopicKind.RESULTS): TopicKind.RESULTS,
         }
-        self._lock = asyncio.Lock()
-        self.runners: dict[int, ShardRunner] = {}
-        # Revoked shards kept whole until the assignment says whether they come back.
-        self._parked: dict[int, ShardRunner] = {}
-        # Parked shards the latest assignment did not give back: closed by the loop.
-        self._not_given_back: set[int] = set()
-        # p -> monotonic instant before which we must not (re)build it
-        self._waiting: dict[int, float] = {}
-        self._assigned: set[int] = set()
+        self.machine = SchedulerMachine(
+            session_timeout_ms=self.options.session_timeout_ms,
+            max_fires_per_turn=self.options.max_fires_per_turn,
+            skew_bound_ms=self.options.skew_bound_ms,
+            runs_topic=settings.topic(TopicKind.RUNS),
+        )
+        self._lock = asyncio.Lock()  # turns and rebalances, one at a time
+        self._restore_lock = asyncio.Lock()  # restores share one consumer
+        self._runners: dict[int, ShardRunner] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._partitions = 0
+        self._limits: dict[TopicKind, int] | None = None
         self._partitioner: Partitioner | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._restore_consumer: AIOKafkaConsumer | None = None
-        self._held_back = False
         self.started = asyncio.Event()
         self._stopping = asyncio.Event()
 
@@ -198,6 +207,7 @@ class SchedulerRuntime:
         gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
         self._partitions = await shard_count(self.settings)
+        await self._refresh_limits()
         if self._core_factory is None:
             self._core_factory = default_core_factory(self.settings)
         consumer = AIOKafkaConsumer(
@@ -232,11 +242,11 @@ class SchedulerRuntime:
         finally:
             async with self._lock:
                 # No transaction is open between turns; closing is stopping producers.
-                await asyncio.gather(*(self._drop(p, "shutting down") for p in list(self.runners)))
-                await self._close_parked(keep=set())
-            await _quietly(consumer.stop())  # leaves the group: the shards move at once
-            await self._close_parked(keep=set())
-            await _quietly(restore_consumer.stop())
+                self._execute(self.machine.leave())
+            if self._tasks:
+                await bounded(asyncio.gather(*self._tasks, return_exceptions=True), "shard tasks")
+            await bounded(consumer.stop(), "leaving the scheduler group", 15.0)
+            await bounded(restore_consumer.stop(), "stopping the restore consumer", 15.0)
             log.info("scheduler stopped")
 
     async def _partition_counts(self) -> dict[TopicKind, int]:
@@ -253,12 +263,23 @@ class SchedulerRuntime:
             raise RuntimeError(f"topics {missing} are missing; run `kafkron topics create` first")
         return counts
 
+    async def _refresh_limits(self) -> None:
+        try:
+            limits = await topic_limits(self.settings)
+        except Exception as exc:  # keep what we knew; the next refusal asks again
+            log.warning("could not read the topics' max.message.bytes: %s", exc)
+            return
+        self._limits = limits
+        self.machine.runs_limit_bytes = limits[TopicKind.RUNS]
+
     async def _loop(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
         next_figures = time.monotonic() + self.options.figures_interval_s
         max_records = self.options.max_batch
+        machine = self.machine
         while not stop.is_set():
-            await self._build_waiting(consumer)
-            timeout_ms = self._sleep_ms()
+            async with self._lock:
+                self._execute(machine.tick(self._mono()))
+            timeout_ms = machine.wake_in_ms(self.clock.now_ms(), self._mono())
             batch = await consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
             async with self._lock:
                 await self._turn(consumer, batch)
@@ -266,118 +287,201 @@ class SchedulerRuntime:
                 next_figures = time.monotonic() + self.options.figures_interval_s
                 self._log_figures()
 
-    # -- time --------------------------------------------------------------------
-
-    def now_ms(self) -> int:
-        """The shards' now: the local clock, held back if it is proven to run ahead."""
-        local_ms = self.clock.now_ms()
-        holdback_ms = self.skew.holdback_ms()
-        if holdback_ms and not self._held_back:
-            log.error(
-                "CLOCK AHEAD: the local clock runs at least %d ms ahead of the broker's"
-                " (bound %d ms); holding firing back by %d ms so nothing fires early."
-                " Fix this machine's time sync (NTP/chrony).",
-                self.skew.ahead_ms,
-                self.skew.bound_ms,
-                holdback_ms,
-            )
-        elif not holdback_ms and self._held_back:
-            log.warning(
-                "clock skew back within %d ms; firing no longer held back", self.skew.bound_ms
-            )
-        self._held_back = bool(holdback_ms)
-        return local_ms - holdback_ms
-
-    def _sleep_ms(self) -> int:
-        if self._waiting:
-            return 100  # come back soon to build queued shards
-        now_ms = self.now_ms()
-        sleep_ms = MAX_SLEEP_MS
-        for runner in self.runners.values():
-            if runner.has_unwritten():
-                return 0
-            due_ms = runner.core.next_due_ms()
-            if due_ms is not None:
-                sleep_ms = min(sleep_ms, due_ms - now_ms)
-        # At least 1 ms: the wheel names the start of a bucket, which may lie up to a
-        # tick before its first item is due; without the floor that tick would spin.
-        return max(1, sleep_ms)
-
     # -- one turn ----------------------------------------------------------------
 
     async def _turn(self, consumer: AIOKafkaConsumer, batch: Batch) -> None:
-        now_ms = self.now_ms()
+        machine = self.machine
+        now_ms = machine.now_ms(self.clock.now_ms())
         breather = Breather()
-        out: dict[int, list[OutRecord]] = defaultdict(list)
-        offsets: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
         for tp, records in batch.items():
-            if not records:
-                continue
-            runner = self.runners.get(tp.partition)
-            if runner is None:
-                # Not built (or dropped) yet: read these again once it is.
-                if tp.partition in self._assigned:
-                    consumer.seek(tp, records[0].offset)
-                    consumer.pause(tp)
-                continue
             kind = self._kinds[tp.topic]
-            core = runner.core
-            shard_out = out[tp.partition]
-            for i, r in enumerate(records):
-                shard_out.extend(
-                    core.apply(
-                        InRecord(kind, r.partition, r.offset, r.key, r.value, r.timestamp),
-                        now_ms,
+            for start in range(0, len(records), FEED_CHUNK):
+                chunk = [
+                    InRecord(kind, r.partition, r.offset, r.key, r.value, r.timestamp)
+                    for r in records[start : start + FEED_CHUNK]
+                ]
+                if not machine.feed(tp.partition, kind, chunk, now_ms):
+                    # Not live (yet, or any more): read these again once it is.
+                    if tp.partition in machine.assigned:
+                        consumer.seek(tp, chunk[0].offset)
+                        consumer.pause(tp)
+                    break
+                await breather.maybe()
+        actions = machine.turn(self.clock.now_ms(), self._mono())
+        writes = [a for a in actions if isinstance(a, Write)]
+        self._execute([a for a in actions if not isinstance(a, Write)])
+        if not writes:
+            return
+        outcomes = await asyncio.gather(*(self._write(w) for w in writes), return_exceptions=True)
+        refused_seen = False
+        for write, outcome in zip(writes, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                fenced = isinstance(outcome, ShardFenced)
+                refused_seen |= isinstance(outcome, ShardWriteFailed) and "refused" in str(outcome)
+                self._execute(
+                    machine.write_failed(
+                        write.partition,
+                        write.token,
+                        fenced=fenced,
+                        error=str(outcome),
+                        mono_ms=self._mono(),
                     )
                 )
-                if i % 64 == 63:
-                    await breather.maybe()
-            offsets[tp.partition][tp] = records[-1].offset + 1
-        max_fires = self.options.max_fires_per_turn
-        for p, runner in self.runners.items():
-            out[p].extend(runner.core.advance(now_ms, max_fires))
-            await breather.maybe()
-        work = [
-            (p, runner, out[p], offsets[p])
-            for p, runner in self.runners.items()
-            if out[p] or offsets[p] or runner.has_unwritten()
-        ]
-        if not work:
+            else:
+                self._execute(machine.write_done(write.partition, write.token, outcome))
+        if refused_seen:
+            # A topic may have been changed under us: learn its limits before rebuilding.
+            self._spawn(self._refresh_limits())
+
+    async def _write(self, write: Write) -> Any:
+        runner = self._runners.get(write.partition)
+        if runner is None or runner.token != write.token:
+            raise ShardWriteFailed(f"shard {write.partition} has no producer")
+        tps = {TopicKind.COMMANDS: runner.commands_tp, TopicKind.RESULTS: runner.results_tp}
+        offsets = {tps[kind]: offset for kind, offset in write.offsets.items()}
+        return await runner.write(write.records, offsets)
+
+    # -- carrying out the machine's actions ----------------------------------------
+
+    def _execute(self, actions: Iterable[Action]) -> None:
+        consumer = self._consumer
+        for action in actions:
+            if isinstance(action, Pause):
+                if consumer is not None:
+                    assigned = consumer.assignment()
+                    tps = [tp for tp in self._shard_tps(action.partition) if tp in assigned]
+                    if tps:
+                        consumer.pause(*tps)
+            elif isinstance(action, Note):
+                log.log(_LEVELS.get(action.level, logging.INFO), "%s", action.text)
+            elif isinstance(action, Close):
+                runner = self._runners.get(action.partition)
+                if runner is not None and runner.token == action.token:
+                    del self._runners[action.partition]
+                    self._spawn(runner.close())
+                    log.info("shard %d dropped (%s)", action.partition, action.why)
+            elif isinstance(action, Fence | Probe | Restore | Position):
+                self._spawn(self._step(action))
+            else:
+                raise AssertionError(f"unexpected action outside a turn: {action!r}")
+
+    async def _step(self, action: Step) -> None:
+        p, token = action.partition, action.token
+        machine = self.machine
+        try:
+            event = await asyncio.wait_for(self._do_step(action), BUILD_TIMEOUT_S)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            async with self._lock:
+                if isinstance(action, Probe) and action.refresh:
+                    events = machine.write_failed(
+                        p,
+                        token,
+                        fenced=isinstance(exc, ShardFenced),
+                        error=error,
+                        mono_ms=self._mono(),
+                    )
+                else:
+                    events = machine.step_failed(
+                        p,
+                        token,
+                        fenced=isinstance(exc, ShardFenced),
+                        error=error,
+                        mono_ms=self._mono(),
+                    )
+                self._execute(events)
             return
-        results = await asyncio.gather(
-            *(runner.commit(records, offs) for _, runner, records, offs in work),
-            return_exceptions=True,
-        )
-        for (p, _, _, _), result in zip(work, results, strict=True):
-            if isinstance(result, ShardFenced):
-                log.error(
-                    "ZOMBIE: shard %d was fenced — another scheduler started transactional id"
-                    " %s, so it believes it owns shard %d. This process stops writing for it"
-                    " now; the transaction it had open is aborted by the broker.",
-                    p,
-                    self.settings.shard_transactional_id(p),
-                    p,
-                )
-                lease_s = self.options.session_timeout_ms / 1000
-                await self._drop(p, "fenced", rebuild_after_s=lease_s)
-            elif isinstance(result, BaseException):
-                log.error(
-                    "shard %d: %s; dropping its state and rebuilding it from the changelog",
-                    p,
-                    result,
-                )
-                await self._drop(p, "transaction failed", rebuild_after_s=REBUILD_BACKOFF_S)
+        async with self._lock:
+            self._execute(event())
 
-    # -- shard lifecycle -------------------------------------------------------------
-
-    def _on_assigned(self, assigned: set[TopicPartition]) -> None:
+    async def _do_step(self, action: Step) -> Callable[[], list[Action]]:
+        """Carry out one build step; returns the event to feed the machine (under the lock)."""
+        p, token = action.partition, action.token
+        machine = self.machine
+        if isinstance(action, Fence):
+            runner = self._new_runner(p, token)
+            previous = self._runners.get(p)
+            if previous is not None:
+                self._spawn(previous.close())
+            self._runners[p] = runner
+            await runner.fence()
+            return lambda: machine.fence_done(p, token)
+        current = self._runners.get(p)
+        if current is None or current.token != token:
+            raise ShardWriteFailed(f"shard {p}: no producer for this attempt")
+        runner = current
+        if isinstance(action, Probe):
+            sample = await runner.sample_clock()
+            return lambda: machine.probe_done(p, token, sample, self._mono())
+        if isinstance(action, Restore):
+            async with self._restore_lock:
+                core, unwritten = await self._restore(runner)
+            return lambda: machine.restore_done(p, token, core, unwritten)
         consumer = self._consumer
         assert consumer is not None
-        by_partition: dict[int, set[str]] = defaultdict(set)
+        # Positions from the committed offsets, read *after* the fence settled the
+        # previous owner's transaction: nothing can be committed behind them any more.
+        positions = {tp: await consumer.committed(tp) for tp in self._shard_tps(p)}
+
+        def positioned() -> list[Action]:
+            events = machine.position_done(p, token)
+            slot = machine.slots.get(p)
+            if slot is not None and slot.token == token and slot.phase is Phase.LIVE:
+                for tp, committed in positions.items():
+                    # Offset 0 when nothing was committed: if retention removed it, the
+                    # consumer's auto_offset_reset=earliest moves to the first offset kept.
+                    consumer.seek(tp, 0 if committed is None else committed)
+                consumer.resume(*positions)
+            return events
+
+        return positioned
+
+    async def _restore(self, runner: ShardRunner) -> tuple[Any, list[Any]]:
+        """Rebuild the core from the changelog; only after the fence, so the end is final."""
+        assert self._restore_consumer is not None and self._core_factory is not None
+        started = time.monotonic()
+        now = self.machine.now_ms
+        core = self._core_factory(runner.partition, self._partitions, now(self.clock.now_ms()))
+        tp = TopicPartition(self.settings.topic(TopicKind.SCHEDULES), runner.partition)
+        result = await read_to_end(self._restore_consumer, tp, core.restore)
+        unwritten = list(core.finish_restore(now(self.clock.now_ms())))
+        gc.freeze()  # the restored state is long-lived: keep it out of every collection
+        runner.restore_ms = (time.monotonic() - started) * 1000.0
+        runner.restored_records = result.records
+        runner.restored_keys = result.keys
+        log.info(
+            "shard %d: %d changelog records (%d schedule ids) restored in %.0f ms",
+            runner.partition,
+            result.records,
+            result.keys,
+            runner.restore_ms,
+        )
+        return core, unwritten
+
+    def _new_runner(self, p: int, token: int) -> ShardRunner:
+        assert self._partitioner is not None
+        return ShardRunner(
+            partition=p,
+            token=token,
+            settings=self.settings,
+            clock=self.clock,
+            partitioner=self._partitioner,
+            commit_timeout_s=self.options.commit_timeout_s,
+            limits=self._limits,
+            mono=self._mono,
+        )
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- rebalances ----------------------------------------------------------------
+
+    async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
+        by_partition: dict[int, set[str]] = {}
         for tp in assigned:
-            by_partition[tp.partition].add(tp.topic)
-        if assigned:
-            consumer.pause(*assigned)  # nothing is read for p before its shard is built
+            by_partition.setdefault(tp.partition, set()).add(tp.topic)
         owned = set()
         for p, topics in sorted(by_partition.items()):
             if topics != set(self._kinds):
@@ -390,175 +494,33 @@ class SchedulerRuntime:
                 )
                 continue
             owned.add(p)
-            self._waiting[p] = 0.0
-        self._assigned = owned
-        self._not_given_back |= set(self._parked) - owned
-        log.info("assigned shards %s", sorted(owned))  # tests read this line's tail
-        resumed = sorted(p for p in owned if p in self._parked)
-        if resumed:
-            log.info("parked shards %s assigned back: resuming them without restore", resumed)
+        consumer = self._consumer
+        if assigned and consumer is not None:
+            consumer.pause(*assigned)  # nothing is read for p before its shard is live
+        async with self._lock:
+            self._execute(self.machine.assign(owned, self._mono()))
 
     async def _on_revoked(self, revoked: set[int]) -> None:
         async with self._lock:
-            for p in sorted(revoked):
-                self._waiting.pop(p, None)
-                runner = self.runners.pop(p, None)
-                if runner is not None:
-                    self._parked[p] = runner  # no transaction is open between turns
-            self._assigned -= revoked
-        if revoked:
-            log.info("revoked shards %s", sorted(revoked))
-
-    async def _drop(self, p: int, why: str, rebuild_after_s: float | None = None) -> None:
-        runner = self.runners.pop(p, None)
-        if runner is not None:
-            await runner.close()
-            log.info("shard %d dropped (%s)", p, why)
-        if rebuild_after_s is not None and p in self._assigned:
-            self._waiting[p] = time.monotonic() + rebuild_after_s
-            if self._consumer is not None:
-                self._consumer.pause(*self._shard_tps(p))
-
-    async def _close_parked(self, keep: set[int] | None = None) -> None:
-        """Close the parked shards the assignment did not give back (all but ``keep``).
-
-        Only once an assignment came: between revocation and assignment a parked
-        shard may still come back.
-        """
-        if keep is None:
-            closing, self._not_given_back = self._not_given_back, set()
-        else:
-            closing = set(self._parked) - keep
-        gone = [self._parked.pop(p) for p in sorted(closing) if p in self._parked]
-        await asyncio.gather(*(runner.close() for runner in gone))
-        for runner in gone:
-            log.info("shard %d dropped (revoked, not assigned back)", runner.partition)
-
-    async def _resume(self, consumer: AIOKafkaConsumer, runner: ShardRunner) -> None:
-        """Feed a parked shard again: its core and producer are as the last turn left them.
-
-        The clock probe is also the cheap check that our producer is still the
-        current epoch: had another process taken the shard meanwhile, it raises
-        ProducerFenced here and the caller builds the shard afresh, at once.
-        """
-        await runner.sample_clock()
-        for tp in (runner.commands_tp, runner.results_tp):
-            committed = await consumer.committed(tp)
-            consumer.seek(tp, 0 if committed is None else committed)
-        self.runners[runner.partition] = runner
-        consumer.resume(runner.commands_tp, runner.results_tp)
-        log.info("shard %d resumed after the rebalance (no restore)", runner.partition)
+            self._execute(self.machine.revoke(revoked))
 
     def _shard_tps(self, p: int) -> tuple[TopicPartition, ...]:
         return tuple(TopicPartition(topic, p) for topic in self._kinds)
-
-    async def _build_waiting(self, consumer: AIOKafkaConsumer) -> None:
-        if not self._waiting and not self._parked:
-            return
-        now_s = time.monotonic()
-        async with self._lock:
-            await self._close_parked()
-            due = sorted(
-                p for p, at in self._waiting.items() if at <= now_s and p in self._assigned
-            )
-            for p in [p for p in self._waiting if p not in self._assigned]:
-                del self._waiting[p]
-            for p in [p for p in due if p in self._parked]:
-                due.remove(p)
-                runner = self._parked.pop(p)
-                try:
-                    await asyncio.wait_for(self._resume(consumer, runner), BUILD_TIMEOUT_S)
-                except Exception as exc:
-                    self.runners.pop(p, None)
-                    await runner.close()
-                    log.error(
-                        "shard %d: could not resume it (%s: %s); rebuilding it",
-                        p,
-                        type(exc).__name__,
-                        exc,
-                    )
-                    continue  # stays in _waiting: built from scratch next time
-                self._waiting.pop(p, None)
-            if not due:
-                return
-            runners = [self._new_runner(p) for p in due]
-            # Fencing is a round trip to the transaction coordinator per shard: in parallel.
-            fenced = await asyncio.gather(
-                *(asyncio.wait_for(r.fence(), BUILD_TIMEOUT_S) for r in runners),
-                return_exceptions=True,
-            )
-            for runner, fence_error in zip(runners, fenced, strict=True):
-                p = runner.partition
-                error = fence_error
-                if self._stopping.is_set():
-                    await runner.close()
-                    continue
-                if error is None:
-                    try:
-                        await asyncio.wait_for(self._take_on(consumer, runner), BUILD_TIMEOUT_S)
-                    except Exception as exc:
-                        error = exc
-                if isinstance(error, BaseException):
-                    await runner.close()
-                    log.error(
-                        "shard %d: could not take it on (%s: %s); retrying in %.0f s",
-                        p,
-                        type(error).__name__,
-                        error,
-                        REBUILD_BACKOFF_S,
-                    )
-                    self._waiting[p] = time.monotonic() + REBUILD_BACKOFF_S
-                else:
-                    self._waiting.pop(p, None)
-
-    def _new_runner(self, p: int) -> ShardRunner:
-        assert self._partitioner is not None and self._core_factory is not None
-        return ShardRunner(
-            partition=p,
-            partitions=self._partitions,
-            settings=self.settings,
-            clock=self.clock,
-            skew=self.skew,
-            partitioner=self._partitioner,
-            core_factory=self._core_factory,
-            commit_timeout_s=self.options.commit_timeout_s,
-        )
-
-    async def _take_on(self, consumer: AIOKafkaConsumer, runner: ShardRunner) -> None:
-        """Restore a fenced runner, position its inputs, and start feeding it."""
-        assert self._restore_consumer is not None
-        # Before the first advance: a broker-time sample, so the skew hold-back
-        # already applies to the first fires (see ShardRunner.sample_clock).
-        await runner.sample_clock()
-        await runner.restore(self._restore_consumer, self.now_ms)
-        gc.freeze()  # the restored state is long-lived: keep it out of every collection
-        # Positions from the committed offsets, read *after* fence() settled the
-        # previous owner's transaction: nothing can be committed behind them any more.
-        for tp in (runner.commands_tp, runner.results_tp):
-            committed = await consumer.committed(tp)
-            # Offset 0 when nothing was committed: if retention removed it, the
-            # consumer's auto_offset_reset=earliest moves to the first offset kept.
-            # (seek_to_beginning would wait for the fetcher's long poll.)
-            consumer.seek(tp, 0 if committed is None else committed)
-        self.runners[runner.partition] = runner
-        consumer.resume(runner.commands_tp, runner.results_tp)
-        log.info(
-            "shard %d taken on: %d changelog records (%d schedule ids) restored in %.0f ms",
-            runner.partition,
-            runner.restored_records,
-            runner.restored_keys,
-            runner.restore_ms or 0.0,
-        )
 
     # -- figures -----------------------------------------------------------------
 
     def figures(self) -> dict[str, Any]:
         """In-process figures: per shard and for the process (skew)."""
-        return {
-            "shards": {p: r.figures() for p, r in sorted(self.runners.items())},
-            "waiting": sorted(self._waiting),
-            **self.skew.figures(),
-        }
+        shards: dict[int, dict[str, Any]] = {}
+        for p, slot in sorted(self.machine.slots.items()):
+            if slot.phase is not Phase.LIVE or slot.core is None:
+                continue
+            runner = self._runners.get(p)
+            figures = {} if runner is None else runner.figures()
+            figures.update(slot.core.stats)
+            shards[p] = figures
+        waiting = sorted(p for p, s in self.machine.slots.items() if s.phase is Phase.WAITING)
+        return {"shards": shards, "waiting": waiting, **self.machine.skew.figures()}
 
     def _log_figures(self) -> None:
         figures = self.figures()
@@ -570,10 +532,3 @@ class SchedulerRuntime:
             figures["skew_uncertainty_ms"],
             figures["holdback_ms"],
         )
-
-
-async def _quietly(awaitable: Any) -> None:
-    try:
-        await asyncio.wait_for(awaitable, 15.0)
-    except Exception as exc:
-        log.debug("ignored during shutdown: %s", exc)

@@ -1,52 +1,54 @@
-"""One shard on Kafka: its transactional producer, its restore, its transactions.
+"""One shard's transactional producer: the Kafka side of `actors.scheduler.lifecycle`.
 
-A `ShardRunner` owns partition p of `{ns}.commands`, `{ns}.results` and
-`{ns}.schedules` for as long as the consumer group says so. Its life:
+A `ShardRunner` carries out, on aiokafka, the producer actions the lifecycle
+machine decides for one build attempt of shard p (the machine decides when):
 
-1. ``fence``: start a producer with ``transactional.id = {ns}-shard-{p}``. Starting it
-   calls ``init_transactions``, which bumps the id's epoch: every earlier producer
-   with this id (a previous owner, alive, dead or paused) is fenced from then on,
-   and its open transaction is aborted. Only then ``restore``: read
-   `{ns}.schedules[p]` read_committed to its end into a fresh core, ``finish_restore``.
-2. ``commit``: the records the core returned for one batch plus the consumed
-   offsets of commands[p] and results[p] go into ONE transaction. The core has
-   already advanced in memory; if the transaction does not commit, that memory is
-   wrong and the caller must throw the runner away (`ShardFenced`,
-   `ShardWriteFailed`) and rebuild from the changelog.
-3. ``close``: stop the producer. An open transaction is left for the next owner's
-   ``init_transactions`` to abort (the transaction timeout bounds it otherwise).
+- ``fence``: start a producer with ``transactional.id = {ns}-shard-{p}``. Its
+  ``init_transactions`` bumps the id's epoch: every earlier producer with this id
+  (a previous owner, alive, dead or paused) is fenced from then on, and its open
+  transaction is aborted.
+- ``sample_clock``: one record to ``{ns}.runs`` in a transaction that is always
+  aborted; the acknowledgement carries the broker's LogAppendTime (None if the
+  topic is not LogAppendTime). No read_committed reader ever sees the record.
+- ``write``: records plus the consumed offsets in ONE transaction. Every batch's
+  acknowledgement is awaited *before* the commit: aiokafka commits a transaction
+  even when one of its batches was refused (the refusal only fails that batch's
+  future), which would make the rest visible without the refused records. A
+  refused batch aborts the transaction instead (`ShardWriteFailed`).
+- ``close``: stop the producer, bounded (`actors.closing`). An open transaction is
+  left for the next owner's ``init_transactions`` to abort.
 
-The runner never retries a failed transaction: retrying would need the core's
-state from before the batch, which a pure core that mutates in place no longer has.
+The runner never retries a failed transaction: the core has already advanced in
+memory, and only the changelog knows the state before the batch; the machine
+drops the shard and rebuilds it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
+from actors.closing import bounded
 from actors.scheduler.clock import Clock
 from actors.scheduler.figures import RateWindow
-from actors.scheduler.restore import read_to_end
-from actors.scheduler.skew import SkewEstimator
+from actors.scheduler.lifecycle import ClockSample
 from actors.scheduler.writer import (
     MAX_BATCH_BYTES,
+    BatchRefused,
     Partitioner,
     SentBatch,
     WritePlan,
+    refused,
     send_plan,
 )
 from topics.names import Settings, TopicKind
-from topics.records import InRecord, OutRecord
-
-log = logging.getLogger("kafkron.scheduler")
+from topics.records import OutRecord
 
 # LogAppendTime (timestamp_type 1) is what makes a produce ack carry the broker clock.
 _LOG_APPEND_TIME = 1
@@ -57,21 +59,11 @@ CLOCK_PROBE_VALUE = b'{"v":1,"probe":"clock","note":"aborted; never a run"}'
 # A transaction must finish well inside this; the broker aborts it after.
 TRANSACTION_TIMEOUT_MS = 30_000
 
-
-class ShardCoreLike(Protocol):
-    """What the runtime needs of `actors.shard.ShardCore` (see its docstrings)."""
-
-    def restore(self, key: bytes, value: bytes | None) -> None: ...
-    def finish_restore(self, now_ms: int) -> list[OutRecord]: ...
-    def apply(self, record: InRecord, now_ms: int) -> list[OutRecord]: ...
-    def advance(self, now_ms: int, max_fires: int | None = None) -> list[OutRecord]: ...
-    def next_due_ms(self) -> int | None: ...
-    @property
-    def stats(self) -> Mapping[str, Any]: ...
+Mono = Callable[[], int]
 
 
-# (partition, partitions, now_ms) -> a fresh core
-CoreFactory = Callable[[int, int, int], ShardCoreLike]
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 class ShardFenced(Exception):
@@ -79,7 +71,7 @@ class ShardFenced(Exception):
 
 
 class ShardWriteFailed(Exception):
-    """A transaction did not commit (broker down, timeout, error): the core is untrustworthy."""
+    """A transaction did not commit (refused batch, broker down, timeout): drop the shard."""
 
 
 class ShardRunner:
@@ -87,25 +79,23 @@ class ShardRunner:
         self,
         *,
         partition: int,
-        partitions: int,
+        token: int,
         settings: Settings,
         clock: Clock,
-        skew: SkewEstimator,
         partitioner: Partitioner,
-        core_factory: CoreFactory,
         commit_timeout_s: float,
+        limits: dict[TopicKind, int] | None = None,
+        mono: Mono = monotonic_ms,
     ) -> None:
         self.partition = partition
-        self.partitions = partitions
+        self.token = token
         self._settings = settings
         self._clock = clock
-        self._skew = skew
+        self._mono = mono
         self._partitioner = partitioner
-        self._core_factory = core_factory
         self._commit_timeout_s = commit_timeout_s
+        self._limits = limits
         self._producer: AIOKafkaProducer | None = None
-        self._core: ShardCoreLike | None = None
-        self._unwritten: list[OutRecord] = []
         self.transactional_id = settings.shard_transactional_id(partition)
         self.restore_ms: float | None = None
         self.restored_records = 0
@@ -114,12 +104,6 @@ class ShardRunner:
         self.records_written = 0
         self.commands_tp = TopicPartition(settings.topic(TopicKind.COMMANDS), partition)
         self.results_tp = TopicPartition(settings.topic(TopicKind.RESULTS), partition)
-
-    @property
-    def core(self) -> ShardCoreLike:
-        if self._core is None:
-            raise RuntimeError(f"shard {self.partition} is not open")
-        return self._core
 
     async def fence(self) -> None:
         """Start this shard's producer: its ``init_transactions`` fences every earlier owner."""
@@ -134,136 +118,130 @@ class ShardRunner:
         try:
             await producer.start()
         except BaseException:
-            await _stop_quietly(producer)
+            await bounded(producer.stop(), f"stopping the producer of shard {self.partition}")
             raise
         self._producer = producer
 
-    async def restore(self, restore_consumer: AIOKafkaConsumer, now: Callable[[], int]) -> None:
-        """Rebuild the core from the changelog; only after `fence`, so the end is final."""
-        if self._producer is None:
-            raise RuntimeError(f"shard {self.partition}: restore before fence")
-        started = time.monotonic()
-        core = self._core_factory(self.partition, self.partitions, now())
-        tp = TopicPartition(self._settings.topic(TopicKind.SCHEDULES), self.partition)
-        result = await read_to_end(restore_consumer, tp, core.restore)
-        self._unwritten = list(core.finish_restore(now()))
-        self._core = core
-        self.restore_ms = (time.monotonic() - started) * 1000.0
-        self.restored_records = result.records
-        self.restored_keys = result.keys
+    async def sample_clock(self) -> ClockSample | None:
+        """One broker-time sample from an aborted transaction; None if runs gives none.
 
-    async def sample_clock(self) -> bool:
-        """Take one broker-time sample before this shard first fires; True if it did.
-
-        The skew hold-back learns the broker's clock from the LogAppendTime stamps
-        of our own writes to `{ns}.runs`; a process that has not written yet has no
-        sample, and its first fires after a takeover could be early on a fast
-        clock. So: one record to `{ns}.runs` in a transaction that is then aborted
-        — the produce response carries the broker's append time, and no
-        read_committed reader ever sees the record.
+        Raises `ShardFenced` if another producer took the transactional id (the
+        check a parked shard makes before it resumes), `ShardWriteFailed` otherwise.
         """
-        producer = self._producer
-        if producer is None:
-            raise RuntimeError(f"shard {self.partition}: clock sample before fence")
+        producer = self._require_producer()
         topic = self._settings.topic(TopicKind.RUNS)
-        await producer.begin_transaction()
         try:
-            sent_ms = self._clock.now_ms()
-            future = await producer.send(topic, value=CLOCK_PROBE_VALUE, key=CLOCK_PROBE_KEY)
-            metadata = await future
-            acked_ms = self._clock.now_ms()
-        except BaseException:
-            # A fenced producer refuses the abort too; the first error is the one to report.
-            with contextlib.suppress(Exception):
-                await producer.abort_transaction()
-            raise
-        await producer.abort_transaction()
+            await producer.begin_transaction()
+            try:
+                sent_ms, sent_mono_ms = self._clock.now_ms(), self._mono()
+                future = await producer.send(topic, value=CLOCK_PROBE_VALUE, key=CLOCK_PROBE_KEY)
+                metadata = await future
+                acked_ms, acked_mono_ms = self._clock.now_ms(), self._mono()
+            except BaseException:
+                # A fenced producer refuses the abort too; the first error is the one to report.
+                with contextlib.suppress(Exception):
+                    await producer.abort_transaction()
+                raise
+            await producer.abort_transaction()
+        except (KafkaError, OSError, AssertionError) as exc:
+            raise _classify(exc, f"shard {self.partition}: clock probe") from exc
         if metadata is None or metadata.timestamp_type != _LOG_APPEND_TIME:
-            return False
-        self._skew.observe(sent_ms=sent_ms, acked_ms=acked_ms, broker_ms=metadata.timestamp)
-        return True
+            return None
+        return ClockSample(sent_ms, acked_ms, metadata.timestamp, sent_mono_ms, acked_mono_ms)
 
-    def has_unwritten(self) -> bool:
-        return bool(self._unwritten)
-
-    async def commit(self, out: list[OutRecord], offsets: dict[TopicPartition, int]) -> None:
-        """Write ``out`` (and what restore produced) plus ``offsets`` in one transaction.
+    async def write(
+        self, out: list[OutRecord], offsets: dict[TopicPartition, int]
+    ) -> list[ClockSample]:
+        """``out`` plus ``offsets`` in one transaction; the broker stamps of its runs batches.
 
         ``offsets`` maps a consumed partition to the next offset to read. Raises
-        `ShardFenced` or `ShardWriteFailed`; after either, drop this runner.
+        `ShardFenced` or `ShardWriteFailed`; after either, the shard is dropped.
         """
-        producer = self._producer
-        if producer is None:
-            raise ShardWriteFailed(f"shard {self.partition} has no producer")
-        if self._unwritten:
-            out = self._unwritten + out
+        producer = self._require_producer()
         plan = self._partitioner.plan(out)
         if not plan.records and not offsets:
-            return
-        sent_ms = self._clock.now_ms()
-        acks: dict[int, int] = {}
+            return []
+        sent_ms, sent_mono_ms = self._clock.now_ms(), self._mono()
+        acks: dict[int, tuple[int, int]] = {}
         sent: list[SentBatch] = []
         try:
             await asyncio.wait_for(
                 self._transaction(producer, plan, offsets, acks, sent), self._commit_timeout_s
             )
-        except (KafkaError, TimeoutError, OSError, AssertionError) as exc:
+        except (KafkaError, BatchRefused, TimeoutError, OSError, AssertionError) as exc:
             # AssertionError: aiokafka's transaction state machine refusing a transition
             # after an earlier failure; the transaction is lost either way.
             for batch in sent:  # their errors are this one; do not let asyncio log them
                 batch.future.add_done_callback(_retrieve)
-            if _fenced_cause(exc):
-                raise ShardFenced(f"shard {self.partition}: producer fenced") from exc
-            raise ShardWriteFailed(
-                f"shard {self.partition}: transaction failed ({type(exc).__name__}: {exc})"
-            ) from exc
-        self._unwritten = []
+            raise _classify(exc, f"shard {self.partition}: transaction failed") from exc
         self.records_written += plan.records
         self.transactions.add(time.monotonic())
+        samples = []
         for batch in sent:
-            self._observe_skew(batch, sent_ms, acks)
+            sample = self._sample(batch, sent_ms, sent_mono_ms, acks)
+            if sample is not None:
+                samples.append(sample)
+        return samples
 
     async def _transaction(
         self,
         producer: AIOKafkaProducer,
         plan: WritePlan,
         offsets: dict[TopicPartition, int],
-        acks: dict[int, int],
+        acks: dict[int, tuple[int, int]],
         sent: list[SentBatch],
     ) -> None:
         await producer.begin_transaction()
-        sent += await send_plan(producer, self._settings, plan)
-        clock = self._clock
+        try:
+            sent += await send_plan(producer, self._settings, plan, self._limits)
+            clock, mono = self._clock, self._mono
 
-        def stamp_ack(future: asyncio.Future[Any]) -> None:
-            acks[id(future)] = clock.now_ms()
+            def stamp_ack(future: asyncio.Future[Any]) -> None:
+                acks[id(future)] = (clock.now_ms(), mono())
 
-        for batch in sent:
-            if batch.topic is TopicKind.RUNS:
-                batch.future.add_done_callback(stamp_ack)
-        if offsets:
-            await producer.send_offsets_to_transaction(offsets, self._settings.scheduler_group)
+            for batch in sent:
+                if batch.topic is TopicKind.RUNS:
+                    batch.future.add_done_callback(stamp_ack)
+            if offsets:
+                await producer.send_offsets_to_transaction(offsets, self._settings.scheduler_group)
+            failure = await refused(sent)
+            if failure is not None:
+                raise failure
+        except BaseException:
+            await _abort(producer)
+            raise
         await producer.commit_transaction()
 
-    def _observe_skew(self, batch: SentBatch, sent_ms: int, acks: dict[int, int]) -> None:
+    def _sample(
+        self,
+        batch: SentBatch,
+        sent_ms: int,
+        sent_mono_ms: int,
+        acks: dict[int, tuple[int, int]],
+    ) -> ClockSample | None:
         if batch.topic is not TopicKind.RUNS or not batch.future.done():
-            return
+            return None
         if batch.future.cancelled() or batch.future.exception() is not None:
-            return
+            return None
         metadata = batch.future.result()
-        acked_ms = acks.get(id(batch.future))
-        if metadata is None or acked_ms is None or metadata.timestamp_type != _LOG_APPEND_TIME:
-            return
-        self._skew.observe(sent_ms=sent_ms, acked_ms=acked_ms, broker_ms=metadata.timestamp)
+        acked = acks.get(id(batch.future))
+        if metadata is None or acked is None or metadata.timestamp_type != _LOG_APPEND_TIME:
+            return None
+        return ClockSample(sent_ms, acked[0], metadata.timestamp, sent_mono_ms, acked[1])
+
+    def _require_producer(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            raise ShardWriteFailed(f"shard {self.partition} has no producer")
+        return self._producer
 
     async def close(self) -> None:
-        producer, self._producer, self._core = self._producer, None, None
+        producer, self._producer = self._producer, None
         if producer is not None:
-            await _stop_quietly(producer)
+            await bounded(producer.stop(), f"stopping the producer of shard {self.partition}")
 
     def figures(self) -> dict[str, Any]:
         now_s = time.monotonic()
-        figures: dict[str, Any] = {
+        return {
             "restore_ms": None if self.restore_ms is None else round(self.restore_ms, 1),
             "restored_records": self.restored_records,
             "restored_keys": self.restored_keys,
@@ -271,9 +249,22 @@ class ShardRunner:
             "transactions_per_s": round(self.transactions.per_s(now_s), 2),
             "records_written": self.records_written,
         }
-        if self._core is not None:
-            figures.update(self._core.stats)
-        return figures
+
+
+async def _abort(producer: AIOKafkaProducer) -> None:
+    """End an open transaction that must not commit; quietly, bounded.
+
+    A fenced or fatal producer refuses the abort; the broker then aborts the
+    transaction when the next owner fences us or when it times out.
+    """
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(producer.abort_transaction(), 5.0)
+
+
+def _classify(exc: BaseException, what: str) -> Exception:
+    if _fenced_cause(exc):
+        return ShardFenced(f"{what}: producer fenced")
+    return ShardWriteFailed(f"{what} ({type(exc).__name__}: {exc})")
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -286,13 +277,8 @@ def _fenced_cause(exc: BaseException) -> bool:
     while seen is not None:
         if isinstance(seen, ProducerFenced):
             return True
+        if isinstance(seen, BatchRefused):
+            seen = seen.error
+            continue
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-async def _stop_quietly(producer: AIOKafkaProducer) -> None:
-    """Stop a producer that may be fenced or cut off; never hang the caller for long."""
-    try:
-        await asyncio.wait_for(producer.stop(), 10.0)
-    except Exception as exc:  # a dead producer's stop has nothing useful to say
-        log.debug("stopping producer %s: %s", producer, exc)

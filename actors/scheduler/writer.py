@@ -7,6 +7,12 @@ aiokafka ``BatchBuilder``s, one ``send_batch`` per full batch. The transaction's
 commit flushes them all; the returned futures carry the broker's append stamps
 for the skew estimator.
 
+A record batch never exceeds what its topic accepts (``max.message.bytes``, read
+from the topic at start and passed in as ``limits``): a batch over the limit is
+refused whole by the broker, taking every record that shared it down with the
+one that was too large. A single record that alone exceeds its topic's limit is
+the caller's to handle before planning (`actors.scheduler.oversize`).
+
 Partition choice is Kafka's default partitioner (murmur2 of the key), computed
 here so it does not depend on the producer's configuration; a record with an
 explicit partition (changelog, forwards) keeps it; a keyless record (a rejected
@@ -17,11 +23,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.producer.message_accumulator import BatchBuilder
 
+from actors.scheduler.oversize import BATCH_OVERHEAD_BYTES
 from topics.names import Settings, TopicKind
 from topics.partitioner import murmur2_partition
 from topics.records import OutRecord
@@ -31,14 +40,14 @@ _CACHE_MAX = 1_000_000
 # Below the broker's default message.max.bytes (1 MiB) with room for batch overhead.
 MAX_BATCH_BYTES = 900 * 1024
 
+Planned = tuple[bytes | None, bytes | None, int | None]  # key, value, timestamp_ms
+
 
 @dataclass(slots=True)
 class WritePlan:
     """Records grouped per destination, in the order the shard returned them."""
 
-    groups: dict[tuple[TopicKind, int], list[tuple[bytes | None, bytes | None]]] = field(
-        default_factory=dict
-    )
+    groups: dict[tuple[TopicKind, int], list[Planned]] = field(default_factory=dict)
     records: int = 0
 
     def count(self, kind: TopicKind) -> int:
@@ -91,7 +100,7 @@ class Partitioner:
             bucket = groups.get(dest)
             if bucket is None:
                 bucket = groups[dest] = []
-            bucket.append((record.key, record.value))
+            bucket.append((record.key, record.value, record.timestamp_ms))
             n += 1
         plan.records = n
         return plan
@@ -105,33 +114,78 @@ class SentBatch:
     future: asyncio.Future[Any]
 
 
+def batch_bytes(limits: Mapping[TopicKind, int] | None, kind: TopicKind) -> int:
+    """The largest batch to build for ``kind``: the topic's limit, at most `MAX_BATCH_BYTES`."""
+    if limits is None or kind not in limits:
+        return MAX_BATCH_BYTES
+    return max(1, min(MAX_BATCH_BYTES, limits[kind] - BATCH_OVERHEAD_BYTES))
+
+
 async def send_plan(
-    producer: AIOKafkaProducer, settings: Settings, plan: WritePlan
+    producer: AIOKafkaProducer,
+    settings: Settings,
+    plan: WritePlan,
+    limits: Mapping[TopicKind, int] | None = None,
 ) -> list[SentBatch]:
     """Append every planned record to batches and submit them; one await per batch.
 
-    Must run inside an open transaction. Delivery is confirmed by the commit (which
-    flushes), so the futures are only read afterwards, for their stamps.
+    Must run inside an open transaction. The caller must await every returned
+    future before committing (`refused`): aiokafka commits a transaction even when
+    one of its batches was refused (the refusal only fails that batch's future).
     """
     sent: list[SentBatch] = []
     for (kind, partition), items in plan.groups.items():
         topic = settings.topic(kind)
-        batch = producer.create_batch()
+        size_bytes = batch_bytes(limits, kind)
+        new_batch = producer.create_batch if limits is None else partial(_new_batch, size_bytes)
+        batch = new_batch()
         in_batch = 0
-        for key, value in items:
-            if batch.append(key=key, value=value, timestamp=None) is None:
+        for key, value, stamp in items:
+            if batch.append(key=key, value=value, timestamp=stamp) is None:
                 fut = await producer.send_batch(batch, topic, partition=partition)
                 sent.append(SentBatch(kind, partition, in_batch, fut))
-                batch = producer.create_batch()
+                batch = new_batch()
                 in_batch = 0
-                if batch.append(key=key, value=value, timestamp=None) is None:
-                    raise ValueError(
-                        f"a record for {topic}[{partition}] does not fit in an empty batch"
-                        f" of {MAX_BATCH_BYTES} bytes; commands are capped at 256 KiB,"
-                        " so this is a bug in the shard's output"
-                    )
+                # The first record of a batch is always taken, whatever its size; one
+                # larger than the topic accepts is refused by the broker, whose error
+                # then fails the whole transaction (see `refused`).
+                batch.append(key=key, value=value, timestamp=stamp)
             in_batch += 1
         if in_batch:
             fut = await producer.send_batch(batch, topic, partition=partition)
             sent.append(SentBatch(kind, partition, in_batch, fut))
     return sent
+
+
+def _new_batch(size_bytes: int) -> Any:
+    # aiokafka's create_batch() sizes batches for the producer as a whole; a topic may
+    # accept less, so the builder is made with this topic's size.
+    return BatchBuilder(size_bytes, 0, is_transactional=True)  # 0: no compression
+
+
+class BatchRefused(Exception):
+    """The broker refused a batch of an open transaction; the transaction must not commit."""
+
+    def __init__(self, batch: SentBatch, error: BaseException) -> None:
+        self.batch = batch
+        self.error = error
+        super().__init__(
+            f"{batch.topic.value}[{batch.partition}]: a batch of {batch.records} records was"
+            f" refused ({type(error).__name__}: {error})"
+        )
+
+
+async def refused(sent: list[SentBatch]) -> BatchRefused | None:
+    """Wait for every batch's acknowledgement; the first refusal, or None if all landed.
+
+    aiokafka keeps a transaction open and committable after a batch fails (the error
+    only resolves that batch's future), so a commit without this check would make the
+    rest of the transaction visible without the refused records.
+    """
+    if not sent:
+        return None
+    outcomes = await asyncio.gather(*(b.future for b in sent), return_exceptions=True)
+    for batch, outcome in zip(sent, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            return BatchRefused(batch, outcome)
+    return None

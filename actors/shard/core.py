@@ -384,7 +384,9 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         )
         if target is not None:
             key, partition = target
-            self._out.append(OutRecord(_COMMANDS, key, record.value, partition))
+            # The author's timestamp travels with it: look-backs count from there.
+            stamp = record.timestamp_ms if record.timestamp_ms > 0 else None
+            self._out.append(OutRecord(_COMMANDS, key, record.value, partition, stamp))
             self._counts["forwarded_total"] += 1
             return
         command = decode_command(record.key, record.value, now_ms)

@@ -1,0 +1,46 @@
+"""Closing a Kafka client without ever hanging the caller.
+
+aiokafka's ``stop()`` awaits its background tasks; a fetch or a produce request the
+broker never answers (a broker that died mid-request, a half-open connection) keeps
+one of those tasks waiting, and a cancelled ``stop()`` may then never finish:
+``asyncio.wait_for`` waits for the cancelled awaitable to end, so it hangs too.
+`bounded` gives a close a deadline and, past it, *abandons* the close: the task is
+cancelled and left to finish (or not) on its own, and the caller goes on. What an
+abandoned client still holds (a socket, a task) is released when the process ends;
+nothing kafkron guarantees depends on a clean close (fencing and the broker's
+session and transaction timeouts settle whatever a dead client left open).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+log = logging.getLogger("kafkron")
+
+CLOSE_TIMEOUT_S = 10.0
+
+
+async def bounded(awaitable: Awaitable[Any], what: str, timeout_s: float = CLOSE_TIMEOUT_S) -> bool:
+    """Await ``awaitable`` for at most ``timeout_s``; True if it finished (even with an error).
+
+    Its exception, if any, is logged at debug level and swallowed: a close that fails
+    has nothing useful to say. Past the deadline the task is cancelled and abandoned.
+    """
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    if task in done:
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("%s: %s", what, task.exception())
+        return True
+    task.cancel()
+    task.add_done_callback(_retrieve)
+    log.warning("%s did not finish within %.0f s; abandoned it", what, timeout_s)
+    return False
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

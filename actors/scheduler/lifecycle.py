@@ -1,0 +1,625 @@
+"""The scheduler process's decisions, as a pure state machine: one machine, two executors.
+
+Rules of this module
+--------------------
+Everything that decides *which shards this process holds, when it may build,
+fire and write, and what it does when Kafka says no* lives here, and nothing here
+does I/O: no asyncio, no Kafka client, no clock reads. Time comes in as ints
+(``local_ms``: the wall clock schedules are due by; ``mono_ms``: a clock that
+never steps, for waits and backoffs), events come in as method calls, and the
+machine answers with actions, frozen dataclasses the caller carries out and
+reports back on. Two executors carry them out: `actors.scheduler.runtime` on
+aiokafka, and `simulation.node` on the simulated Kafka, so a seed of the
+simulation exercises exactly the decisions the production loop makes.
+
+Theory of operation
+-------------------
+A shard p is one partition of ``{ns}.commands`` and of ``{ns}.results`` given to
+this process by the consumer group (the lease). Its life, per build attempt (a
+*token*: every resource the executor opens for an attempt is keyed by it, and an
+event carrying an old token is answered by closing what it opened)::
+
+    phase        on                      next           action out
+    ---------    ---------------------   ------------   -------------------------------
+    (none)       assigned                WAITING(now)   Pause
+    WAITING      tick past not_before    FENCING        Fence     (init_transactions)
+    FENCING      fence_done              PROBING        Probe     (aborted one-record txn)
+    PROBING      probe_done, new         RESTORING      Restore   (changelog to its end)
+    PROBING      probe_done, resumed     POSITIONING    Position  (committed offsets)
+    RESTORING    restore_done            POSITIONING    Position
+    POSITIONING  position_done           LIVE           (records flow; turns write)
+    LIVE         write_done              LIVE
+    LIVE         write_failed, fenced    WAITING(+session)  Close + Pause
+    LIVE         write_failed            WAITING(+backoff)  Close + Pause
+    building     step_failed             WAITING(+backoff)  Close + Pause
+    LIVE         revoked                 PARKED         (core and producer kept)
+    PARKED       assigned again          PROBING        Probe     (resume: no fence, no restore)
+    PARKED       assigned, not given     (none)         Close
+    other        revoked                 (none)         Close (if it opened anything)
+
+Why each rule:
+
+- **Fence before anything is read.** ``init_transactions`` of ``{ns}-shard-{p}``
+  bumps the epoch: every earlier owner's open transaction is aborted and its
+  later ones refused. Only then are the changelog's end and the committed
+  offsets final.
+- **Probe before the first fire.** The skew guard learns the broker's clock from
+  the LogAppendTime stamps of our own writes to ``{ns}.runs``; a process that has
+  not written has no sample. A probe is one record in a transaction that is
+  always aborted. A topic that is not LogAppendTime gives no broker time at all:
+  the shard is not built (never early cannot be kept), and the note says why.
+  The probe is also how a parked shard proves it is still the current epoch: if
+  anyone owned p meanwhile, it fails with ProducerFenced and p is built afresh.
+- **A clock that steps invalidates what we know of it.** Each turn compares
+  ``local_ms - mono_ms`` with its value at the last sample; a change beyond half
+  the skew bound is a step (NTP, a resumed VM): the samples are dropped and no
+  shard fires until a fresh probe has measured the clock again. So an idle shard
+  learns of a jump before its next fire, not from it. Samples older than
+  ``sample_max_age_ms`` are refreshed by a probe too, without holding fires.
+- **A failed write drops the shard.** Its core already holds the turn's changes;
+  the changelog is the truth, so the shard is rebuilt from it. A fenced write
+  means another process believes it owns p: this process waits a session timeout
+  before building again (by then one of the two has lost the assignment).
+- **Revocation parks.** Eager rebalancing revokes every shard on every membership
+  change and usually gives most back; a parked shard keeps its core and producer
+  and, given back, only probes and re-positions.
+- **Builds never block turns.** Each step is a separate action; live shards keep
+  turning while others fence or restore (a revocation never waits for a restore).
+- **Bounded turns.** One turn fires at most ``max_fires_per_turn`` per shard; a
+  backlog goes out over several transactions, the next turn at once.
+- **A run record the runs topic cannot take** is ended as a failed, non-retryable
+  attempt in the same turn (`actors.scheduler.oversize`), never written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from actors.scheduler.oversize import end_oversized_runs
+from actors.scheduler.skew import DEFAULT_BOUND_MS, SkewEstimator
+from topics.names import TopicKind
+from topics.records import InRecord, OutRecord
+
+INPUTS = (TopicKind.COMMANDS, TopicKind.RESULTS)
+REBUILD_BACKOFF_MS = 1_000
+MAX_SLEEP_MS = 1_000
+# How soon to look again while a shard waits to be built (a cheap turn).
+WAITING_POLL_MS = 100
+SAMPLE_MAX_AGE_MS = 60_000
+
+
+class Phase(StrEnum):
+    WAITING = "waiting"
+    FENCING = "fencing"
+    PROBING = "probing"
+    RESTORING = "restoring"
+    POSITIONING = "positioning"
+    LIVE = "live"
+    PARKED = "parked"
+
+
+_BUILDING = frozenset({Phase.FENCING, Phase.PROBING, Phase.RESTORING, Phase.POSITIONING})
+
+
+class CoreLike(Protocol):
+    """What the machine needs of `actors.shard.ShardCore`."""
+
+    def apply(self, record: InRecord, now_ms: int) -> list[OutRecord]: ...
+    def advance(self, now_ms: int, max_fires: int | None = None) -> list[OutRecord]: ...
+    def next_due_ms(self) -> int | None: ...
+    @property
+    def stats(self) -> Mapping[str, Any]: ...
+
+
+# -- actions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Stop fetching the shard's inputs (nothing is read before it is live)."""
+
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Start a producer with the shard's transactional id (``init_transactions``)."""
+
+    partition: int
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One record to ``{ns}.runs`` in a transaction that is aborted: the broker's clock.
+
+    ``refresh``: a live shard measuring the clock again; its failure is a failed
+    write (the shard is rebuilt), not a failed build.
+    """
+
+    partition: int
+    token: int
+    refresh: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Restore:
+    """Read ``{ns}.schedules[p]`` read_committed to its end into a fresh core."""
+
+    partition: int
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Seek the inputs to their committed offsets and resume fetching them."""
+
+    partition: int
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """ONE transaction: ``records`` plus the consumed ``offsets`` (next offset per input)."""
+
+    partition: int
+    token: int
+    records: list[OutRecord]
+    offsets: dict[TopicKind, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Stop the producer opened under ``token`` and forget its core."""
+
+    partition: int
+    token: int
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A line for the process log / the simulation's story. ``kind``: a short tag."""
+
+    level: str  # "info" | "warning" | "error"
+    kind: str
+    text: str
+
+
+Action = Pause | Fence | Probe | Restore | Position | Write | Close | Note
+
+
+@dataclass(frozen=True, slots=True)
+class ClockSample:
+    """One produce round trip to ``{ns}.runs``: local send/ack instants, broker stamp.
+
+    Both ends are read on the wall clock and on the monotonic clock: a round trip
+    during which the two advanced differently saw a clock step, and says nothing.
+    """
+
+    sent_ms: int
+    acked_ms: int
+    broker_ms: int
+    sent_mono_ms: int
+    acked_mono_ms: int
+
+    def stepped_ms(self) -> int:
+        return (self.acked_ms - self.sent_ms) - (self.acked_mono_ms - self.sent_mono_ms)
+
+
+# -- the shard slot ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Slot:
+    partition: int
+    phase: Phase
+    token: int
+    not_before_ms: int = 0
+    core: CoreLike | None = None
+    resumed: bool = False
+    writing: bool = False
+    unwritten: list[OutRecord] = field(default_factory=list)
+    out: list[OutRecord] = field(default_factory=list)
+    offsets: dict[TopicKind, int] = field(default_factory=dict)
+
+
+class SchedulerMachine:
+    """The decisions of one scheduler process (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        session_timeout_ms: int,
+        max_fires_per_turn: int | None = None,
+        skew_bound_ms: int = DEFAULT_BOUND_MS,
+        rebuild_backoff_ms: int = REBUILD_BACKOFF_MS,
+        sample_max_age_ms: int = SAMPLE_MAX_AGE_MS,
+        runs_limit_bytes: int | None = None,
+        runs_topic: str = "runs",
+    ) -> None:
+        self.session_timeout_ms = session_timeout_ms
+        self.max_fires_per_turn = max_fires_per_turn
+        self.rebuild_backoff_ms = rebuild_backoff_ms
+        self.sample_max_age_ms = sample_max_age_ms
+        self.runs_limit_bytes = runs_limit_bytes
+        self.runs_topic = runs_topic
+        self.skew = SkewEstimator(bound_ms=skew_bound_ms)
+        self.slots: dict[int, Slot] = {}
+        self.assigned: frozenset[int] = frozenset()
+        self._tokens = 0
+        self._held_back = False
+        # Clock-step detection: local - mono at the last sample; None = nothing known.
+        self._wall_minus_mono_ms: int | None = None
+        self._sample_mono_ms: int | None = None
+        self._sample_needed = False  # a step was seen: no fires until a fresh sample
+        self._refreshing: int | None = None  # partition of a refresh probe in flight
+
+    # -- membership ------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[int], mono_ms: int) -> list[Action]:
+        """The group's new assignment for this process (after a revocation)."""
+        wanted = frozenset(partitions)
+        self.assigned = wanted
+        actions: list[Action] = [Pause(p) for p in sorted(wanted)]
+        for p in sorted(set(self.slots) - wanted):
+            gone = self.slots.pop(p)
+            actions.append(Close(p, gone.token, "revoked, not assigned back"))
+        resumed = []
+        for p in sorted(wanted):
+            slot = self.slots.get(p)
+            if slot is None:
+                self.slots[p] = Slot(p, Phase.WAITING, self._next_token(), mono_ms)
+            elif slot.phase is Phase.PARKED:
+                slot.phase, slot.resumed = Phase.PROBING, True
+                slot.out, slot.offsets = [], {}
+                actions.append(Probe(p, slot.token))
+                resumed.append(p)
+        actions.append(Note("info", "own", f"assigned shards {sorted(wanted)}"))
+        if resumed:
+            actions.append(
+                Note("info", "resume", f"parked shards {resumed} assigned back: resuming them")
+            )
+        return actions + self.tick(mono_ms)
+
+    def revoke(self, partitions: Iterable[int]) -> list[Action]:
+        """The group takes these shards away (eager rebalancing: usually all of them)."""
+        actions: list[Action] = []
+        gone = sorted(set(partitions))
+        for p in gone:
+            slot = self.slots.get(p)
+            if slot is None:
+                continue
+            if slot.phase is Phase.LIVE:
+                slot.phase = Phase.PARKED  # kept whole until the assignment says
+                slot.out, slot.offsets = [], {}
+                if self._refreshing == p:
+                    self._refreshing = None
+            elif slot.phase is not Phase.PARKED:
+                del self.slots[p]
+                if slot.phase is not Phase.WAITING:
+                    actions.append(Close(p, slot.token, "revoked while being built"))
+        self.assigned = self.assigned - set(gone)
+        if gone:
+            actions.append(Note("info", "revoke", f"revoked shards {gone}"))
+        return actions
+
+    def leave(self) -> list[Action]:
+        """The process stops (or the group expelled it): close every shard."""
+        actions: list[Action] = [
+            Close(p, slot.token, "shutting down")
+            for p, slot in sorted(self.slots.items())
+            if slot.phase is not Phase.WAITING
+        ]
+        self.slots.clear()
+        self.assigned = frozenset()
+        self._refreshing = None
+        return actions
+
+    # -- building --------------------------------------------------------------------
+
+    def tick(self, mono_ms: int) -> list[Action]:
+        """Start building every waiting shard whose time has come."""
+        actions: list[Action] = []
+        for p, slot in sorted(self.slots.items()):
+            if slot.phase is Phase.WAITING and slot.not_before_ms <= mono_ms:
+                slot.phase, slot.resumed = Phase.FENCING, False
+                actions.append(Fence(p, slot.token))
+        return actions
+
+    def fence_done(self, p: int, token: int) -> list[Action]:
+        slot = self._current(p, token, Phase.FENCING)
+        if slot is None:
+            return [Close(p, token, "fenced for an attempt no longer wanted")]
+        slot.phase = Phase.PROBING
+        return [Probe(p, token)]
+
+    def probe_done(
+        self, p: int, token: int, sample: ClockSample | None, mono_ms: int
+    ) -> list[Action]:
+        """The probe came back; ``sample`` None: the runs topic gave no broker time."""
+        slot = self.slots.get(p)
+        if slot is not None and slot.token == token and slot.phase is Phase.LIVE:
+            # A refresh of a live shard's clock measurement.
+            self._refreshing = None
+            slot.writing = False
+            return self._observe(sample)
+        slot = self._current(p, token, Phase.PROBING)
+        if slot is None:
+            return [Close(p, token, "probed for an attempt no longer wanted")]
+        if sample is None:
+            return self._failed(
+                slot,
+                f"{self.runs_topic} gives no broker time (it is not"
+                " message.timestamp.type=LogAppendTime), so firing could be early on a fast"
+                f" clock; shard {p} is not started. Fix the topic: kafkron topics check",
+                mono_ms,
+                backoff_ms=self.session_timeout_ms,
+            )
+        actions = self._observe(sample)
+        if slot.resumed:
+            slot.phase = Phase.POSITIONING
+            actions.append(Position(p, token))
+        else:
+            slot.phase = Phase.RESTORING
+            actions.append(Restore(p, token))
+        return actions
+
+    def restore_done(
+        self, p: int, token: int, core: CoreLike, unwritten: list[OutRecord]
+    ) -> list[Action]:
+        slot = self._current(p, token, Phase.RESTORING)
+        if slot is None:
+            return [Close(p, token, "restored for an attempt no longer wanted")]
+        slot.core, slot.unwritten = core, list(unwritten)
+        slot.phase = Phase.POSITIONING
+        return [Position(p, token)]
+
+    def position_done(self, p: int, token: int) -> list[Action]:
+        slot = self._current(p, token, Phase.POSITIONING)
+        if slot is None:
+            return [Close(p, token, "positioned for an attempt no longer wanted")]
+        slot.phase = Phase.LIVE
+        how = "resumed after the rebalance (no restore)" if slot.resumed else "taken on"
+        return [Note("info", "build", f"shard {p} {how}")]
+
+    def step_failed(
+        self, p: int, token: int, *, fenced: bool, error: str, mono_ms: int
+    ) -> list[Action]:
+        """A build step (fence, probe, restore, position) failed."""
+        slot = self.slots.get(p)
+        if slot is None or slot.token != token or slot.phase in (Phase.LIVE, Phase.PARKED):
+            if slot is not None and slot.token == token and slot.phase is Phase.LIVE:
+                return self.write_failed(p, token, fenced=fenced, error=error, mono_ms=mono_ms)
+            return [Close(p, token, "failed attempt no longer wanted")]
+        if slot.resumed and fenced:
+            # Someone owned p while it was parked: build it afresh, now.
+            return self._failed(slot, f"resume fenced ({error}); rebuilding", mono_ms, 0)
+        return self._failed(slot, error, mono_ms, self.rebuild_backoff_ms)
+
+    # -- turns -----------------------------------------------------------------------
+
+    def live(self) -> dict[int, CoreLike]:
+        """The cores of the shards records may be fed to now."""
+        return {
+            p: slot.core
+            for p, slot in self.slots.items()
+            if slot.phase is Phase.LIVE and slot.core is not None
+        }
+
+    def feed(self, p: int, kind: TopicKind, records: list[InRecord], now_ms: int) -> bool:
+        """Apply consumed records to shard p; False if p is not live (read them later).
+
+        A shard whose transaction is still out takes records too: what they cause
+        waits in the shard for the turn after that transaction's outcome.
+        """
+        slot = self.slots.get(p)
+        if slot is None or slot.phase is not Phase.LIVE or slot.core is None:
+            return False
+        if not records:
+            return True
+        apply = slot.core.apply
+        out = slot.out
+        for record in records:
+            out.extend(apply(record, now_ms))
+        slot.offsets[kind] = records[-1].offset + 1
+        return True
+
+    def may_fire(self) -> bool:
+        """False while a clock step is unmeasured: timers wait for a fresh sample."""
+        return not self._sample_needed
+
+    def turn(self, local_ms: int, mono_ms: int) -> list[Action]:
+        """Advance every live shard and emit one `Write` per shard with something to say."""
+        actions = self._watch_clock(local_ms, mono_ms)
+        now_ms = self.now_ms(local_ms)
+        actions.extend(self._holdback_notes())
+        fire = self.may_fire()
+        for p, slot in sorted(self.slots.items()):
+            if slot.phase is not Phase.LIVE or slot.core is None or slot.writing:
+                continue
+            out = slot.out
+            if fire:
+                out.extend(slot.core.advance(now_ms, self.max_fires_per_turn))
+            if slot.unwritten:
+                out = slot.unwritten + out
+                slot.unwritten = []
+            if out:
+                out, ended = end_oversized_runs(
+                    out,
+                    runs_limit_bytes=self.runs_limit_bytes,
+                    runs_topic=self.runs_topic,
+                    partition=p,
+                    apply=slot.core.apply,
+                    now_ms=now_ms,
+                )
+                actions.extend(Note("error", "oversize", f"shard {p}: {line}") for line in ended)
+            if out or slot.offsets:
+                slot.writing = True
+                actions.append(Write(p, slot.token, out, dict(slot.offsets)))
+            slot.out, slot.offsets = [], {}
+        return actions
+
+    def write_done(self, p: int, token: int, samples: Iterable[ClockSample] = ()) -> list[Action]:
+        """The `Write` committed; ``samples``: the broker stamps of its runs batches."""
+        slot = self.slots.get(p)
+        if slot is not None and slot.token == token:
+            slot.writing = False
+        actions: list[Action] = []
+        for sample in samples:
+            actions.extend(self._observe(sample))
+        return actions
+
+    def write_failed(
+        self, p: int, token: int, *, fenced: bool, error: str, mono_ms: int
+    ) -> list[Action]:
+        """The transaction of `Write` (or a refresh probe) did not commit."""
+        slot = self.slots.get(p)
+        if slot is None or slot.token != token:
+            return [Close(p, token, "write of an attempt no longer wanted failed")]
+        if self._refreshing == p:
+            self._refreshing = None
+        if fenced:
+            note = Note(
+                "error",
+                "fenced",
+                f"ZOMBIE: shard {p} was fenced: another scheduler started its transactional"
+                f" id, so it believes it owns shard {p}. This process stops writing for it now"
+                " (the broker aborts the open transaction) and looks again in"
+                f" {self.session_timeout_ms // 1000} s",
+            )
+            return [note, *self._failed(slot, "fenced", mono_ms, self.session_timeout_ms)]
+        why = f"transaction failed ({error}); dropping its state, rebuilding from the changelog"
+        return self._failed(slot, why, mono_ms, self.rebuild_backoff_ms)
+
+    # -- time --------------------------------------------------------------------------
+
+    def now_ms(self, local_ms: int) -> int:
+        """The shards' now: the local clock, held back if proven to run ahead."""
+        return local_ms - self.skew.holdback_ms()
+
+    def wake_in_ms(self, local_ms: int, mono_ms: int) -> int:
+        """How long the executor may wait for records before the next turn."""
+        sleep_ms = MAX_SLEEP_MS
+        now_ms = self.now_ms(local_ms)
+        for slot in self.slots.values():
+            if slot.phase is Phase.WAITING:
+                sleep_ms = min(sleep_ms, max(slot.not_before_ms - mono_ms, WAITING_POLL_MS))
+            elif slot.phase in _BUILDING:
+                sleep_ms = min(sleep_ms, WAITING_POLL_MS)  # live soon: look again shortly
+            elif slot.phase is Phase.LIVE and slot.core is not None:
+                if slot.unwritten:
+                    return 0
+                due_ms = slot.core.next_due_ms()
+                if due_ms is not None:
+                    sleep_ms = min(sleep_ms, due_ms - now_ms)
+        # At least 1 ms: the wheel names the start of a bucket, which may lie up to a
+        # tick before its first item is due; without the floor that tick would spin.
+        return max(1, sleep_ms)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _next_token(self) -> int:
+        self._tokens += 1
+        return self._tokens
+
+    def _current(self, p: int, token: int, phase: Phase) -> Slot | None:
+        slot = self.slots.get(p)
+        if slot is None or slot.token != token or slot.phase is not phase:
+            return None
+        return slot
+
+    def _failed(self, slot: Slot, why: str, mono_ms: int, backoff_ms: int) -> list[Action]:
+        p = slot.partition
+        old = slot.token
+        opened = slot.phase is not Phase.WAITING
+        self.slots[p] = Slot(p, Phase.WAITING, self._next_token(), mono_ms + backoff_ms)
+        actions: list[Action] = [Pause(p)]
+        if opened:
+            actions.insert(0, Close(p, old, why))
+        if backoff_ms:
+            why = f"{why}; retrying in {backoff_ms / 1000:.0f} s"
+        actions.append(Note("error", "drop", f"shard {p}: {why}"))
+        if p not in self.assigned:
+            del self.slots[p]
+        return actions
+
+    def _observe(self, sample: ClockSample | None) -> list[Action]:
+        if sample is None:
+            return []
+        stepped_ms = sample.stepped_ms()
+        if abs(stepped_ms) > self._step_tolerance_ms():
+            return self._stepped(stepped_ms)
+        self.skew.observe(
+            sent_ms=sample.sent_ms, acked_ms=sample.acked_ms, broker_ms=sample.broker_ms
+        )
+        # The step detector's new baseline: the clocks as this sample measured them.
+        self._wall_minus_mono_ms = sample.acked_ms - sample.acked_mono_ms
+        self._sample_mono_ms = sample.acked_mono_ms
+        self._sample_needed = False
+        return []
+
+    def _step_tolerance_ms(self) -> int:
+        return max(self.skew.bound_ms // 2, 1)
+
+    def _stepped(self, stepped_ms: int) -> list[Action]:
+        self.skew = SkewEstimator(bound_ms=self.skew.bound_ms)
+        self._wall_minus_mono_ms = None
+        self._sample_needed = True
+        return [
+            Note(
+                "warning",
+                "clock",
+                f"the local clock stepped by {stepped_ms:+,} ms; holding fires until"
+                " a fresh probe has measured it against the broker's",
+            )
+        ]
+
+    def _watch_clock(self, local_ms: int, mono_ms: int) -> list[Action]:
+        actions: list[Action] = []
+        base = self._wall_minus_mono_ms
+        if base is not None:
+            stepped_ms = (local_ms - mono_ms) - base
+            if abs(stepped_ms) > self._step_tolerance_ms():
+                actions.extend(self._stepped(stepped_ms))
+        stale = (
+            self._sample_mono_ms is not None
+            and mono_ms - self._sample_mono_ms > self.sample_max_age_ms
+        )
+        if (self._sample_needed or stale) and self._refreshing is None:
+            for p, slot in sorted(self.slots.items()):
+                if slot.phase is Phase.LIVE and not slot.writing:
+                    self._refreshing = p
+                    self._sample_mono_ms = mono_ms  # one refresh per interval
+                    slot.writing = True  # the probe's transaction uses the shard's producer
+                    actions.append(Probe(p, slot.token, refresh=True))
+                    break
+        return actions
+
+    def _holdback_notes(self) -> list[Action]:
+        holdback_ms = self.skew.holdback_ms()
+        if holdback_ms and not self._held_back:
+            self._held_back = True
+            return [
+                Note(
+                    "error",
+                    "clock",
+                    f"CLOCK AHEAD: the local clock runs at least {self.skew.ahead_ms:,} ms"
+                    f" ahead of the broker's (bound {self.skew.bound_ms:,} ms); holding firing"
+                    f" back by {holdback_ms:,} ms so nothing fires early. Fix this machine's"
+                    " time sync (NTP/chrony).",
+                )
+            ]
+        if not holdback_ms and self._held_back:
+            self._held_back = False
+            return [
+                Note(
+                    "warning",
+                    "clock",
+                    f"clock skew back within {self.skew.bound_ms:,} ms; firing no longer held back",
+                )
+            ]
+        return []

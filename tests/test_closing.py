@@ -1,0 +1,37 @@
+"""`actors.closing.bounded`: a close that never ends is abandoned, never awaited forever."""
+
+from __future__ import annotations
+
+import asyncio
+
+from actors.closing import bounded
+
+
+async def test_a_close_that_swallows_its_cancellation_is_abandoned_not_awaited() -> None:
+    release = asyncio.Event()
+
+    async def stubborn_stop() -> None:
+        # What aiokafka's stop does when its fetcher waits on an unanswered request:
+        # a cancellation is caught and the wait goes on.
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                continue
+
+    # asyncio.wait_for would hang here: it waits for the cancelled task to end.
+    finished = await asyncio.wait_for(bounded(stubborn_stop(), "stubborn", 0.05), 5.0)
+    assert finished is False
+    release.set()
+    await asyncio.sleep(0)
+
+
+async def test_a_close_that_finishes_or_fails_reports_finished() -> None:
+    async def ok() -> None:
+        await asyncio.sleep(0)
+
+    async def fails() -> None:
+        raise RuntimeError("broker gone")
+
+    assert await bounded(ok(), "ok", 1.0) is True
+    assert await bounded(fails(), "fails", 1.0) is True
