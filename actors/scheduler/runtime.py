@@ -67,6 +67,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.consumer.fetcher import ConsumerRecord
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
+from actors.observe import metrics
 from actors.scheduler.breather import Breather
 from actors.scheduler.clock import Clock, SystemClock
 from actors.scheduler.restore import make_restore_consumer
@@ -350,6 +351,7 @@ class SchedulerRuntime:
         )
         for (p, _, _, _), result in zip(work, results, strict=True):
             if isinstance(result, ShardFenced):
+                metrics.shard_fenced(p)
                 log.error(
                     "ZOMBIE: shard %d was fenced — another scheduler started transactional id"
                     " %s, so it believes it owns shard %d. This process stops writing for it"
@@ -361,6 +363,7 @@ class SchedulerRuntime:
                 lease_s = self.options.session_timeout_ms / 1000
                 await self._drop(p, "fenced", rebuild_after_s=lease_s)
             elif isinstance(result, BaseException):
+                metrics.shard_transaction_failed(p)
                 log.error(
                     "shard %d: %s; dropping its state and rebuilding it from the changelog",
                     p,

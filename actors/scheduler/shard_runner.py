@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
+from actors.observe import metrics
 from actors.scheduler.clock import Clock
 from actors.scheduler.figures import RateWindow
 from actors.scheduler.restore import read_to_end
@@ -201,6 +202,7 @@ class ShardRunner:
         if not plan.records and not offsets:
             return
         sent_ms = self._clock.now_ms()
+        began_s = time.perf_counter()
         acks: dict[int, int] = {}
         sent: list[SentBatch] = []
         try:
@@ -217,6 +219,7 @@ class ShardRunner:
             raise ShardWriteFailed(
                 f"shard {self.partition}: transaction failed ({type(exc).__name__}: {exc})"
             ) from exc
+        metrics.shard_committed(self.partition, time.perf_counter() - began_s)
         self._unwritten = []
         self.records_written += plan.records
         self.transactions.add(time.monotonic())
