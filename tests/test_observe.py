@@ -18,6 +18,7 @@ from shard_helpers import SECOND, T0, Shard, upsert
 
 from actors.observe import metrics
 from actors.observe.collectors import SchedulerCollector
+from actors.observe.events import log_committed
 from actors.observe.logs import check_format, setup_logging
 from actors.shard.lateness import BUCKET_BOUNDS_MS, LatenessWindow
 
@@ -191,3 +192,22 @@ def test_bad_observability_flags_are_usage_errors(
     code, _, err = cli(capsys, "recorder")
     assert code == 2 and "KAFKRON_METRICS_PORT 'http' is not a port number" in err
     logging.getLogger().handlers.clear()
+
+
+def test_dead_letters_and_rejections_are_logged_a_line_each(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    shard = Shard(now_ms=T0 - SECOND)
+    written = shard.send(upsert("doomed", retry={"max_attempts": 1, "jitter": "none"})).records
+    [run] = shard.run_until(T0 + 60 * SECOND).runs
+    written += shard.report(run, "failed").records
+    written += shard.send(upsert("bad", spec={"cron": "61 * * * *"})).records
+    with caplog.at_level(logging.INFO, logger="kafkron.scheduler"):
+        log_committed(0, written)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(
+        f"DLQ: run {run.run_id} (job test.job) dead-lettered after 1 attempts"
+    )
+    assert "kafkron dlq replay" in lines[0]
+    assert lines[1].startswith("REJECTED: command at ") and "61" in lines[1]

@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
 from actors.observe import metrics
+from actors.observe.events import log_committed
 from actors.scheduler.clock import Clock
 from actors.scheduler.figures import RateWindow
 from actors.scheduler.restore import read_to_end
@@ -220,6 +221,7 @@ class ShardRunner:
                 f"shard {self.partition}: transaction failed ({type(exc).__name__}: {exc})"
             ) from exc
         metrics.shard_committed(self.partition, time.perf_counter() - began_s)
+        log_committed(self.partition, out)
         self._unwritten = []
         self.records_written += plan.records
         self.transactions.add(time.monotonic())
