@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -73,9 +74,24 @@ def test_demo_runs_30_seconds_and_its_history_shows_success_retry_and_dlq(
     kafka_settings: Settings, tmp_path: Path
 ) -> None:
     db = tmp_path / "demo.db"
-    process = demo(kafka_settings.namespace, db, "--duration", "30")
-    out, err = process.communicate(timeout=240)
+    process = demo(kafka_settings.namespace, db, "--duration", "30", "--web-port", "39195")
+    assert process.stderr is not None
+    early: list[str] = []
+    while not any("web console at" in line for line in early):
+        line = process.stderr.readline()
+        assert line, f"the demo never printed its console's address:\n{''.join(early)}"
+        early.append(line)
+    url = early[-1].split("web console at ", 1)[1].split()[0]
+    assert url.startswith("http://127.0.0.1:3919")  # 39195 or the next free port
+    with urllib.request.urlopen(url, timeout=30) as response:  # served while the demo runs
+        assert response.status == 200
+        assert kafka_settings.namespace in response.read().decode()
+    out, rest = process.communicate(timeout=240)
+    err = "".join(early) + rest
     assert process.returncode == 0, f"stdout:\n{out}\nstderr:\n{err}"
+    # Nothing foreign on the screen: every line on stderr is the demo's own.
+    foreign = [line for line in err.splitlines() if line and not line.startswith("kafkron demo:")]
+    assert foreign == [], foreign
     counts, runs = asyncio.run(history_of(db))
     assert counts.get("succeeded", 0) >= 3, counts
     assert counts.get("retried", 0) >= 1, counts

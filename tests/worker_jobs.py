@@ -47,3 +47,10 @@ def sleep_sync(ctx: RunContext, seconds: float = 1.0) -> None:
 def fail(ctx: RunContext, message: str = "boom") -> None:
     _mark("start", ctx)
     raise ValueError(f"{message} on attempt {ctx.attempt}")
+
+
+@job("test.fail_until_attempt")
+def fail_until_attempt(ctx: RunContext, succeed_at: int = 3) -> None:
+    """Fails every attempt before ``succeed_at``: a run that dead-letters, then a replay works."""
+    if ctx.attempt < succeed_at:
+        raise RuntimeError(f"attempt {ctx.attempt} fails on purpose (succeeds at {succeed_at})")

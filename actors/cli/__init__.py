@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "dag_cmd",
     "scheduler_cmd",
     "demo_cmd",
+    "web_cmd",
     "next_cmd",
     "simulate_cmd",
 )

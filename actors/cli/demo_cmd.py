@@ -50,6 +50,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--db", default=None, metavar="PATH", help="history database (default .kafkron/demo/NS.db)"
     )
+    parser.add_argument(
+        "--web-port",
+        type=int,
+        default=8080,
+        metavar="P",
+        help="serve the web console on 127.0.0.1:P, or the next free port (default 8080;"
+        " 0: no console)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -59,10 +67,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.duration is not None and args.duration <= 0:
         return output.fail("demo", "--duration must be a positive number of seconds", 2)
+    if not 0 <= args.web_port < 65536:
+        return output.fail("demo", "--web-port must be a port number (0: no console)", 2)
     options = DemoOptions(
         duration_s=args.duration,
         namespace=args.namespace,
         db=Path(args.db) if args.db else None,
+        web_port=args.web_port or None,
     )
     try:
         return asyncio.run(run_demo(options))

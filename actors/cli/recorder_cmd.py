@@ -10,11 +10,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from actors.cli import output
+from actors.cli import observe_args, output
 from actors.history import default_db_path
-from actors.history.recorder import RecorderError, run_recorder
-from actors.history.store import HistoryError
+from actors.history.recorder import HISTORY_KINDS, Recorder, RecorderError
+from actors.history.store import HistoryError, HistoryStore
+from actors.observe.collectors import RecorderCollector
+from actors.observe.exposition import MetricsError
+from actors.observe.lag import LagSampler
 from topics.names import Settings
+
+log = logging.getLogger("kafkron.recorder")
 
 _EPILOG = """\
 examples:
@@ -45,26 +50,26 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--rebuild", action="store_true", help="empty the database and re-read the topics"
     )
+    observe_args.add_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    try:
+        port = observe_args.metrics_port(args)
+        observe_args.setup_logging(args)
+    except (MetricsError, ValueError) as exc:
+        return output.fail("recorder", str(exc), 2)
     settings = Settings.from_env()
     db = Path(args.db) if args.db else default_db_path()
     try:
-        asyncio.run(_record(settings, db, args.rebuild))
-    except (HistoryError, RecorderError) as exc:
+        asyncio.run(_record(settings, db, args.rebuild, port))
+    except (HistoryError, RecorderError, MetricsError) as exc:
         return output.fail("recorder", str(exc))
     return 0
 
 
-async def _record(settings: Settings, db: Path, rebuild: bool) -> None:
+async def _record(settings: Settings, db: Path, rebuild: bool, metrics_port: int | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -74,7 +79,20 @@ async def _record(settings: Settings, db: Path, rebuild: bool) -> None:
         file=sys.stderr,
         flush=True,
     )
-    recorder = await run_recorder(settings, db, stop, rebuild=rebuild)
+    store = await HistoryStore.open(db, namespace=settings.namespace, reset=rebuild)
+    async with store:
+        if rebuild:
+            log.info("rebuilding %s from the earliest retained records", db)
+        recorder = Recorder(settings, store)
+        sampler = LagSampler(
+            settings.bootstrap,
+            settings.recorder_group,
+            [settings.topic(kind) for kind in HISTORY_KINDS],
+        )
+        async with observe_args.maybe_serve_metrics(
+            metrics_port, [RecorderCollector(recorder)], [sampler]
+        ):
+            await recorder.run(stop)
     print(
         f"recorder stopped after {recorder.records_seen} records "
         f"({recorder.records_skipped} undecodable, skipped)",

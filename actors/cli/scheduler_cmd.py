@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
-import sys
 from typing import Any
 
 from aiokafka.errors import KafkaError
+from prometheus_client.registry import Collector
 
-from actors.cli import output
+from actors.cli import observe_args, output
+from actors.observe.collectors import SchedulerCollector
+from actors.observe.exposition import MetricsError
+from actors.observe.lag import LagSampler
 from actors.scheduler.runtime import RuntimeOptions, SchedulerRuntime
-from topics.admin import TopicsError
-from topics.names import Settings
+from topics.admin import TopicsError, shard_count
+from topics.names import Settings, TopicKind
 
 _EPILOG = """\
 examples:
@@ -90,7 +92,7 @@ def register(subparsers: Any) -> None:
         help="log per-shard figures this often, 0 for never"
         f" (default {defaults.figures_interval_s:g})",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    observe_args.add_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -107,14 +109,13 @@ def run(args: argparse.Namespace) -> int:
         return output.fail("scheduler", "--max-fires-per-turn must be at least 1", 2)
     if args.skew_bound_ms < 0:
         return output.fail("scheduler", "--skew-bound-ms must be >= 0", 2)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
-    # aiokafka logs every refused reconnect while a broker is away; the runtime says
-    # what matters (failed transactions, lost shards) itself.
-    logging.getLogger("aiokafka").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
+    try:
+        port = observe_args.metrics_port(args)
+        # aiokafka logs every refused reconnect while a broker is away; the runtime
+        # says what matters (failed transactions, lost shards) itself.
+        observe_args.setup_logging(args)
+    except (MetricsError, ValueError) as exc:
+        return output.fail("scheduler", str(exc), 2)
     options = RuntimeOptions(
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_ms=args.heartbeat_ms,
@@ -125,8 +126,8 @@ def run(args: argparse.Namespace) -> int:
     )
     runtime = SchedulerRuntime(Settings.from_env(), options)
     try:
-        asyncio.run(_serve(runtime))
-    except (TopicsError, RuntimeError) as exc:
+        asyncio.run(_serve(runtime, port))
+    except (TopicsError, RuntimeError, MetricsError) as exc:
         return output.fail("scheduler", str(exc), 1)
     except KafkaError as exc:
         return output.fail(
@@ -138,9 +139,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(runtime: SchedulerRuntime) -> None:
+async def _serve(runtime: SchedulerRuntime, metrics_port: int | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await runtime.run(stop)
+    settings = runtime.settings
+    collectors: list[Collector] = []
+    samplers: list[LagSampler] = []
+    if metrics_port is not None:
+        shards = await shard_count(settings)
+        collectors.append(SchedulerCollector(runtime, lambda: shards))
+        samplers.append(
+            LagSampler(
+                settings.bootstrap,
+                settings.scheduler_group,
+                [settings.topic(TopicKind.COMMANDS), settings.topic(TopicKind.RESULTS)],
+            )
+        )
+    async with observe_args.maybe_serve_metrics(metrics_port, collectors, samplers):
+        await runtime.run(stop)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
-import sys
 from typing import Any
 
-from actors.cli import output
+from actors.cli import observe_args, output
+from actors.observe.collectors import WorkerCollector
+from actors.observe.exposition import MetricsError
+from actors.observe.lag import LagSampler
 from actors.worker.registry import load_job_modules
 from actors.worker.runtime import WorkerOptions, WorkerRuntime, default_worker_id
-from topics.names import Settings
+from topics.names import Settings, TopicKind
 
 _EPILOG = """\
 examples:
@@ -77,7 +78,7 @@ def register(subparsers: Any) -> None:
         "coordinator (default 3; 0: never, rely on fencing alone)",
     )
     parser.add_argument("--worker-id", default=None, help="name in results (default HOST:PID)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    observe_args.add_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -86,12 +87,11 @@ def run(args: argparse.Namespace) -> int:
         return output.fail("worker", "--concurrency must be at least 1", 2)
     if args.session_timeout_ms < 1_000:
         return output.fail("worker", "--session-timeout-ms must be at least 1000", 2)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("aiokafka").setLevel(logging.DEBUG if args.verbose else logging.ERROR)
+    try:
+        port = observe_args.metrics_port(args)
+        observe_args.setup_logging(args)
+    except (MetricsError, ValueError) as exc:
+        return output.fail("worker", str(exc), 2)
     modules = [m.strip() for m in args.jobs.split(",") if m.strip()]
     if not modules:
         return output.fail("worker", "--jobs needs at least one module", 2)
@@ -116,13 +116,15 @@ def run(args: argparse.Namespace) -> int:
     )
     runtime = WorkerRuntime(Settings.from_env(), registry, options)
     try:
-        asyncio.run(_serve(runtime))
+        asyncio.run(_serve(runtime, port))
     except asyncio.CancelledError:  # a second SIGINT/SIGTERM: stopped without draining
         return 130
+    except MetricsError as exc:
+        return output.fail("worker", str(exc), 1)
     return 0
 
 
-async def _serve(runtime: WorkerRuntime) -> None:
+async def _serve(runtime: WorkerRuntime, metrics_port: int | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -134,4 +136,11 @@ async def _serve(runtime: WorkerRuntime) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, request_stop)
-    await runtime.run(stop)
+    settings = runtime.settings
+    sampler = LagSampler(
+        settings.bootstrap, settings.worker_group, [settings.topic(TopicKind.RUNS)]
+    )
+    async with observe_args.maybe_serve_metrics(
+        metrics_port, [WorkerCollector(runtime)], [sampler]
+    ):
+        await runtime.run(stop)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import logging
 import os
 import signal
 import sys
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from actors.cli import output
@@ -40,6 +40,7 @@ from actors.demo.feed import DemoFeed
 from actors.demo.view import LiveView, PlainView, totals_line
 from actors.history.recorder import HISTORY_KINDS, caught_up, partitions_of
 from actors.history.store import HistoryError, HistoryStore
+from actors.observe.logs import silence_to_file
 from topics.admin import create_topics
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
@@ -53,6 +54,8 @@ WORKER_DRAIN_S = 10.0
 WORKER_STOP_GRACE_S = WORKER_DRAIN_S + 15.0
 RECORDER_CATCH_UP_S = 30.0
 RECORDER_STOP_GRACE_S = 10.0
+DEFAULT_WEB_PORT = 8080
+WEB_PORT_TRIES = 10
 
 
 class DemoError(Exception):
@@ -64,6 +67,8 @@ class DemoOptions:
     duration_s: float | None = None
     namespace: str | None = None
     db: Path | None = None
+    web_port: int | None = DEFAULT_WEB_PORT
+    """The console's port on 127.0.0.1 (the next free one of `WEB_PORT_TRIES`); None: none."""
 
 
 def fresh_namespace() -> str:
@@ -158,13 +163,17 @@ class Demo:
         self.stop = asyncio.Event()
         self.tty = output.is_terminal()
         self.failed: list[str] = []
+        self.console_url: str | None = None
 
     def say(self, text: str) -> None:
         print(f"kafkron demo: {text}", file=sys.stderr, flush=True)
 
     async def run(self) -> int:
-        # The client's own retries (a new topic's leader moving) are not the demo's news.
-        logging.getLogger("aiokafka").setLevel(logging.ERROR)
+        # The terminal belongs to the live view: every log line of this process (the
+        # Kafka client's retries while a new topic's leader settles included) goes to
+        # a file beside the children's logs.
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        silence_to_file(self.log_dir / "demo.log")
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stop.set)
@@ -195,8 +204,13 @@ class Demo:
             await send_commands(self.settings, records)
             await send_broken_command(self.settings)
             self.say(f"sent {len(records) + 1} commands (one broken on purpose)")
-            await self.watch(children)
-            complete = await self.shut_down(children)
+            console = await self.serve_console()
+            try:
+                await self.watch(children)
+                complete = await self.shut_down(children)
+            finally:
+                if console is not None:
+                    await console.cleanup()
         finally:
             await children.stop_all(grace_s=5.0)
         for child in children.children:
@@ -204,6 +218,27 @@ class Demo:
                 self.failed.append(f"{child.name} had to be killed (it ignored SIGTERM)")
         await self.summary(complete)
         return 1 if self.failed or not complete else 0
+
+    async def serve_console(self) -> web.AppRunner | None:
+        """Serve `kafkron web` on this demo's namespace and history while the demo runs."""
+        from actors.cli.web_cmd import start_console
+
+        first = self.options.web_port
+        if first is None:
+            return None
+        for port in range(first, first + WEB_PORT_TRIES):
+            try:
+                runner = await start_console(self.settings, self.db, "127.0.0.1", port, None)
+            except OSError:
+                continue
+            self.console_url = f"http://127.0.0.1:{port}/"
+            self.say(f"web console at {self.console_url} (while the demo runs)")
+            return runner
+        self.say(
+            f"ports {first}-{first + WEB_PORT_TRIES - 1} are taken; no web console"
+            " (pick one with --web-port)"
+        )
+        return None
 
     async def watch(self, children: Children) -> None:
         consumer = AIOKafkaConsumer(
@@ -222,7 +257,7 @@ class Demo:
                 time.monotonic() + self.options.duration_s if self.options.duration_s else None
             )
             view: LiveView | PlainView = (
-                LiveView(self.settings.namespace, self.options.duration_s)
+                LiveView(self.settings.namespace, self.options.duration_s, self.console_url)
                 if self.tty
                 else PlainView()
             )

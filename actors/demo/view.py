@@ -58,13 +58,16 @@ class PlainView:
 class LiveView:
     """A rich Live screen: totals, one line per schedule, the latest events."""
 
-    def __init__(self, namespace: str, duration_s: float | None) -> None:
+    def __init__(
+        self, namespace: str, duration_s: float | None, console_url: str | None = None
+    ) -> None:
         from rich.console import Console
         from rich.live import Live
 
         self.console = Console()
         self.namespace = namespace
         self.duration_s = duration_s
+        self.console_url = console_url
         self.started = time.monotonic()
         self.notes: list[str] = []
         self.live = Live(console=self.console, refresh_per_second=4, transient=False)
@@ -94,6 +97,7 @@ class LiveView:
             ("kafkron demo", "bold"),
             f"  namespace {self.namespace}  {elapsed_s:.0f}{limit} s  {status}\n",
             totals_line(feed),
+            f"\nweb console {self.console_url}" if self.console_url else "",
         )
         schedules = Table(title="schedules", title_justify="left", expand=True)
         for column in ("schedule", "fired", "last status", "last lateness", "last duration"):

@@ -55,6 +55,7 @@ from aiokafka.consumer.fetcher import ConsumerRecord
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from actors.closing import bounded
+from actors.observe import metrics
 from actors.scheduler.breather import Breather
 from actors.scheduler.clock import Clock, SystemClock
 from actors.scheduler.lifecycle import (
@@ -317,6 +318,10 @@ class SchedulerRuntime:
         for write, outcome in zip(writes, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 fenced = isinstance(outcome, ShardFenced)
+                if fenced:
+                    metrics.shard_fenced(write.partition)
+                else:
+                    metrics.shard_transaction_failed(write.partition)
                 refused_seen |= isinstance(outcome, ShardWriteFailed) and "refused" in str(outcome)
                 self._execute(
                     machine.write_failed(

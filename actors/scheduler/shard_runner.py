@@ -35,6 +35,8 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
 from actors.closing import bounded
+from actors.observe import metrics
+from actors.observe.events import log_committed
 from actors.scheduler.clock import Clock
 from actors.scheduler.figures import RateWindow
 from actors.scheduler.lifecycle import ClockSample
@@ -162,6 +164,7 @@ class ShardRunner:
         if not plan.records and not offsets:
             return []
         sent_ms, sent_mono_ms = self._clock.now_ms(), self._mono()
+        began_s = time.perf_counter()
         acks: dict[int, tuple[int, int]] = {}
         sent: list[SentBatch] = []
         try:
@@ -174,6 +177,8 @@ class ShardRunner:
             for batch in sent:  # their errors are this one; do not let asyncio log them
                 batch.future.add_done_callback(_retrieve)
             raise _classify(exc, f"shard {self.partition}: transaction failed") from exc
+        metrics.shard_committed(self.partition, time.perf_counter() - began_s)
+        log_committed(self.partition, out)
         self.records_written += plan.records
         self.transactions.add(time.monotonic())
         samples = []

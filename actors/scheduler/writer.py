@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from aiokafka import AIOKafkaProducer

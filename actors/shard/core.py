@@ -122,10 +122,10 @@ Decisions (what a Temporal or Airflow user would expect)
 from __future__ import annotations
 
 import sys
-from collections import deque
 from typing import Any
 
 from actors.shard.dag_shard import DagShard
+from actors.shard.lateness import LatenessWindow
 from actors.shard.misfire import plan_backlog
 from actors.shard.routing import forward_target
 from actors.shard.runs import TIMEOUT_MARGIN_MS, RunBook
@@ -190,7 +190,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         # Schedules changed in this batch -> their state, or None for a tombstone.
         self._dirty: dict[str, ScheduleState | None] = {}
         self._restore_errors: list[tuple[bytes, str]] = []
-        self._lateness_ms: deque[int] = deque(maxlen=_LATENESS_WINDOW)
+        # Read by the scheduler's metrics at scrape time (a histogram kept beside it).
+        self.lateness = self._lateness_ms = LatenessWindow(_LATENESS_WINDOW)
         self._in_flight = 0
         self._counts = dict.fromkeys(
             (

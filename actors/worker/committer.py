@@ -31,6 +31,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import ProducerFenced, TransactionalIdAuthorizationFailed
 from aiokafka.producer.transaction_manager import TransactionState
 
+from actors.observe import metrics
 from actors.scheduler.writer import Partitioner, send_plan
 from actors.worker.core import Commit, WorkerCore
 from topics.names import Settings, TopicKind
@@ -107,6 +108,7 @@ class Committer:
             try:
                 await self._write(commit)
             except (ProducerFenced, TransactionalIdAuthorizationFailed) as exc:
+                metrics.worker_fenced()
                 log.warning(
                     "producer of runs partition %d was fenced (%s): another worker owns it "
                     "now; its unfinished runs here are cancelled and not reported",
@@ -135,6 +137,7 @@ class Committer:
                 self._wake.set()
                 continue
             core.commit_done(commit)
+            metrics.worker_committed(time.perf_counter() - began)
             stats = self._stats
             stats.transactions += 1
             stats.results += len(commit.results)

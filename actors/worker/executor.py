@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from actors.observe import metrics
 from actors.worker.context import RunContext
 from actors.worker.core import Outcome, RunKey
 from actors.worker.errors import RunCancelled, error_of
@@ -55,6 +57,8 @@ class Executor:
         )
         self._contexts: dict[RunKey, RunContext] = {}
         self._tasks: dict[RunKey, asyncio.Task[None]] = {}
+        # key -> (job name, perf_counter at start): the job-duration metric's inputs.
+        self._started: dict[RunKey, tuple[str, float]] = {}
 
     def start(self, key: RunKey, run: Run) -> None:
         spec = self._registry.get(run.job.name)
@@ -62,6 +66,7 @@ class Executor:
             raise LookupError(f"job {run.job.name!r} is not registered")
         ctx = RunContext(run, worker=self._worker)
         self._contexts[key] = ctx
+        self._started[key] = (run.job.name, time.perf_counter())
         args = run.job.args
         loop = asyncio.get_running_loop()
         if spec.is_async:
@@ -116,6 +121,9 @@ class Executor:
 
     def _exited(self, key: RunKey, outcome: Outcome) -> None:
         self._contexts.pop(key, None)
+        started = self._started.pop(key, None)
+        if started is not None:
+            metrics.job_exited(started[0], outcome.status, time.perf_counter() - started[1])
         try:
             self._on_exit(key, outcome)
         except Exception:

@@ -1,0 +1,116 @@
+"""Consumer lag of a consumer group, sampled from the broker at scrape time.
+
+Lag of a partition = its read_committed end offset (the last stable offset) minus
+the offset the group committed there (its beginning offset when the group never
+committed): the records the group still has to handle. It is measured the way
+Kafka's own ``kafka-consumer-groups --describe`` does, from the broker, not from
+the process's fetch position, so a partition nobody owns still shows its lag
+growing (what an alert wants), and every member of a group reports the same
+figure (aggregate with ``max by (group, topic, partition)``).
+
+One wart: a transactional writer's commit marker takes an offset of its own
+after the last record, and the group's committed offset never covers it, so a
+caught-up partition of ``runs`` or ``results`` shows a lag of 1 or so.
+
+A sample is two requests (the group's offsets, the topics' ends) and is kept
+`MIN_INTERVAL_S`, so frequent scrapes do not load the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Sequence
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from actors.observe import metrics as m
+
+log = logging.getLogger("kafkron.metrics")
+
+MIN_INTERVAL_S = 5.0
+SAMPLE_TIMEOUT_S = 5.0
+
+
+class LagSampler(Collector):
+    """``kafkron_consumer_lag_records{group, topic, partition}`` of one group's topics."""
+
+    def __init__(self, bootstrap: str, group: str, topics: Sequence[str]) -> None:
+        self._bootstrap = bootstrap
+        self._group = group
+        self._topics = tuple(topics)
+        self._admin: AIOKafkaAdminClient | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._lag: dict[TopicPartition, int] = {}
+        self._sampled_at = -MIN_INTERVAL_S
+        self._lock = asyncio.Lock()
+
+    async def refresh(self) -> None:
+        """Sample again if the last sample is older than `MIN_INTERVAL_S`."""
+        async with self._lock:
+            if time.monotonic() - self._sampled_at < MIN_INTERVAL_S:
+                return
+            try:
+                self._lag = await asyncio.wait_for(self._sample(), SAMPLE_TIMEOUT_S)
+            except Exception as exc:  # a scrape still answers, without fresh lag
+                m.CONSUMER_LAG_SAMPLE_ERRORS.inc()
+                log.debug("consumer lag of %s not sampled: %s", self._group, exc)
+                return
+            self._sampled_at = time.monotonic()
+
+    async def _sample(self) -> dict[TopicPartition, int]:
+        if self._admin is None or self._consumer is None:
+            admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=self._bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                isolation_level="read_committed",
+                client_id=f"{self._group}-lag",
+            )
+            await admin.start()
+            try:
+                await consumer.start()
+            except BaseException:
+                await admin.close()
+                raise
+            self._admin, self._consumer = admin, consumer
+        cluster = await self._consumer._client.fetch_all_metadata()
+        tps = [
+            TopicPartition(topic, p)
+            for topic in self._topics
+            for p in sorted(cluster.partitions_for_topic(topic) or ())
+        ]
+        if not tps:
+            return {}
+        committed = await self._admin.list_consumer_group_offsets(self._group)
+        ends = await self._consumer.end_offsets(tps)
+        begins = await self._consumer.beginning_offsets(tps)
+        lag: dict[TopicPartition, int] = {}
+        for tp in tps:
+            done = committed.get(tp)
+            position = done.offset if done is not None and done.offset >= 0 else begins[tp]
+            lag[tp] = max(0, ends[tp] - position)
+        return lag
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily(
+            m.CONSUMER_LAG,
+            "Records of a partition the consumer group has not committed yet"
+            " (read_committed end offset minus committed offset).",
+            labels=["group", "topic", "partition"],
+        )
+        for tp, lag in sorted(self._lag.items()):
+            family.add_metric([self._group, tp.topic, str(tp.partition)], lag)
+        yield family
+
+    async def close(self) -> None:
+        admin, consumer, self._admin, self._consumer = self._admin, self._consumer, None, None
+        if consumer is not None:
+            await consumer.stop()
+        if admin is not None:
+            await admin.close()

@@ -1,0 +1,227 @@
+"""What the console's pages show, read from the changelog and the history database.
+
+The console keeps no state of its own: schedules and DAG runs come from the
+compacted ``{ns}.schedules`` changelog (decoded by the shard's own decoder, as
+`kafkron ls` does), runs, attempts, dead letters and rejections from the
+recorder's history database. A changelog read is cached for `CHANGELOG_TTL_S`,
+so a page that links to several schedules reads the topic once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import orjson
+
+from actors.cli.ls_cmd import last_outcome, latest_states, spec_text
+from actors.cli.tail import read_to_end
+from actors.history.store import HistoryError, HistoryStore
+from actors.shard.state import ScheduleState, decode_schedule
+from actors.timespec import compile_spec
+from topics.names import Settings, TopicKind
+from topics.timefmt import format_ms
+
+CHANGELOG_TTL_S = 1.0
+NEXT_FIRES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Fire:
+    utc: str
+    local: str | None
+    """Local wall time with its zone abbreviation, for zoned (cron) specs."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRow:
+    id: str
+    spec: str
+    zone: str
+    job: str
+    paused: bool
+    next_fires: list[Fire]
+    last_outcome: str
+    is_dag: bool
+    dead: list[str]
+    error: str | None = None
+
+
+class Changelog:
+    """The latest state of every schedule, read from the changelog at most once a second."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._states: dict[str, bytes] = {}
+        self._read_at = -CHANGELOG_TTL_S
+        self._lock = asyncio.Lock()
+
+    async def states(self) -> dict[str, bytes]:
+        async with self._lock:
+            if time.monotonic() - self._read_at >= CHANGELOG_TTL_S:
+                topic = self._settings.topic(TopicKind.SCHEDULES)
+                self._states = latest_states(await read_to_end(self._settings, topic))
+                self._read_at = time.monotonic()
+            return self._states
+
+    async def state(self, schedule_id: str) -> ScheduleState | None:
+        value = (await self.states()).get(schedule_id)
+        return None if value is None else decode_schedule(value)
+
+    def forget(self) -> None:
+        """The next read goes to the topic (after an action changed something)."""
+        self._read_at = -CHANGELOG_TTL_S
+
+
+def next_fires(state: ScheduleState, count: int = NEXT_FIRES) -> list[Fire]:
+    """The next ``count`` fires of a schedule by the shard's own compiled spec."""
+    definition = state.definition
+    zone_name = _zone_of(orjson.loads(state.def_bytes).get("spec", {}))
+    zone = ZoneInfo(zone_name) if zone_name != "UTC" else None
+    fires: list[Fire] = []
+    at_ms = state.next_ms
+    while at_ms is not None and len(fires) < count:
+        fires.append(_fire(at_ms, zone))
+        at_ms = definition.compiled.next_after(at_ms)
+    return fires
+
+
+def _fire(at_ms: int, zone: ZoneInfo | None) -> Fire:
+    local = None
+    if zone is not None:
+        wall = datetime.fromtimestamp(at_ms / 1000, zone)
+        local = f"{wall.strftime('%Y-%m-%d %H:%M:%S')} {wall.tzname()}"
+    return Fire(utc=format_ms(at_ms), local=local)
+
+
+def _zone_of(spec: Mapping[str, Any]) -> str:
+    tz = spec.get("tz") if "cron" in spec else None
+    return tz if isinstance(tz, str) and tz else "UTC"
+
+
+def row_of(state: ScheduleState) -> ScheduleRow:
+    definition = orjson.loads(state.def_bytes)
+    spec = definition.get("spec", {})
+    job = definition.get("job", {}).get("name") or ("DAG" if state.dag is not None else "-")
+    return ScheduleRow(
+        id=state.id,
+        spec=spec_text(spec),
+        zone=_zone_of(spec),
+        job=job,
+        paused=state.paused,
+        next_fires=[] if state.paused else next_fires(state),
+        last_outcome=last_outcome(state),
+        is_dag=state.dag is not None,
+        dead=list(state.dead),
+    )
+
+
+def schedule_row(key: str, value: bytes) -> ScheduleRow:
+    """The row of a changelog record; an unreadable record is a row saying so."""
+    try:
+        return row_of(decode_schedule(value))
+    except (ValueError, KeyError, TypeError) as exc:
+        return ScheduleRow(
+            id=key, spec="-", zone="-", job="-", paused=False, next_fires=[],
+            last_outcome="-", is_dag=False, dead=[],
+            error=f"unreadable changelog record ({exc})",
+        )  # fmt: skip
+
+
+async def schedule_rows(changelog: Changelog) -> list[ScheduleRow]:
+    return [schedule_row(k, v) for k, v in sorted((await changelog.states()).items())]
+
+
+class History:
+    """The recorder's database, opened read-only for each page (SQLite opens in microseconds)."""
+
+    def __init__(self, path: Path, namespace: str) -> None:
+        self.path = path
+        self._namespace = namespace
+
+    async def open(self) -> HistoryStore:
+        """The store; `HistoryError` (with what to do) if there is none yet."""
+        if not self.path.exists():
+            raise HistoryError(
+                f"no history database at {self.path} yet: run `kafkron recorder --db"
+                f" {self.path}` (the demo runs one), or start the console with --db"
+            )
+        return await HistoryStore.open(self.path, namespace=self._namespace, readonly=True)
+
+
+def dst_rule(spec: Mapping[str, Any], dst: Mapping[str, Any] | None) -> str:
+    """The daylight-saving rule that applies to ``spec``, in a sentence (cronie's rule)."""
+    if "cron" not in spec:
+        return (
+            "Not a cron: intervals and instants are UTC instants, so daylight saving"
+            " never moves, skips or repeats them."
+        )
+    zone = _zone_of(spec)
+    if zone == "UTC":
+        return "A cron in UTC: UTC has no daylight saving, every matching minute fires once."
+    fields = str(spec["cron"]).split()
+    if fields and fields[0].startswith("@"):
+        wildcard = fields[0].lower() == "@hourly"  # "0 * * * *"; the others name an hour
+    else:
+        minute_hour = fields[:2] if len(fields) == 5 else fields[1:3]
+        wildcard = any(f.startswith("*") for f in minute_hour)
+    if wildcard:
+        return (
+            f"Its minute or hour field starts with *, so in {zone} it fires at every real"
+            " instant whose local wall time matches: an hour skipped in spring never fires,"
+            " an hour repeated in autumn fires twice."
+        )
+    gap = (dst or {}).get("gap") or "shift"
+    fold = (dst or {}).get("fold") or "once"
+    gap_text = (
+        "fires at the first instant after the gap" if gap == "shift" else "does not fire that day"
+    )
+    fold_text = (
+        "fires once, at its first occurrence"
+        if fold == "once"
+        else "fires twice, once in each occurrence"
+    )
+    return (
+        f"A fixed-time cron in {zone}: a wall time that falls in the spring-forward gap"
+        f" {gap_text} (dst.gap: {gap}); a wall time repeated in autumn {fold_text}"
+        f" (dst.fold: {fold})."
+    )
+
+
+def when_will_it_run(
+    spec_text_in: str, tz: str | None, count: int, now_ms: int
+) -> tuple[list[Fire], str]:
+    """The `kafkron next` answer: ``count`` fires after now, and the DST rule; `ValueError`."""
+    from actors.cli.next_cmd import parse_spec_text
+
+    spec, command = parse_spec_text(spec_text_in)
+    if tz and "cron" in spec:
+        spec["tz"] = tz
+    compiled = compile_spec(spec, schedule_id=str(command.get("id", "")), dst=command.get("dst"))
+    zone_name = tz or _zone_of(spec)
+    zone = None if zone_name == "UTC" else ZoneInfo(zone_name)
+    fires: list[Fire] = []
+    at_ms: int | None = compiled.next_after(now_ms)
+    while at_ms is not None and len(fires) < count:
+        fires.append(_fire(at_ms, zone))
+        at_ms = compiled.next_after(at_ms)
+    return fires, dst_rule(spec, command.get("dst"))
+
+
+__all__ = [
+    "Changelog",
+    "Fire",
+    "History",
+    "HistoryError",
+    "ScheduleRow",
+    "dst_rule",
+    "next_fires",
+    "schedule_rows",
+    "when_will_it_run",
+]
