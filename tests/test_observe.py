@@ -96,10 +96,13 @@ class _Runner:
 
 
 class _Runtime:
-    """What the collector reads of a `SchedulerRuntime` (`figures`, `runners`)."""
+    """What the collector reads of a `SchedulerRuntime` (`figures`, `cores`)."""
 
     def __init__(self, runners: dict[int, _Runner]) -> None:
         self.runners = runners
+
+    def cores(self) -> dict[int, Any]:
+        return {p: r.core for p, r in self.runners.items()}
 
     def figures(self) -> dict[str, Any]:
         return {

@@ -127,7 +127,7 @@ class SchedulerCollector(Collector):
             restore_records.add_metric(label, shard.get("restored_records", 0))
             transactions.add_metric(label, shard.get("transactions", 0))
             written.add_metric(label, shard.get("records_written", 0))
-            core = runtime.machine.live().get(p)
+            core = runtime.cores().get(p)
             window = getattr(core, "lateness", None)
             if isinstance(window, LatenessWindow):
                 buckets = [

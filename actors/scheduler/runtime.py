@@ -514,6 +514,10 @@ class SchedulerRuntime:
 
     # -- figures -----------------------------------------------------------------
 
+    def cores(self) -> dict[int, Any]:
+        """The live shards' cores (for in-process readers such as the metrics)."""
+        return dict(self.machine.live())
+
     def figures(self) -> dict[str, Any]:
         """In-process figures: per shard and for the process (skew)."""
         shards: dict[int, dict[str, Any]] = {}
