@@ -43,6 +43,11 @@ class NodeClock:
         drift_ms = int((true_ms - self._epoch_ms) * self._drift_ppm / 1_000_000)
         return true_ms + self._offset_ms + drift_ms + self._step_ms
 
+    def mono_ms(self) -> int:
+        """The node's monotonic clock: its oscillator (drift included), never stepped."""
+        true_ms = self._world.true_ms
+        return true_ms + int((true_ms - self._epoch_ms) * self._drift_ppm / 1_000_000)
+
     def true_ms_at(self, local_ms: int) -> int:
         """The true instant at which this clock reads ``local_ms`` (at the latest).
 

@@ -70,6 +70,7 @@ class Entry:
     append_ms: int  # the broker's clock (true time) at append: LogAppendTime
     control: bool = False
     compacted: bool = False
+    create_ms: int | None = None  # a producer-given timestamp (CreateTime topics keep it)
 
     def visible(self) -> bool:
         if self.control or self.compacted:
@@ -102,10 +103,9 @@ class Log:
         while offset < end and len(out) < max_records:
             entry = entries[offset]
             if entry.visible():
+                stamp = entry.append_ms if entry.create_ms is None else entry.create_ms
                 out.append(
-                    InRecord(
-                        self.kind, self.partition, offset, entry.key, entry.value, entry.append_ms
-                    )
+                    InRecord(self.kind, self.partition, offset, entry.key, entry.value, stamp)
                 )
             offset += 1
         return out, offset
@@ -117,8 +117,17 @@ class Log:
 class SimKafka:
     """The broker: topics of logs, transactional ids, group offsets."""
 
-    def __init__(self, partitions: dict[TopicKind, int], *, fencing: bool = True) -> None:
+    def __init__(
+        self,
+        partitions: dict[TopicKind, int],
+        *,
+        fencing: bool = True,
+        create_time: frozenset[TopicKind] = frozenset({TopicKind.COMMANDS}),
+    ) -> None:
         self.partitions = dict(partitions)
+        # Topics whose records keep the producer's timestamp (CreateTime); the others
+        # are stamped by the broker (LogAppendTime: runs, as kafkron creates it).
+        self.create_time = create_time
         self.logs = {kind: [Log(kind, p) for p in range(n)] for kind, n in partitions.items()}
         self.fencing = fencing
         self.available = True
@@ -168,6 +177,7 @@ class SimKafka:
         value: bytes | None,
         partition: int | None,
         now_ms: int,
+        timestamp_ms: int | None = None,
     ) -> tuple[int, int]:
         """Append inside ``txn``: (partition, offset)."""
         self._check()
@@ -177,7 +187,8 @@ class SimKafka:
         p = self.partition_for(kind, key, partition)
         log = self.logs[kind][p]
         offset = len(log.entries)
-        log.entries.append(Entry(key, value, txn, now_ms))
+        create_ms = timestamp_ms if kind in self.create_time else None
+        log.entries.append(Entry(key, value, txn, now_ms, create_ms=create_ms))
         if (kind, p) not in txn.first:
             txn.first[(kind, p)] = offset
             log.open[txn] = offset
@@ -227,6 +238,10 @@ class SimKafka:
         for txn in old:
             self._finish(txn, ABORTED, now_ms)
         return old
+
+    def log_append_time(self, kind: TopicKind) -> bool:
+        """Whether the broker stamps this topic's records (what the skew guard needs)."""
+        return kind not in self.create_time
 
     def open_transactions(self) -> int:
         return len(self._open)

@@ -1,34 +1,52 @@
-"""A simulated scheduler process running the REAL `actors.shard.ShardCore`.
+"""A simulated scheduler process: the second executor of the scheduler's lifecycle machine.
 
-The loop is shaped like `actors.scheduler.runtime.SchedulerRuntime`, step for step:
+Every decision of this process (which shards it holds, when it fences, probes,
+restores, fires and writes, what a fence or a failed transaction means, the
+clock-skew holdback, bounded turns, parking and resuming shards across a
+rebalance) is made by `actors.scheduler.lifecycle.SchedulerMachine`, the same
+machine `actors.scheduler.runtime` executes on aiokafka, around the REAL
+`actors.shard.ShardCore`. This module only carries the machine's actions out on
+the simulated Kafka and reports back:
 
-1. poll: learn the group's generation; on a new one (eager rebalancing) drop every
-   shard and queue the assigned ones for building;
-2. build queued shards: ``init_transactions`` of ``{ns}-shard-{p}`` (fences every
-   earlier owner and aborts its open transaction), then restore ``schedules[p]``
-   read_committed (latest record per key, as `actors.scheduler.restore`), then
-   ``finish_restore``, then seek ``commands[p]``/``results[p]`` to the committed
-   offsets;
-3. one turn: fetch, ``apply`` each record, ``advance(now)`` every shard, and per shard
-   ONE transaction holding its records and its consumed offsets;
-4. a fenced shard is dropped and rebuilt only a session timeout later; a failed
-   transaction drops it and rebuilds it after `REBUILD_BACKOFF_MS`.
+- ``Fence``: ``init_transactions`` of ``{ns}-shard-{p}`` (fences every earlier
+  owner, aborts its open transaction); the epoch is the attempt's producer;
+- ``Probe``: one record to runs in a transaction that is aborted; the broker's
+  append time is the sample (none if the topic is not LogAppendTime);
+- ``Restore``: ``schedules[p]`` read_committed, the latest record per key (as
+  `actors.scheduler.restore`), into a fresh core, then ``finish_restore``;
+- ``Position``: the committed offsets of ``commands[p]``/``results[p]``;
+- ``Write``: one transaction per shard holding its records and consumed offsets,
+  committed a drawn round trip later. A process paused in between commits when it
+  resumes (a zombie, fenced if someone took over); a crashed one never does (the
+  next owner's ``init_transactions`` or the broker's timeout aborts it).
 
-``now`` is the node's clock minus the real `actors.scheduler.skew.SkewEstimator`'s
-holdback, fed from the broker's append time of the node's own run records, as the
-runtime does with LogAppendTime, and, before a shard's first advance, from a clock
-probe (an aborted one-record transaction to runs, as ``ShardRunner.sample_clock``).
-
-A transaction takes a drawn round trip to commit; a process paused in between
-commits when it resumes (a zombie, fenced if someone took over), a crashed one
-never does (the next owner's ``init_transactions`` or the broker's timeout aborts it).
+Build steps run at once here (the world's clock does not move during them);
+their order and their failures are the machine's, as in production. Group
+membership is polled each turn: a new generation is a revocation of every shard
+followed by the new assignment (eager rebalancing), which parks live shards and
+resumes the ones given back without a restore.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from actors.scheduler.shard_runner import CLOCK_PROBE_KEY, CLOCK_PROBE_VALUE
+from actors.scheduler.lifecycle import (
+    INPUTS,
+    Action,
+    ClockSample,
+    Close,
+    Fence,
+    Note,
+    Pause,
+    Phase,
+    Position,
+    Probe,
+    Restore,
+    SchedulerMachine,
+    Write,
+)
+from actors.scheduler.probe import CLOCK_PROBE_KEY, CLOCK_PROBE_VALUE
 from actors.scheduler.skew import SkewEstimator
 from actors.shard import ShardCore
 from simulation.clock import NodeClock
@@ -38,28 +56,28 @@ from topics.messages import parse_run, result_value
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
 
-REBUILD_BACKOFF_MS = 1_000
 LATE_MS = 1_000  # a fire further than this from its instant is narrated as "late"
 MAX_BATCH = 5_000
+MAX_FIRES_PER_TURN = 5_000  # the runtime's default (RuntimeOptions.max_fires_per_turn)
 UNAVAILABLE_RETRY_MS = 1_000
-
-_INPUTS = (TopicKind.COMMANDS, TopicKind.RESULTS)
 
 
 @dataclass(slots=True)
-class _Shard:
-    core: ShardCore
+class _Producer:
+    """The simulated producer of one build attempt: its epoch, its consumer positions."""
+
+    token: int
     epoch: int
-    positions: dict[TopicKind, int]
-    unwritten: list[OutRecord] = field(default_factory=list)
+    positions: dict[TopicKind, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
 class _Pending:
     """A turn's transactions, sent and waiting for their commit round trip."""
 
-    txns: dict[int, tuple[Txn, dict[TopicKind, int], list[OutRecord]]]
+    txns: dict[int, tuple[Txn, Write]]
     sent_local_ms: int
+    sent_mono_ms: int
     runs_append_ms: int | None
 
 
@@ -75,14 +93,23 @@ class SchedulerNode:
         self.incarnation = 0
         self.member_id: str | None = None
         self.generation = -1
-        self.assigned: frozenset[int] = frozenset()
-        self.shards: dict[int, _Shard] = {}
-        self.waiting: dict[int, int] = {}  # shard -> true instant before which not to build
-        self.skew = SkewEstimator()
+        self.machine = self._new_machine()
+        self.producers: dict[int, _Producer] = {}
         self._pending: _Pending | None = None
         self._wake_ms: int | None = None
         self._stale = False
-        self._holdback_ms = 0
+
+    def _new_machine(self) -> SchedulerMachine:
+        return SchedulerMachine(
+            session_timeout_ms=self.session_timeout_ms,
+            max_fires_per_turn=MAX_FIRES_PER_TURN,
+            runs_topic=self.host.settings.topic(TopicKind.RUNS),
+        )
+
+    @property
+    def skew(self) -> SkewEstimator:
+        """The process's clock-skew estimate (the machine's; checkers read it)."""
+        return self.machine.skew
 
     # -- process lifecycle (driven by faults) --------------------------------------
 
@@ -92,10 +119,9 @@ class SchedulerNode:
         now = self.host.time.true_ms
         self.state = "up"
         self.incarnation += 1
-        self.skew = SkewEstimator()
-        self._holdback_ms = 0
+        self.machine = self._new_machine()
+        self.producers = {}
         self._stale = False
-        self.shards, self.waiting, self.assigned = {}, {}, frozenset()
         self._pending, self._wake_ms = None, None
         self.member_id = self.host.scheduler_group.join(self.name)
         self.generation = -1
@@ -106,10 +132,11 @@ class SchedulerNode:
         now = self.host.time.true_ms
         if self.member_id is not None:
             self.host.scheduler_group.silent(self.member_id, now)
-        lost = sorted(self.shards)
+        lost = self.held()
         self.state = "down"
         self.incarnation += 1
-        self.shards, self.waiting, self._pending = {}, {}, None
+        self.machine = self._new_machine()
+        self.producers, self._pending = {}, None
         self._log(now, "crash", f"process died holding shards {lost}; its memory is gone")
 
     def pause(self) -> None:
@@ -119,7 +146,7 @@ class SchedulerNode:
         if self.member_id is not None:
             self.host.scheduler_group.silent(self.member_id, now)
         self.state = "paused"
-        self._log(now, "pause", f"process frozen holding shards {sorted(self.shards)}")
+        self._log(now, "pause", f"process frozen holding shards {self.held()}")
 
     def resume(self) -> None:
         if self.state != "paused":
@@ -136,10 +163,10 @@ class SchedulerNode:
 
     def held(self) -> list[int]:
         """The partitions this process works on right now, as it believes."""
-        return sorted(self.shards)
+        return sorted(self.machine.live())
 
     def consumes(self, kind: TopicKind, partition: int) -> bool:
-        return kind in _INPUTS and partition in self.shards
+        return kind in INPUTS and partition in self.machine.live()
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -158,7 +185,7 @@ class SchedulerNode:
             self.turn()
 
     def now_ms(self) -> int:
-        return self.clock.now_ms() - self._holdback_ms
+        return self.machine.now_ms(self.clock.now_ms())
 
     def turn(self) -> None:
         host = self.host
@@ -168,8 +195,7 @@ class SchedulerNode:
             self.wake(true_ms + UNAVAILABLE_RETRY_MS)
             return
         assert self.member_id is not None
-        group = host.scheduler_group
-        group.heard(self.member_id)
+        host.scheduler_group.heard(self.member_id)
         if self._stale:
             # Thawed: the poll it was in returns what it had, and the turn runs on the old
             # view of ownership; the group's news arrives with the next poll (aiokafka).
@@ -177,30 +203,30 @@ class SchedulerNode:
             self.wake(true_ms + self.host.latency_ms())
         else:
             self._sync_membership(true_ms)
-        self._build_waiting(true_ms)
+        machine = self.machine
+        self._execute(machine.tick(self.clock.mono_ms()))
         now_ms = self.now_ms()
-        early_release = "dag-early-release" in host.broken
-        out: dict[int, list[OutRecord]] = {}
-        consumed: dict[int, dict[TopicKind, int]] = {}
-        for p, shard in self.shards.items():
-            records: list[OutRecord] = []
-            offsets: dict[TopicKind, int] = {}
-            for kind in _INPUTS:
-                batch, position = kafka.fetch(kind, p, shard.positions[kind], MAX_BATCH)
-                for record in batch:
-                    records.extend(shard.core.apply(record, now_ms))
-                if position != shard.positions[kind]:
-                    shard.positions[kind] = position
-                    offsets[kind] = position
-            records.extend(shard.core.advance(now_ms))
-            if early_release:
-                records.extend(_release_early(shard.core, p, records, now_ms))
-            if shard.unwritten:
-                records = shard.unwritten + records
-            if records or offsets:
-                out[p], consumed[p] = records, offsets
-        if out:
-            self._send(out, consumed, true_ms)
+        for p in sorted(machine.live()):
+            producer = self.producers.get(p)
+            if producer is None:
+                continue
+            for kind in INPUTS:
+                position = producer.positions[kind]
+                batch, next_position = kafka.fetch(kind, p, position, MAX_BATCH)
+                if machine.feed(p, kind, batch, now_ms):
+                    producer.positions[kind] = next_position
+        actions = machine.turn(self.clock.now_ms(), self.clock.mono_ms())
+        writes = [a for a in actions if isinstance(a, Write)]
+        self._execute([a for a in actions if not isinstance(a, Write)])
+        if "dag-early-release" in host.broken:
+            for write in writes:
+                core = machine.live().get(write.partition)
+                if isinstance(core, ShardCore):
+                    write.records.extend(
+                        _release_early(core, write.partition, write.records, now_ms)
+                    )
+        if writes:
+            self._send(writes, true_ms)
         else:
             self._schedule_next()
 
@@ -212,126 +238,151 @@ class SchedulerNode:
                 true_ms,
                 "kicked",
                 "found itself out of the group (its session expired); "
-                f"dropping shards {sorted(self.shards)} and rejoining",
+                f"dropping shards {self.held()} and rejoining",
             )
-            self.shards, self.waiting = {}, {}
+            self._execute(self.machine.leave())
             self.member_id = group.join(self.name)
         if group.generation != self.generation:
             self.generation = group.generation
             assigned = group.assigned(self.member_id) or frozenset()
-            if self.shards:
-                self._log(true_ms, "revoke", f"rebalance: drops shards {sorted(self.shards)}")
-            self.shards = {}
-            self.waiting = {p: true_ms for p in sorted(assigned)}
-            self.assigned = assigned
-            self._log(
-                true_ms, "own", f"generation {group.generation}: assigned shards {sorted(assigned)}"
-            )
+            held = self.held()
+            if held:
+                self._log(true_ms, "revoke", f"rebalance: revokes shards {held}")
+            self._execute(self.machine.revoke(set(self.machine.slots)))
+            self._execute(self.machine.assign(assigned, self.clock.mono_ms()))
 
-    def _build_waiting(self, true_ms: int) -> None:
-        host = self.host
+    # -- carrying out the machine's actions ---------------------------------------------
+
+    def _execute(self, actions: list[Action]) -> None:
+        """Carry out actions; a build step's outcome is fed back at once (a worklist)."""
+        work = list(actions)
+        while work:
+            action = work.pop(0)
+            if isinstance(action, Fence | Probe | Restore | Position):
+                work[:0] = self._step(action)
+            elif isinstance(action, Close):
+                producer = self.producers.get(action.partition)
+                if producer is not None and producer.token == action.token:
+                    del self.producers[action.partition]
+            elif isinstance(action, Note):
+                self._log(self.host.time.true_ms, action.kind, action.text)
+            elif isinstance(action, Pause):
+                pass  # only live shards are fetched from here
+            else:
+                raise AssertionError(f"unexpected action outside a turn: {action!r}")
+
+    def _step(self, action: Fence | Probe | Restore | Position) -> list[Action]:
+        host, machine = self.host, self.machine
         kafka = host.kafka
-        for p in sorted(self.waiting):
-            if self.waiting[p] > true_ms:
-                continue
-            tx_id = host.settings.shard_transactional_id(p)
-            try:
+        p, token = action.partition, action.token
+        true_ms = host.time.true_ms
+        mono_ms = self.clock.mono_ms()
+        tx_id = host.settings.shard_transactional_id(p)
+        try:
+            if isinstance(action, Fence):
                 epoch = kafka.init_transactions(tx_id, true_ms)
-                self._probe_clock(tx_id, epoch, true_ms)
-                core = ShardCore(
-                    partition=p,
-                    partitions=kafka.partitions[TopicKind.COMMANDS],
-                    now_ms=self.now_ms(),
+                self.producers[p] = _Producer(token, epoch)
+                return machine.fence_done(p, token)
+            producer = self.producers.get(p)
+            if producer is None or producer.token != token:
+                return machine.step_failed(
+                    p, token, fenced=False, error="no producer for this attempt", mono_ms=mono_ms
                 )
-                latest: dict[bytes | None, bytes | None] = {}
-                records, _ = kafka.fetch(TopicKind.SCHEDULES, p, 0, 1 << 62)
-                for record in records:  # as restore.read_to_end: the latest record per key
-                    latest.pop(record.key, None)
-                    latest[record.key] = record.value
-                for key, value in latest.items():
-                    if key is not None:
-                        core.restore(key, value)
-                unwritten = core.finish_restore(self.now_ms())
-                group = host.settings.scheduler_group
-                positions = {kind: kafka.committed(group, kind, p)[0] for kind in _INPUTS}
-            except BrokerUnavailable:
-                self.waiting[p] = true_ms + REBUILD_BACKOFF_MS
-                continue
-            del self.waiting[p]
-            self.shards[p] = _Shard(core, epoch, positions, unwritten)
-            stats = core.stats
-            self._log(
-                true_ms,
-                "build",
-                f"shard {p} taken on (epoch {epoch}, fences older "
-                f"owners): {len(latest)} schedules restored, {stats['in_flight']} runs in "
-                f"flight",
-            )
+            if isinstance(action, Probe):
+                return machine.probe_done(p, token, self._probe(tx_id, producer), mono_ms)
+            if isinstance(action, Restore):
+                core, unwritten = self._restore(p)
+                return machine.restore_done(p, token, core, unwritten)
+            group = host.settings.scheduler_group
+            producer.positions = {kind: kafka.committed(group, kind, p)[0] for kind in INPUTS}
+            return machine.position_done(p, token)
+        except (ProducerFenced, BrokerUnavailable) as exc:
+            fenced = isinstance(exc, ProducerFenced)
+            if isinstance(action, Probe) and action.refresh:
+                return machine.write_failed(
+                    p, token, fenced=fenced, error=str(exc), mono_ms=mono_ms
+                )
+            return machine.step_failed(p, token, fenced=fenced, error=str(exc), mono_ms=mono_ms)
 
-    def _probe_clock(self, tx_id: str, epoch: int, true_ms: int) -> None:
-        """As `ShardRunner.sample_clock`: a broker-time sample before the shard first fires.
+    def _probe(self, tx_id: str, producer: _Producer) -> ClockSample | None:
+        """As `ShardRunner.sample_clock`: an aborted one-record transaction to runs.
 
-        One record (`CLOCK_PROBE_KEY`) to runs in a transaction that is aborted, so
-        no read_committed reader sees it; its append time is the broker's clock.
-        Without it a process that has not written yet has no sample, and a clock
-        running ahead fires its first batch early. The build is instantaneous here
-        (as the restore is), so the acknowledgement comes at the send's instant.
+        The build is instantaneous here (as the restore is), so the acknowledgement
+        comes at the send's instant, by both of the node's clocks.
         """
         kafka = self.host.kafka
-        txn = kafka.begin(tx_id, epoch, true_ms)
-        sent_ms = self.clock.now_ms()
+        true_ms = self.host.time.true_ms
+        txn = kafka.begin(tx_id, producer.epoch, true_ms)
+        sent_ms, sent_mono_ms = self.clock.now_ms(), self.clock.mono_ms()
         try:
             kafka.send(txn, TopicKind.RUNS, CLOCK_PROBE_KEY, CLOCK_PROBE_VALUE, None, true_ms)
         finally:
             kafka.abort(txn, true_ms)
-        was_held_back = self._holdback_ms
-        self.skew.observe(sent_ms=sent_ms, acked_ms=self.clock.now_ms(), broker_ms=true_ms)
-        self._holdback_ms = self.skew.holdback_ms()
-        if self._holdback_ms and not was_held_back:
-            self._log(
-                true_ms,
-                "clock",
-                f"clock probe: its clock runs at least {self.skew.ahead_ms:,} ms ahead of "
-                f"the broker's; firing held back by {self._holdback_ms:,} ms",
-            )
+        if not kafka.log_append_time(TopicKind.RUNS):
+            return None
+        return ClockSample(
+            sent_ms, self.clock.now_ms(), true_ms, sent_mono_ms, self.clock.mono_ms()
+        )
 
-    def _send(
-        self,
-        out: dict[int, list[OutRecord]],
-        consumed: dict[int, dict[TopicKind, int]],
-        true_ms: int,
-    ) -> None:
+    def _restore(self, p: int) -> tuple[ShardCore, list[OutRecord]]:
+        kafka = self.host.kafka
+        core = ShardCore(
+            partition=p,
+            partitions=kafka.partitions[TopicKind.COMMANDS],
+            now_ms=self.now_ms(),
+        )
+        latest: dict[bytes | None, bytes | None] = {}
+        records, _ = kafka.fetch(TopicKind.SCHEDULES, p, 0, 1 << 62)
+        for record in records:  # as restore.read_to_end: the latest record per key
+            latest.pop(record.key, None)
+            latest[record.key] = record.value
+        for key, value in latest.items():
+            if key is not None:
+                core.restore(key, value)
+        return core, core.finish_restore(self.now_ms())
+
+    # -- writes ------------------------------------------------------------------------
+
+    def _send(self, writes: list[Write], true_ms: int) -> None:
         host = self.host
         kafka = host.kafka
-        txns: dict[int, tuple[Txn, dict[TopicKind, int], list[OutRecord]]] = {}
+        machine = self.machine
+        txns: dict[int, tuple[Txn, Write]] = {}
         runs_append_ms: int | None = None
         outside = "changelog-outside-txn" in host.broken
-        for p, records in out.items():
-            shard = self.shards[p]
+        mono_ms = self.clock.mono_ms()
+        for write in writes:
+            p = write.partition
+            producer = self.producers.get(p)
             try:
-                txn = kafka.begin(host.settings.shard_transactional_id(p), shard.epoch, true_ms)
-                for r in records:
+                if producer is None or producer.token != write.token:
+                    raise BrokerUnavailable("no producer for this attempt")
+                tx_id = host.settings.shard_transactional_id(p)
+                txn = kafka.begin(tx_id, producer.epoch, true_ms)
+                for r in write.records:
                     if outside and r.topic is TopicKind.SCHEDULES:
                         kafka.append(r.topic, r.key, r.value, r.partition, true_ms)
                         continue
-                    kafka.send(txn, r.topic, r.key, r.value, r.partition, true_ms)
+                    kafka.send(txn, r.topic, r.key, r.value, r.partition, true_ms, r.timestamp_ms)
                     if r.topic is TopicKind.RUNS:
                         runs_append_ms = true_ms
                 group = host.settings.scheduler_group
-                offsets = {(kind, p): (pos, None) for kind, pos in consumed.get(p, {}).items()}
+                offsets = {(kind, p): (pos, None) for kind, pos in write.offsets.items()}
                 if offsets:
                     kafka.send_offsets(txn, group, offsets)
-            except ProducerFenced:
-                self._fenced(p, true_ms)
+            except (ProducerFenced, BrokerUnavailable) as exc:
+                fenced = isinstance(exc, ProducerFenced)
+                self._execute(
+                    machine.write_failed(
+                        p, write.token, fenced=fenced, error=str(exc), mono_ms=mono_ms
+                    )
+                )
                 continue
-            except BrokerUnavailable:
-                self._failed(p, true_ms, "broker unavailable")
-                continue
-            txns[p] = (txn, consumed.get(p, {}), records)
+            txns[p] = (txn, write)
         if not txns:
             self._schedule_next()
             return
-        pending = _Pending(txns, self.clock.now_ms(), runs_append_ms)
+        pending = _Pending(txns, self.clock.now_ms(), mono_ms, runs_append_ms)
         self._pending = pending
         incarnation = self.incarnation
         host.at(true_ms + host.latency_ms(), lambda: self._committed(incarnation, pending))
@@ -347,66 +398,61 @@ class SchedulerNode:
     def _finish(self, pending: _Pending) -> None:
         host = self.host
         true_ms = host.time.true_ms
+        machine = self.machine
         touched: list[tuple[TopicKind, int]] = []
-        for p, (txn, _, records) in pending.txns.items():
+        sample: list[ClockSample] = []
+        if pending.runs_append_ms is not None:
+            sample.append(
+                ClockSample(
+                    pending.sent_local_ms,
+                    self.clock.now_ms(),
+                    pending.runs_append_ms,
+                    pending.sent_mono_ms,
+                    self.clock.mono_ms(),
+                )
+            )
+        for p, (txn, write) in pending.txns.items():
             try:
                 host.kafka.commit(txn, true_ms)
-            except ProducerFenced:
-                self._fenced(p, true_ms)
-                continue
-            except BrokerUnavailable:
-                self._failed(p, true_ms, "broker unavailable")
+            except (ProducerFenced, BrokerUnavailable) as exc:
+                fenced = isinstance(exc, ProducerFenced)
+                self._execute(
+                    machine.write_failed(
+                        p, write.token, fenced=fenced, error=str(exc), mono_ms=self.clock.mono_ms()
+                    )
+                )
                 continue
             touched.extend(txn.first)
-            shard = self.shards.get(p)
-            if shard is not None:
-                shard.unwritten = []
-            self._narrate(p, records, true_ms)
-        if pending.runs_append_ms is not None:
-            self.skew.observe(
-                sent_ms=pending.sent_local_ms,
-                acked_ms=self.clock.now_ms(),
-                broker_ms=pending.runs_append_ms,
-            )
-            self._holdback_ms = self.skew.holdback_ms()
+            self._execute(machine.write_done(p, write.token, sample))
+            sample = []  # one round trip, one sample
+            self._narrate(p, write.records, true_ms)
         host.arrived(touched, true_ms)
         self._schedule_next()
 
-    def _fenced(self, p: int, true_ms: int) -> None:
-        self.shards.pop(p, None)
-        if p in self.assigned:
-            self.waiting[p] = true_ms + self.session_timeout_ms
-        self._log(
-            true_ms,
-            "fenced",
-            f"shard {p}: ProducerFenced — another scheduler took it; "
-            "its transaction is aborted, it stops writing for shard "
-            f"{p} and looks again in {self.session_timeout_ms // 1000} s",
-        )
-
-    def _failed(self, p: int, true_ms: int, why: str) -> None:
-        self.shards.pop(p, None)
-        if p in self.assigned:
-            self.waiting[p] = true_ms + REBUILD_BACKOFF_MS
-        self._log(
-            true_ms,
-            "abort",
-            f"shard {p}: transaction failed ({why}); state dropped, rebuilt from the changelog",
-        )
-
     def _schedule_next(self) -> None:
         true_ms = self.host.time.true_ms
-        due: list[int] = [at for at in self.waiting.values()]
-        holdback_ms = self._holdback_ms
+        machine = self.machine
+        mono_ms = self.clock.mono_ms()
+        due: list[int] = []
         logs = self.host.kafka.logs
-        for p, shard in self.shards.items():
-            if shard.unwritten or any(
-                logs[kind][p].has_data(shard.positions[kind]) for kind in _INPUTS
-            ):
-                due.append(true_ms)
-            local_due = shard.core.next_due_ms()
-            if local_due is not None:
-                due.append(max(true_ms, self.clock.true_ms_at(local_due + holdback_ms)))
+        holdback_ms = machine.skew.holdback_ms()
+        for p, slot in machine.slots.items():
+            if slot.phase is Phase.WAITING:
+                due.append(true_ms + max(0, slot.not_before_ms - mono_ms))
+            elif slot.phase is Phase.LIVE and slot.core is not None:
+                producer = self.producers.get(p)
+                if (
+                    slot.unwritten
+                    or slot.out
+                    or (
+                        producer is not None
+                        and any(logs[kind][p].has_data(producer.positions[kind]) for kind in INPUTS)
+                    )
+                ):
+                    due.append(true_ms)
+                local_due = slot.core.next_due_ms()
+                if local_due is not None:
+                    due.append(max(true_ms, self.clock.true_ms_at(local_due + holdback_ms)))
         if due:
             self.wake(max(true_ms, min(due)))
 

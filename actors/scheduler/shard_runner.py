@@ -40,6 +40,7 @@ from actors.observe.events import log_committed
 from actors.scheduler.clock import Clock
 from actors.scheduler.figures import RateWindow
 from actors.scheduler.lifecycle import ClockSample
+from actors.scheduler.probe import CLOCK_PROBE_KEY, CLOCK_PROBE_VALUE
 from actors.scheduler.writer import (
     MAX_BATCH_BYTES,
     BatchRefused,
@@ -54,10 +55,6 @@ from topics.records import OutRecord
 
 # LogAppendTime (timestamp_type 1) is what makes a produce ack carry the broker clock.
 _LOG_APPEND_TIME = 1
-# The clock probe's record: written to {ns}.runs in a transaction that is always
-# aborted, so no read_committed reader (workers, history) ever sees it.
-CLOCK_PROBE_KEY = b"\x00clock-probe"
-CLOCK_PROBE_VALUE = b'{"v":1,"probe":"clock","note":"aborted; never a run"}'
 # A transaction must finish well inside this; the broker aborts it after.
 TRANSACTION_TIMEOUT_MS = 30_000
 
