@@ -37,6 +37,7 @@ class FaultHost(Protocol):
 REPLAN_TICKS = 60  # the longest quiet stretch drawn at once
 
 NODE_KINDS = ("crash", "pause", "skew")
+BROKER_KINDS = ("broker", "refuse")  # faults of the broker as a whole (one target each)
 WORKER_KINDS = ("slow_job", "worker_crash_mid_job")
 
 
@@ -113,24 +114,27 @@ class FaultInjector:
         self.drawn += 1
         self.busy.add(target)
         lasts_s = (end_ms - now) / 1000
-        on = "broker unavailable" if kind == "broker" else f"{kind} on {target}"
+        on = {
+            "broker": "broker unavailable",
+            "refuse": "broker refuses every batch to runs",
+        }.get(kind, f"{kind} on {target}")
         what = f"{on} for {lasts_s:.3f} s (drawn {duration_ms} ms"
         what += f", clock step {value:+d} ms)" if kind == "skew" else ")"
         host.log("fault", what)
-        host.fault(kind, None if target == "broker" else target, True, value)
+        host.fault(kind, None if target in BROKER_KINDS else target, True, value)
         host.at(end_ms, self._ender(kind, target, value))
 
     def _ender(self, kind: str, target: str, value: int) -> Callable[[], None]:
         def end() -> None:
             if target in self.busy:
                 self.busy.discard(target)
-                self.host.fault(kind, None if target == "broker" else target, False, value)
+                self.host.fault(kind, None if target in BROKER_KINDS else target, False, value)
 
         return end
 
     def _eligible(self, kind: str) -> list[str]:
-        if kind == "broker":
-            return [] if "broker" in self.busy else ["broker"]
+        if kind in BROKER_KINDS:
+            return [] if kind in self.busy else [kind]
         out = []
         for node in self.host.targets():
             if node.name in self.busy or node.state != "up":

@@ -17,6 +17,7 @@ BROKEN_VARIANTS = (
     "no-fencing",  # the simulated broker lets a fenced producer commit
     "changelog-outside-txn",  # the shard writes its changelog outside its transaction
     "dag-early-release",  # the node takes a DAG task as succeeded the moment it fires it
+    "commit-refused-batch",  # the shard commits a transaction one of whose batches was refused
 )
 
 

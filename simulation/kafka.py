@@ -58,6 +58,10 @@ class Txn:
     status: str = OPEN
     first: dict[tuple[TopicKind, int], int] = field(default_factory=dict)
     offsets: dict[tuple[str, TopicKind, int], tuple[int, str | None]] = field(default_factory=dict)
+    # Batches the broker refused (the `refuse` fault): their records were never
+    # appended, yet the transaction stays open and committable, as aiokafka leaves
+    # it; the producer learns of the refusal only from the batch's future.
+    refused: list[tuple[TopicKind, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -128,6 +132,9 @@ class SimKafka:
         # Topics whose records keep the producer's timestamp (CreateTime); the others
         # are stamped by the broker (LogAppendTime: runs, as kafkron creates it).
         self.create_time = create_time
+        # Topics whose batches the broker refuses right now (the `refuse` fault: a
+        # produce error that outlived the client's retries, NOT_ENOUGH_REPLICAS say).
+        self.refusing: frozenset[TopicKind] = frozenset()
         self.logs = {kind: [Log(kind, p) for p in range(n)] for kind, n in partitions.items()}
         self.fencing = fencing
         self.available = True
@@ -185,6 +192,9 @@ class SimKafka:
         if txn.status != OPEN:
             raise ProducerFenced(f"{txn.tx_id}: transaction already {txn.status}")
         p = self.partition_for(kind, key, partition)
+        if kind in self.refusing:
+            txn.refused.append((kind, p))
+            return p, -1
         log = self.logs[kind][p]
         offset = len(log.entries)
         create_ms = timestamp_ms if kind in self.create_time else None

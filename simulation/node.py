@@ -84,8 +84,17 @@ class _Pending:
 class SchedulerNode:
     role = "scheduler"
 
-    def __init__(self, host: Host, name: str, clock: NodeClock, session_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        host: Host,
+        name: str,
+        clock: NodeClock,
+        session_timeout_ms: int,
+        *,
+        max_fires_per_turn: int = MAX_FIRES_PER_TURN,
+    ) -> None:
         self.host = host
+        self.max_fires_per_turn = max_fires_per_turn
         self.name = name
         self.clock = clock
         self.session_timeout_ms = session_timeout_ms
@@ -102,7 +111,7 @@ class SchedulerNode:
     def _new_machine(self) -> SchedulerMachine:
         return SchedulerMachine(
             session_timeout_ms=self.session_timeout_ms,
-            max_fires_per_turn=MAX_FIRES_PER_TURN,
+            max_fires_per_turn=self.max_fires_per_turn,
             runs_topic=self.host.settings.topic(TopicKind.RUNS),
         )
 
@@ -411,7 +420,20 @@ class SchedulerNode:
                     self.clock.mono_ms(),
                 )
             )
+        commit_refused = "commit-refused-batch" in host.broken
         for p, (txn, write) in pending.txns.items():
+            if txn.refused and not commit_refused:
+                # As `ShardRunner.write`: every batch's outcome is read before the commit;
+                # a refused one aborts the whole transaction (never a partial commit).
+                host.kafka.abort(txn, true_ms)
+                kind, partition = txn.refused[0]
+                error = f"a batch to {kind.value}[{partition}] was refused"
+                self._execute(
+                    machine.write_failed(
+                        p, write.token, fenced=False, error=error, mono_ms=self.clock.mono_ms()
+                    )
+                )
+                continue
             try:
                 host.kafka.commit(txn, true_ms)
             except (ProducerFenced, BrokerUnavailable) as exc:

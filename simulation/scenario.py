@@ -10,6 +10,7 @@ Example (see ``simulation/scenarios/`` for the real ones)::
     shards = 6                        # partitions of commands/schedules/results
     runs_partitions = 6
     lateness_bound_ms = 1000          # on-time bound once healed
+    max_fires_per_turn = 5000         # the scheduler runtime's bound per shard and turn
 
     [[schedulers]]
     name = "sched-a"
@@ -57,6 +58,7 @@ FAULT_KINDS = (
     "crash",  # a node's process dies; restarted after the duration
     "pause",  # SIGSTOP for the duration (a GC pause, a frozen VM)
     "broker",  # the broker does not answer for the duration
+    "refuse",  # the broker refuses every batch to {ns}.runs inside a transaction
     "skew",  # one node's clock jumps by up to skew_max_ms for the duration
     "slow_job",  # jobs started on one worker run slow_factor times longer
     "worker_crash_mid_job",  # a worker running a job dies; restarted after the duration
@@ -137,6 +139,7 @@ class Scenario:
     script: tuple[ScriptStep, ...]
     fault_tick_ms: int = 1000
     faults: dict[str, FaultKnob] = field(default_factory=dict)
+    max_fires_per_turn: int = 5_000
     skew_max_ms: int = 5_000
     slow_factor: float = 10.0
     compact_every_ms: int = 3_600_000
@@ -246,6 +249,7 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         runs_partitions=int(data.get("runs_partitions", shards)),
         lateness_bound_ms=int(data.get("lateness_bound_ms", 1000)),
         session_timeout_ms=int(data.get("session_timeout_ms", 10_000)),
+        max_fires_per_turn=int(data.get("max_fires_per_turn", 5_000)),
         nodes=tuple(nodes),
         schedules=schedules,
         jobs=jobs,

@@ -76,7 +76,11 @@ class World:
             clock = NodeClock(self.time, offset_ms=spec.offset_ms, drift_ppm=spec.drift_ppm)
             if spec.role == "scheduler":
                 self.nodes[spec.name] = SchedulerNode(
-                    self, spec.name, clock, scenario.session_timeout_ms
+                    self,
+                    spec.name,
+                    clock,
+                    scenario.session_timeout_ms,
+                    max_fires_per_turn=scenario.max_fires_per_turn,
                 )
             else:
                 self.nodes[spec.name] = WorkerNode(
@@ -126,6 +130,9 @@ class World:
     def fault(self, kind: str, node: str | None, start: bool, value: int) -> None:
         if kind == "broker":
             self._broker(up=not start)
+            return
+        if kind == "refuse":
+            self.kafka.refusing = frozenset({TopicKind.RUNS}) if start else frozenset()
             return
         assert node is not None
         target = self.nodes[node]

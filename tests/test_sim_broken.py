@@ -106,3 +106,36 @@ def test_cli_prints_the_seed_and_the_replay_command_and_exits_1() -> None:
     assert done.returncode == 1, done.stderr
     assert "violates exactly-once" in done.stderr
     assert f"replay: kafkron simulate {SCENARIO} --seed " in done.stderr
+
+
+def test_committing_despite_a_refused_batch_is_caught_by_the_nothing_missed_checker() -> None:
+    """The fix of a refused batch undone: the shard commits the rest of the transaction.
+
+    aiokafka commits a transaction although one of its batches was refused; a shard
+    that does not read every batch's outcome before committing loses the refused
+    runs while its changelog says they fired. The nothing-missed checker names them.
+    """
+    scenario = load(ROOT / "simulation" / "scenarios" / "refused-batches.toml")
+    variant = "commit-refused-batch"
+    caught = None
+    for seed in SEEDS:
+        outcome = simulate(scenario, seed, broken=[variant])
+        if not outcome.ok:
+            caught = outcome
+            break
+    assert caught is not None, f"{variant}: no seed in {SEEDS} caught it"
+    assert "nothing-missed" in {v.name for v in caught.verdicts if not v.ok}
+    print(f"{variant} caught with seed {caught.seed}: {caught.replay()}")
+    assert caught.replay().endswith(f"--seed {caught.seed} --break {variant}")
+    assert simulate(scenario, caught.seed).ok
+
+
+def test_a_rebalance_resumes_parked_shards_without_a_restore() -> None:
+    """Eager rebalancing gives most shards straight back: they resume, nothing is rebuilt."""
+    scenario = load(ROOT / "simulation" / "scenarios" / "rebalance-gives-shards-back.toml")
+    outcome = simulate(scenario, 1)
+    assert outcome.ok, outcome.replay()
+    events = outcome.world.timeline.events
+    resumed = [e for e in events if e.kind == "build" and "resumed after the rebalance" in e.text]
+    taken = [e for e in events if e.kind == "build" and "taken on" in e.text]
+    assert resumed and taken

@@ -26,6 +26,8 @@ SWEEPS = {
     "email-blip-jitter": 2,
     "email-blip-no-jitter": 2,
     "clock-60s-fast": 12,
+    "refused-batches": 4,
+    "rebalance-gives-shards-back": 3,
 }
 
 
