@@ -18,6 +18,7 @@ BROKEN_VARIANTS = (
     "changelog-outside-txn",  # the shard writes its changelog outside its transaction
     "dag-early-release",  # the node takes a DAG task as succeeded the moment it fires it
     "commit-refused-batch",  # the shard commits a transaction one of whose batches was refused
+    "no-clock-step-check",  # the scheduler does not notice its wall clock stepping while idle
 )
 
 

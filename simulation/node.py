@@ -113,6 +113,7 @@ class SchedulerNode:
             session_timeout_ms=self.session_timeout_ms,
             max_fires_per_turn=self.max_fires_per_turn,
             runs_topic=self.host.settings.topic(TopicKind.RUNS),
+            detect_clock_steps="no-clock-step-check" not in self.host.broken,
         )
 
     @property

@@ -33,6 +33,18 @@ def test_a_command_for_a_key_owned_elsewhere_is_forwarded_and_nothing_else() -> 
     assert shard.core.stats["schedules"] == 0 and shard.core.stats["forwarded_total"] == 1
 
 
+def test_a_forward_keeps_the_authors_timestamp_so_look_backs_count_from_it() -> None:
+    """Without it the forward was stamped when written: a one-off produced before its
+    instant and forwarded after it was judged by the forward's time, not the author's."""
+    shard = Shard(partition=0, partitions=PARTITIONS)
+    foreign = _ids_owned_by(3, 1)[0]
+    produced_ms = T0 - 5 * MINUTE
+    [forward] = shard.send(upsert(foreign), produced_ms=produced_ms).records
+    assert forward.timestamp_ms == produced_ms
+    [unknown] = shard.send(upsert(foreign), produced_ms=0).records
+    assert unknown.timestamp_ms is None  # no timestamp to keep: the producer stamps it
+
+
 def test_a_null_key_is_routed_by_the_body_id() -> None:
     foreign = _ids_owned_by(4, 1)[0]
     shard = Shard(partition=0, partitions=PARTITIONS)

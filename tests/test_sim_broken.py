@@ -139,3 +139,16 @@ def test_a_rebalance_resumes_parked_shards_without_a_restore() -> None:
     resumed = [e for e in events if e.kind == "build" and "resumed after the rebalance" in e.text]
     taken = [e for e in events if e.kind == "build" and "taken on" in e.text]
     assert resumed and taken
+
+
+def test_an_unnoticed_clock_step_on_an_idle_shard_is_caught_by_the_never_early_checker() -> None:
+    """The step detector undone: an idle shard learns of a jump only from its early fire."""
+    scenario = load(ROOT / "simulation" / "scenarios" / "clock-jumps-ahead.toml")
+    variant = "no-clock-step-check"
+    caught = next(
+        (o for o in (simulate(scenario, s, broken=[variant]) for s in SEEDS) if not o.ok), None
+    )
+    assert caught is not None, f"{variant}: no seed in {SEEDS} caught it"
+    assert "never-early" in {v.name for v in caught.verdicts if not v.ok}
+    print(f"{variant} caught with seed {caught.seed}: {caught.replay()}")
+    assert simulate(scenario, caught.seed).ok

@@ -28,6 +28,7 @@ SWEEPS = {
     "clock-60s-fast": 12,
     "refused-batches": 4,
     "rebalance-gives-shards-back": 3,
+    "clock-jumps-ahead": 8,
 }
 
 

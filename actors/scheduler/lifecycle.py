@@ -240,7 +240,10 @@ class SchedulerMachine:
         sample_max_age_ms: int = SAMPLE_MAX_AGE_MS,
         runs_limit_bytes: int | None = None,
         runs_topic: str = "runs",
+        detect_clock_steps: bool = True,
     ) -> None:
+        """``detect_clock_steps=False`` exists for the simulation's broken variant only."""
+        self.detect_clock_steps = detect_clock_steps
         self.session_timeout_ms = session_timeout_ms
         self.max_fires_per_turn = max_fires_per_turn
         self.rebuild_backoff_ms = rebuild_backoff_ms
@@ -581,7 +584,7 @@ class SchedulerMachine:
     def _watch_clock(self, local_ms: int, mono_ms: int) -> list[Action]:
         actions: list[Action] = []
         base = self._wall_minus_mono_ms
-        if base is not None:
+        if base is not None and self.detect_clock_steps:
             stepped_ms = (local_ms - mono_ms) - base
             if abs(stepped_ms) > self._step_tolerance_ms():
                 actions.extend(self._stepped(stepped_ms))
