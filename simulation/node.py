@@ -215,6 +215,7 @@ class SchedulerNode:
             self._sync_membership(true_ms)
         machine = self.machine
         self._execute(machine.tick(self.clock.mono_ms()))
+        self._execute(machine.begin_turn(self.clock.now_ms(), self.clock.mono_ms()))
         now_ms = self.now_ms()
         for p in sorted(machine.live()):
             producer = self.producers.get(p)
@@ -467,6 +468,7 @@ class SchedulerNode:
                 if (
                     slot.unwritten
                     or slot.out
+                    or slot.held
                     or (
                         producer is not None
                         and any(logs[kind][p].has_data(producer.positions[kind]) for kind in INPUTS)

@@ -400,3 +400,24 @@ def test_parse_dlq_and_rejected_refuse_bad_fields() -> None:
         parse_rejected(orjson.dumps({**rejected, "original": "***"}))
     with pytest.raises(ValueError, match=r"rejected.offset"):
         parse_rejected(orjson.dumps({**rejected, "offset": 1.5}))
+
+
+def test_a_rejection_of_a_huge_command_carries_a_bounded_prefix_and_names_the_rest() -> None:
+    """A whole base64 copy of a ~1 MiB command outgrows the rejected topic; a refused
+    rejection would fail its shard's transaction on every rebuild, forever."""
+    import hashlib
+
+    import orjson
+
+    from topics.messages import REJECTED_ORIGINAL_MAX_BYTES, parse_rejected, rejected_value
+
+    original = b"x" * (1024 * 1024)
+    value = rejected_value(reason="too large", original=original, topic="t", partition=0, offset=9)
+    assert len(value) < 100 * 1024
+    parsed = parse_rejected(value)
+    assert parsed.original == original[:REJECTED_ORIGINAL_MAX_BYTES]
+    fields = orjson.loads(value)
+    assert fields["original_bytes"] == len(original)
+    assert fields["original_sha256"] == hashlib.sha256(original).hexdigest()
+    small = rejected_value(reason="r", original=b"{}", topic="t", partition=0, offset=1)
+    assert "original_bytes" not in orjson.loads(small)

@@ -221,7 +221,7 @@ def test_a_clock_step_holds_every_fire_until_a_fresh_probe_measured_the_clock() 
     core = FakeCore(due=[T0 + 30_000])
     token = _live(machine, 0, core, mono_ms=0)
     # The wall clock jumps 60 s ahead while the monotonic clock moves 1 s: an idle shard.
-    actions = machine.turn(T0 + 61_000, 1_000)
+    actions = machine.begin_turn(T0 + 61_000, 1_000) + machine.turn(T0 + 61_000, 1_000)
     assert Probe(0, token, refresh=True) in actions
     assert not _of(Write, actions) and core.advanced_at == []  # the due run was NOT fired
     # The probe measures a clock a minute ahead of the broker's: hold back, then fire on time.
@@ -277,3 +277,62 @@ def test_leaving_closes_every_opened_attempt() -> None:
     actions = machine.leave()
     assert {(a.partition, a.token) for a in _of(Close, actions)} >= {(0, token)}
     assert machine.slots == {}
+
+
+def test_a_trigger_fed_while_a_clock_step_is_unmeasured_waits_for_the_probe() -> None:
+    """A command can fire (a trigger fires what is due): it is held, unapplied, with its
+    offset, until the clock is measured again; then applied and written as usual."""
+    machine = SchedulerMachine(session_timeout_ms=SESSION_MS, skew_bound_ms=1_000)
+    core = FakeCore()
+    token = _live(machine, 0, core)
+    actions = machine.begin_turn(T0 + 61_000, 1_000)  # the wall clock jumped a minute
+    assert Probe(0, token, refresh=True) in actions
+    trigger = InRecord(TopicKind.COMMANDS, 0, 5, b"s", b"{}", T0)
+    assert machine.feed(0, TopicKind.COMMANDS, [trigger], T0 + 61_000)
+    assert core.applied == []  # not applied on an unmeasured clock
+    assert _of(Write, machine.turn(T0 + 61_000, 1_000)) == []
+    machine.probe_done(0, token, _sample(T0 + 61_000, 1_000, ahead_ms=60_000), 1_000)
+    (write,) = _of(Write, machine.turn(T0 + 61_000, 1_000))
+    assert core.applied == [trigger] and write.offsets == {TopicKind.COMMANDS: 6}
+
+
+def test_a_shard_revoked_while_its_refresh_probe_is_out_is_closed_not_parked() -> None:
+    """Parking it would keep a producer a probe still uses and a core ahead of its offsets."""
+    machine = SchedulerMachine(session_timeout_ms=SESSION_MS, sample_max_age_ms=10)
+    token = _live(machine, 0, FakeCore())
+    assert Probe(0, token, refresh=True) in machine.begin_turn(T0 + 50, 50)
+    actions = machine.revoke([0])
+    assert Close(0, token, "revoked while busy") in actions
+    assert 0 not in machine.slots
+    # The probe's late answer closes nothing current and resumes nothing.
+    assert _of(Close, machine.probe_done(0, token, _sample(T0, 60), 60))
+
+
+def test_a_refresh_probe_that_finds_no_broker_time_drops_the_shard_loudly() -> None:
+    machine = SchedulerMachine(session_timeout_ms=SESSION_MS, sample_max_age_ms=10)
+    token = _live(machine, 0, FakeCore())
+    machine.begin_turn(T0 + 50, 50)
+    actions = machine.probe_done(0, token, None, 60)
+    assert Close(0, token, _of(Close, actions)[0].why) in actions
+    assert any(isinstance(a, Note) and "LogAppendTime" in a.text for a in actions)
+    assert machine.slots[0].phase is Phase.WAITING
+
+
+class _BufferingCore(FakeCore):
+    """Ending a run starts the next buffered occurrence, with the same large args."""
+
+    def apply(self, record: InRecord, now_ms: int) -> list[OutRecord]:
+        self.applied.append(record)
+        if record.offset == -1 and len(self.applied) == 1:
+            return [OutRecord(TopicKind.RUNS, b"s", _run(T0, self.run_bytes))]
+        return [OutRecord(TopicKind.DLQ, record.key, b"dead")] if record.offset == -1 else []
+
+
+def test_a_too_large_run_the_core_starts_in_answer_is_ended_too() -> None:
+    machine = SchedulerMachine(session_timeout_ms=SESSION_MS, runs_limit_bytes=4_096)
+    core = _BufferingCore(due=[T0 - 1], run_bytes=20_000)
+    _live(machine, 0, core)
+    (write,) = _of(Write, machine.turn(T0, 0))
+    assert all(r.topic is not TopicKind.RUNS for r in write.records)
+    assert len([r for r in write.records if r.topic is TopicKind.RESULTS]) == 2
+    assert len(core.applied) == 2

@@ -434,20 +434,37 @@ class Rejected:
     offset: int
 
 
+# The most of a rejected command's bytes a rejection carries. A command may be as
+# large as {ns}.commands accepts (1 MiB by default) while base64 grows it by a third:
+# a whole copy could make a rejection the rejected topic refuses, and a refused
+# rejection would stop its shard for good. The rest is named, not copied.
+REJECTED_ORIGINAL_MAX_BYTES = 64 * 1024
+
+
 def rejected_value(
     *, reason: str, original: bytes | None, topic: str, partition: int, offset: int
 ) -> bytes:
-    """The ``{ns}.rejected`` value; the original bytes travel base64-encoded."""
-    return orjson.dumps(
-        {
-            "v": 1,
-            "reason": reason,
-            "original": None if original is None else base64.b64encode(original).decode("ascii"),
-            "topic": topic,
-            "partition": partition,
-            "offset": offset,
-        }
-    )
+    """The ``{ns}.rejected`` value; the original bytes travel base64-encoded.
+
+    At most `REJECTED_ORIGINAL_MAX_BYTES` of them: a longer original is cut, and
+    ``original_bytes`` (its full size) and ``original_sha256`` say what it was; the
+    record itself stays at its topic, partition and offset until retention.
+    """
+    record: dict[str, Any] = {
+        "v": 1,
+        "reason": reason,
+        "original": None,
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+    }
+    if original is not None:
+        kept = original[:REJECTED_ORIGINAL_MAX_BYTES]
+        record["original"] = base64.b64encode(kept).decode("ascii")
+        if len(kept) < len(original):
+            record["original_bytes"] = len(original)
+            record["original_sha256"] = hashlib.sha256(original).hexdigest()
+    return orjson.dumps(record)
 
 
 def parse_rejected(value: bytes) -> Rejected:

@@ -225,6 +225,7 @@ class Slot:
     unwritten: list[OutRecord] = field(default_factory=list)
     out: list[OutRecord] = field(default_factory=list)
     offsets: dict[TopicKind, int] = field(default_factory=dict)
+    held: list[InRecord] = field(default_factory=list)  # fed while fires are held
 
 
 class SchedulerMachine:
@@ -277,8 +278,8 @@ class SchedulerMachine:
             if slot is None:
                 self.slots[p] = Slot(p, Phase.WAITING, self._next_token(), mono_ms)
             elif slot.phase is Phase.PARKED:
-                slot.phase, slot.resumed = Phase.PROBING, True
-                slot.out, slot.offsets = [], {}
+                slot.phase, slot.resumed, slot.writing = Phase.PROBING, True, False
+                slot.out, slot.offsets, slot.held = [], {}, []
                 actions.append(Probe(p, slot.token))
                 resumed.append(p)
         actions.append(Note("info", "own", f"assigned shards {sorted(wanted)}"))
@@ -296,11 +297,16 @@ class SchedulerMachine:
             slot = self.slots.get(p)
             if slot is None:
                 continue
-            if slot.phase is Phase.LIVE:
+            if self._refreshing == p:
+                self._refreshing = None
+            if slot.phase is Phase.LIVE and not (slot.writing or slot.out or slot.held):
                 slot.phase = Phase.PARKED  # kept whole until the assignment says
-                slot.out, slot.offsets = [], {}
-                if self._refreshing == p:
-                    self._refreshing = None
+            elif slot.phase is Phase.LIVE:
+                # Busy (a probe still out on its producer, or records its core has
+                # applied but no transaction has written): parking it would resume a
+                # core ahead of the committed offsets. Closed; rebuilt if given back.
+                del self.slots[p]
+                actions.append(Close(p, slot.token, "revoked while busy"))
             elif slot.phase is not Phase.PARKED:
                 del self.slots[p]
                 if slot.phase is not Phase.WAITING:
@@ -349,18 +355,17 @@ class SchedulerMachine:
             # A refresh of a live shard's clock measurement.
             self._refreshing = None
             slot.writing = False
+            if sample is None:
+                return self._failed(
+                    slot, self._no_broker_time(p), mono_ms, backoff_ms=self.session_timeout_ms
+                )
             return self._observe(sample)
         slot = self._current(p, token, Phase.PROBING)
         if slot is None:
             return [Close(p, token, "probed for an attempt no longer wanted")]
         if sample is None:
             return self._failed(
-                slot,
-                f"{self.runs_topic} gives no broker time (it is not"
-                " message.timestamp.type=LogAppendTime), so firing could be early on a fast"
-                f" clock; shard {p} is not started. Fix the topic: kafkron topics check",
-                mono_ms,
-                backoff_ms=self.session_timeout_ms,
+                slot, self._no_broker_time(p), mono_ms, backoff_ms=self.session_timeout_ms
             )
         actions = self._observe(sample)
         if slot.resumed:
@@ -424,6 +429,11 @@ class SchedulerMachine:
             return False
         if not records:
             return True
+        if slot.held or not self.may_fire():
+            # A clock step is unmeasured: a command may fire (a trigger fires what is
+            # due), so records wait, unapplied, until a probe has measured the clock.
+            slot.held.extend(records)
+            return True
         apply = slot.core.apply
         out = slot.out
         for record in records:
@@ -435,15 +445,26 @@ class SchedulerMachine:
         """False while a clock step is unmeasured: timers wait for a fresh sample."""
         return not self._sample_needed
 
+    def begin_turn(self, local_ms: int, mono_ms: int) -> list[Action]:
+        """Look at the clocks before anything is fed (a step holds what follows)."""
+        return self._watch_clock(local_ms, mono_ms)
+
     def turn(self, local_ms: int, mono_ms: int) -> list[Action]:
-        """Advance every live shard and emit one `Write` per shard with something to say."""
-        actions = self._watch_clock(local_ms, mono_ms)
+        """Advance every live shard and emit one `Write` per shard with something to say.
+
+        Call `begin_turn` first, then `feed` what was consumed, then this.
+        """
         now_ms = self.now_ms(local_ms)
-        actions.extend(self._holdback_notes())
+        actions = self._holdback_notes()
         fire = self.may_fire()
         for p, slot in sorted(self.slots.items()):
             if slot.phase is not Phase.LIVE or slot.core is None or slot.writing:
                 continue
+            if fire and slot.held:
+                held, slot.held = slot.held, []
+                for record in held:
+                    slot.out.extend(slot.core.apply(record, now_ms))
+                    slot.offsets[record.topic] = record.offset + 1
             out = slot.out
             if fire:
                 out.extend(slot.core.advance(now_ms, self.max_fires_per_turn))
@@ -514,8 +535,8 @@ class SchedulerMachine:
             elif slot.phase in _BUILDING:
                 sleep_ms = min(sleep_ms, WAITING_POLL_MS)  # live soon: look again shortly
             elif slot.phase is Phase.LIVE and slot.core is not None:
-                if slot.unwritten:
-                    return 0
+                if slot.unwritten or ((slot.out or slot.held) and not slot.writing):
+                    return 0 if self.may_fire() or slot.out else WAITING_POLL_MS
                 due_ms = slot.core.next_due_ms()
                 if due_ms is not None:
                     sleep_ms = min(sleep_ms, due_ms - now_ms)
@@ -564,6 +585,13 @@ class SchedulerMachine:
         self._sample_mono_ms = sample.acked_mono_ms
         self._sample_needed = False
         return []
+
+    def _no_broker_time(self, p: int) -> str:
+        return (
+            f"{self.runs_topic} gives no broker time (it is not"
+            " message.timestamp.type=LogAppendTime), so firing could be early on a fast"
+            f" clock; shard {p} is not started. Fix the topic: kafkron topics check"
+        )
 
     def _step_tolerance_ms(self) -> int:
         return max(self.skew.bound_ms // 2, 1)

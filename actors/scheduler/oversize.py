@@ -74,7 +74,11 @@ def end_oversized_runs(
         return records, []
     out: list[OutRecord] = []
     why: list[str] = []
-    for record in records:
+    # A worklist: what the core answers to an ended run (the next buffered occurrence,
+    # a DAG task's successors) may be a run record just as large, and is checked too.
+    pending = list(reversed(records))
+    while pending:
+        record = pending.pop()
         if record.topic is not TopicKind.RUNS or record.value is None:
             out.append(record)
             continue
@@ -98,6 +102,7 @@ def end_oversized_runs(
         )
         key = run.schedule_id.encode()
         out.append(OutRecord(TopicKind.RESULTS, key, value))
-        out.extend(apply(InRecord(TopicKind.RESULTS, partition, -1, key, value, now_ms), now_ms))
+        answered = apply(InRecord(TopicKind.RESULTS, partition, -1, key, value, now_ms), now_ms)
+        pending.extend(reversed(answered))
         why.append(f"{run.run_id} attempt {run.attempt}: {message}")
     return out, why

@@ -292,6 +292,7 @@ class SchedulerRuntime:
 
     async def _turn(self, consumer: AIOKafkaConsumer, batch: Batch) -> None:
         machine = self.machine
+        self._execute(machine.begin_turn(self.clock.now_ms(), self._mono()))
         now_ms = machine.now_ms(self.clock.now_ms())
         breather = Breather()
         for tp, records in batch.items():
@@ -410,6 +411,11 @@ class SchedulerRuntime:
                 self._spawn(previous.close())
             self._runners[p] = runner
             await runner.fence()
+            if self._runners.get(p) is not runner:
+                # Closed while InitProducerId was out (a revocation): the producer that
+                # just started belongs to nobody; stop it rather than leak it.
+                await runner.close()
+                raise ShardWriteFailed(f"shard {p}: attempt closed while fencing")
             return lambda: machine.fence_done(p, token)
         current = self._runners.get(p)
         if current is None or current.token != token:
@@ -420,6 +426,8 @@ class SchedulerRuntime:
             return lambda: machine.probe_done(p, token, sample, self._mono())
         if isinstance(action, Restore):
             async with self._restore_lock:
+                if self._runners.get(p) is not runner:  # closed while waiting for its turn
+                    raise ShardWriteFailed(f"shard {p}: attempt closed before its restore")
                 core, unwritten = await self._restore(runner)
             return lambda: machine.restore_done(p, token, core, unwritten)
         consumer = self._consumer

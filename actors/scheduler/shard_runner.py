@@ -238,8 +238,11 @@ class ShardRunner:
 
     async def close(self) -> None:
         producer, self._producer = self._producer, None
-        if producer is not None:
-            await bounded(producer.stop(), f"stopping the producer of shard {self.partition}")
+        if producer is None:
+            return
+        what = f"stopping the producer of shard {self.partition}"
+        if not await bounded(producer.stop(), what):
+            await _force_close(producer, what)
 
     def figures(self) -> dict[str, Any]:
         now_s = time.monotonic()
@@ -261,6 +264,22 @@ async def _abort(producer: AIOKafkaProducer) -> None:
     """
     with contextlib.suppress(Exception):
         await asyncio.wait_for(producer.abort_transaction(), 5.0)
+
+
+async def _force_close(producer: AIOKafkaProducer, what: str) -> None:
+    """After an abandoned ``stop()``: end the sender and the connections ourselves.
+
+    aiokafka's stop waits for its accumulator to drain before it cancels the sender
+    task and closes the client; abandoned there, both would live on (a producer per
+    rebuild, during a long outage). aiokafka keeps them private, hence the getattr.
+    """
+    sender = getattr(producer, "_sender", None)
+    task = getattr(sender, "sender_task", None)
+    if isinstance(task, asyncio.Task):
+        task.cancel()
+    client = getattr(producer, "client", None)
+    if client is not None:
+        await bounded(client.close(), f"{what}: closing its connections", 5.0)
 
 
 def _classify(exc: BaseException, what: str) -> Exception:
