@@ -27,12 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from actors.timespec import CompiledSpec
-else:  # the time engineer's module is imported lazily (see topics.commands)
-    CompiledSpec = Any
+from topics.spec_compiler import CompiledSpec
 
 OVERLAP_POLICIES = ("allow", "skip", "buffer_one", "buffer_all", "cancel_other")
 """What to do when an occurrence comes due while the previous run is still going.
@@ -113,7 +110,7 @@ class ScheduleUpsert:
     spec: Mapping[str, Any]
     """When it fires, as written: ``{"cron", "tz"?}``, ``{"every", "anchor"?}`` or ``{"at"}``."""
     compiled: CompiledSpec
-    """``actors.timespec.compile_spec`` of ``spec`` with dst, spread, start and end applied."""
+    """``spec`` compiled (by the installed `topics.spec_compiler`) with dst, spread, start, end."""
     job: Job
     """What each run does."""
     misfire: MisfirePolicy

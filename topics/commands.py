@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from topics import codec
+from topics import codec, spec_compiler
 from topics.command_fields import (
     FieldError,
     check_keys,
@@ -74,9 +74,7 @@ from topics.command_types import (
     ScheduleUpsert,
 )
 from topics.dag_graph import MAX_TASKS, GraphError, topological_order
-
-if TYPE_CHECKING:
-    from actors.timespec import CompiledSpec
+from topics.spec_compiler import CompiledSpec, SpecError
 
 __all__ = [
     "COMMAND_TYPES",
@@ -455,10 +453,8 @@ def _compile(
     start_ms: int | None,
     end_ms: int | None,
 ) -> CompiledSpec:
-    # Imported here, not at module level: topics is the wire layer and must import
-    # without the actors package (and its runtime) being loaded first.
-    from actors.timespec import SpecError, compile_spec
-
+    # The compiler lives a layer up (actors.timespec) and installed itself here.
+    compile_spec = spec_compiler.compiler()
     try:
         return compile_spec(
             spec,

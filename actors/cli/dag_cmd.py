@@ -32,8 +32,9 @@ from actors.cli.dag_view import (
     view_json,
 )
 from actors.cli.ls_cmd import latest_states
-from actors.cli.submit_cmd import encode, produce
+from actors.cli.submit_cmd import produce
 from actors.cli.tail import TailError, read_to_end
+from actors.sending import encode
 from actors.shard.state import decode_schedule
 from topics import codec
 from topics.commands import DagUpsert, decode_command

@@ -15,8 +15,9 @@ import time
 from typing import Any
 
 from actors.cli import output
-from actors.cli.submit_cmd import encode, produce
+from actors.cli.submit_cmd import produce
 from actors.cli.tail import TailError, read_to_end
+from actors.sending import encode
 from topics import messages
 from topics.names import Settings, TopicKind
 

@@ -1,121 +1,22 @@
-"""Output of the commands: tables for people, JSON for scripts.
+"""Output of the commands: tables for people, JSON for scripts, exit messages.
 
-A table is drawn with rich (colours, borders) when stdout is a terminal, and as
-plain aligned columns otherwise, so ``kafkron history | grep failed`` works without
-escape codes. ``--json`` prints one JSON document (an array of objects) whatever
-stdout is. ``NO_COLOR`` in the environment turns colour off, as everywhere.
+The drawing itself is `actors.display` (the demo uses it too); its names are
+re-exported here so every command writes ``output.print_table(...)``.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable
 
-import orjson
-
-from topics.timefmt import format_ms
-
-# Statuses a person should look at first get the loudest colours.
-STATUS_STYLES: Mapping[str, str] = {
-    "succeeded": "green",
-    "skipped": "dim",
-    "running": "cyan",
-    "failed": "red",
-    "timed_out": "red",
-    "dead_lettered": "bold red",
-    "missed": "yellow",
-    "upstream_failed": "yellow",
-    "cancelled": "yellow",
-    "paused": "yellow",
-}
-
-
-def is_terminal(stream: TextIO | None = None) -> bool:
-    stream = stream if stream is not None else sys.stdout
-    return bool(getattr(stream, "isatty", lambda: False)())
-
-
-def instant(value_ms: int | None) -> str:
-    return "-" if value_ms is None else format_ms(value_ms)
-
-
-def short_instant(value_ms: int | None) -> str:
-    """``2026-10-10 00:00:01.250`` (UTC), narrower than RFC 3339 for tables."""
-    return "-" if value_ms is None else format_ms(value_ms)[:-1].replace("T", " ")
-
-
-def duration(value_ms: int | None) -> str:
-    """A human duration: ``850 ms``, ``12.3 s``, ``4 m 05 s``, ``2 h 01 m``."""
-    if value_ms is None:
-        return "-"
-    sign = "-" if value_ms < 0 else ""
-    ms = abs(value_ms)
-    if ms < 1_000:
-        return f"{sign}{ms} ms"
-    if ms < 60_000:
-        return f"{sign}{ms / 1000:.1f} s"
-    minutes, seconds = divmod(ms // 1000, 60)
-    if minutes < 60:
-        return f"{sign}{minutes} m {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{sign}{hours} h {minutes:02d} m"
-
-
-def print_json(value: Any, stream: TextIO | None = None) -> None:
-    stream = stream if stream is not None else sys.stdout
-    stream.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n")
-
-
-def print_table(
-    columns: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    *,
-    title: str | None = None,
-    status_column: str | None = None,
-    stream: TextIO | None = None,
-) -> None:
-    """Print ``rows`` under ``columns``; colour ``status_column`` cells on a terminal."""
-    stream = stream if stream is not None else sys.stdout
-    if is_terminal(stream):
-        _rich_table(columns, rows, title=title, status_column=status_column, stream=stream)
-        return
-    if title:
-        stream.write(f"{title}\n")
-    widths = [len(c) for c in columns]
-    for row in rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-    for line in (columns, *rows):
-        text = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line))
-        stream.write(text.rstrip() + "\n")
-
-
-def _rich_table(
-    columns: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    *,
-    title: str | None,
-    status_column: str | None,
-    stream: TextIO,
-) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    console = Console(file=stream, no_color=bool(os.environ.get("NO_COLOR")))
-    table = Table(title=title, header_style="bold", title_justify="left")
-    for name in columns:
-        table.add_column(name, overflow="fold")
-    status_index = columns.index(status_column) if status_column in columns else -1
-    for row in rows:
-        cells = [Text(cell) for cell in row]
-        if status_index >= 0:
-            cells[status_index].stylize(STATUS_STYLES.get(row[status_index], ""))
-        table.add_row(*cells)
-    console.print(table)
+from actors.display import STATUS_STYLES as STATUS_STYLES
+from actors.display import duration as duration
+from actors.display import instant as instant
+from actors.display import is_terminal as is_terminal
+from actors.display import print_json as print_json
+from actors.display import print_table as print_table
+from actors.display import short_instant as short_instant
 
 
 def fail(command: str, message: str, code: int = 1) -> int:

@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 from actors.cli import output
-from actors.cli.submit_cmd import encode, produce
+from actors.cli.submit_cmd import produce
+from actors.sending import encode
 from topics import codec
 from topics.commands import MISFIRE_POLICIES, OVERLAP_POLICIES
 from topics.names import Settings

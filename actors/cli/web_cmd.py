@@ -11,8 +11,6 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from actors.cli import observe_args, output
 from actors.history import default_db_path
 from topics.names import Settings
@@ -99,28 +97,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def start_console(
-    settings: Settings, db: Path, host: str, port: int, token: str | None
-) -> web.AppRunner:
-    """Start serving the console (the demo serves it beside its live view); returns the runner."""
-    from actors.web.app import Console, WebOptions
-
-    console = Console(settings, WebOptions(db=db, token=token))
-    runner = web.AppRunner(console.app(), access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    return runner
-
-
 async def serve(settings: Settings, db: Path, host: str, port: int, token: str | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    from actors.web.serve import start_console
+
     runner = await start_console(settings, db, host, port, token)
     shown = f"[{host}]" if ":" in host else host
     print(

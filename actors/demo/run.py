@@ -32,8 +32,7 @@ from typing import Any
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from actors.cli import output
-from actors.cli.submit_cmd import encode, send_commands
+from actors import display as output
 from actors.demo import catalog
 from actors.demo.children import Child, Children
 from actors.demo.feed import DemoFeed
@@ -41,6 +40,7 @@ from actors.demo.view import LiveView, PlainView, totals_line
 from actors.history.recorder import HISTORY_KINDS, caught_up, partitions_of
 from actors.history.store import HistoryError, HistoryStore
 from actors.observe.logs import silence_to_file
+from actors.sending import encode, send_commands
 from topics.admin import create_topics
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
@@ -221,7 +221,7 @@ class Demo:
 
     async def serve_console(self) -> web.AppRunner | None:
         """Serve `kafkron web` on this demo's namespace and history while the demo runs."""
-        from actors.cli.web_cmd import start_console
+        from actors.web.serve import start_console
 
         first = self.options.web_port
         if first is None:

@@ -6,8 +6,8 @@ import sys
 import time
 from typing import Any, TextIO
 
-from actors.cli.output import STATUS_STYLES, duration, short_instant
 from actors.demo.feed import DemoFeed, Event
+from actors.display import STATUS_STYLES, duration, short_instant
 
 KIND_STYLES = {
     "fired": "cyan",

@@ -61,5 +61,9 @@ from actors.timespec.compile import compile_spec
 from actors.timespec.durations import parse_duration_s
 from actors.timespec.errors import SpecError
 from actors.timespec.hashing import spread_offset_ms
+from topics import spec_compiler
+
+# The wire layer decodes commands through this compiler without importing us.
+spec_compiler.install(compile_spec)
 
 __all__ = ["CompiledSpec", "SpecError", "compile_spec", "parse_duration_s", "spread_offset_ms"]

@@ -1,20 +1,11 @@
-"""The protocol every compiled spec satisfies (what schedule actors code against)."""
+"""The protocol every compiled spec satisfies (what schedule actors code against).
+
+It is defined by the wire layer (`topics.spec_compiler`), which hands compiled specs
+to the shard without importing this package; re-exported here for the time rules.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from topics.spec_compiler import CompiledSpec
 
-
-class CompiledSpec(Protocol):
-    """A parsed, validated schedule: ask it for fires, never re-parse."""
-
-    def next_after(self, after_ms: int) -> int | None:
-        """The first fire (epoch ms UTC) strictly after ``after_ms``, spread offset
-        included; None when the schedule is exhausted (an ``at`` already past, or
-        beyond ``end``)."""
-        ...
-
-    @property
-    def kind(self) -> str:
-        """``"cron"``, ``"every"`` or ``"at"``."""
-        ...
+__all__ = ["CompiledSpec"]

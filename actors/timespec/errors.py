@@ -1,12 +1,11 @@
-"""The one exception of the time-spec package."""
+"""The one exception of the time-spec package.
+
+Defined by the wire layer (`topics.spec_compiler`), which catches it while decoding
+commands without importing this package; re-exported here for the time rules.
+"""
 
 from __future__ import annotations
 
+from topics.spec_compiler import SpecError
 
-class SpecError(ValueError):
-    """A schedule spec that cannot be compiled.
-
-    The message starts with the path of the offending field of the command
-    (``spec.cron``, ``spec.tz``, ``dst.gap``, ...) and says what would be accepted,
-    e.g. ``spec.cron: field 2 (hour) '25' out of range 0-23``.
-    """
+__all__ = ["SpecError"]

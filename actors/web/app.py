@@ -39,8 +39,8 @@ import orjson
 from aiohttp import web
 
 from actors.cli.dag_view import ViewError, dag_view
-from actors.cli.submit_cmd import SendError, encode, send_commands
 from actors.history.store import HistoryError
+from actors.sending import SendError, encode, send_commands
 from actors.timespec import SpecError
 from actors.web import data
 from actors.web.drawing import bar_chart, dag_graph

@@ -1,0 +1,69 @@
+"""Producing commands to ``{ns}.commands``, validated first by the shard's own decoder.
+
+Every command is checked here with `topics.commands.decode_command` before it is
+sent, so a person sees a mistake at once instead of finding it later in
+``{ns}.rejected``. The shard still validates everything it reads; this is a
+courtesy, not the guard. Used by `kafkron schedule`/`submit`/`dlq`/`dag`, the web
+console's actions and the demo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from topics import codec
+from topics.commands import Rejection, decode_command
+from topics.names import Settings, TopicKind
+
+
+class SendError(Exception):
+    """Kafka did not take the commands; the message says what to do."""
+
+
+def encode(command: Mapping[str, Any], now_ms: int) -> tuple[bytes, bytes]:
+    """(key, value) of a command object; ``ValueError`` with the shard's reason if invalid."""
+    schedule_id = command.get("id")
+    if not isinstance(schedule_id, str) or not schedule_id:
+        raise ValueError(
+            'id: missing; every command names its schedule, as "id": "invoice-nightly"'
+        )
+    key = schedule_id.encode("utf-8")
+    value = codec.dumps(command)
+    decoded = decode_command(key, value, now_ms)
+    if isinstance(decoded, Rejection):
+        raise ValueError(decoded.reason)
+    return key, value
+
+
+async def send_commands(settings: Settings, records: Sequence[tuple[bytes, bytes]]) -> None:
+    """Produce ``records`` (key, value) to ``{ns}.commands`` and wait for every ack."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        client_id=f"{settings.namespace}-cli",
+    )
+    try:
+        await producer.start()
+    except KafkaError as exc:
+        await producer.stop()
+        raise SendError(
+            f"cannot reach Kafka at {settings.bootstrap} ({exc}); start it with "
+            "`kafkron broker start` or set KAFKRON_BOOTSTRAP"
+        ) from None
+    topic = settings.topic(TopicKind.COMMANDS)
+    try:
+        pending = [await producer.send(topic, key=key, value=value) for key, value in records]
+        for future in pending:
+            await future
+    except KafkaError as exc:
+        raise SendError(
+            f"sending to {topic} failed ({exc}); check that the topic exists "
+            f"(`kafkron topics check`) and retry"
+        ) from None
+    finally:
+        await producer.stop()
