@@ -1,4 +1,4 @@
-"""decode_command: every bad input of DESIGN.md §2 gives a Rejection naming the field;
+"""decode_command: every bad input of docs/DESIGN.md §2 gives a Rejection naming the field;
 valid commands decode with the documented defaults; nothing ever raises."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import actors.timespec  # noqa: F401  (installs the spec compiler the decoder uses)
 from topics.commands import (
     MAX_COMMAND_BYTES,
     DagClear,

@@ -387,3 +387,24 @@ def test_a_planted_aiokafka_import_in_the_simulation_is_caught(tmp_path: Path) -
         "from actors.scheduler import runtime  # noqa: F401\n", encoding="utf-8"
     )
     assert first_to_load_aiokafka(root, "simulation/*") == ["simulation.zz_planted"]
+
+
+def test_topics_alone_cannot_compile_specs_and_says_so() -> None:
+    """The wire layer has no spec compiler of its own; without the time rules
+    installed, decoding a timed command is a wiring error, never a rejection."""
+    probe = (
+        "from topics.commands import decode_command\n"
+        "from topics.spec_compiler import NoSpecCompiler\n"
+        'body = b\'{"v":1,"type":"schedule.upsert","id":"a",\'\n'
+        'body += b\'"spec":{"every":"1m"},"job":{"name":"x"}}\'\n'
+        "try:\n"
+        "    decode_command(b'a', body, 0)\n"
+        "except NoSpecCompiler:\n"
+        "    print('refused')\n"
+        "import actors.timespec\n"
+        "print(type(decode_command(b'a', body, 0)).__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.split() == ["refused", "ScheduleUpsert"], done.stderr

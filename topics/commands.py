@@ -74,7 +74,7 @@ from topics.command_types import (
     ScheduleUpsert,
 )
 from topics.dag_graph import MAX_TASKS, GraphError, topological_order
-from topics.spec_compiler import CompiledSpec, SpecError
+from topics.spec_compiler import CompiledSpec, NoSpecCompiler, SpecError
 
 __all__ = [
     "COMMAND_TYPES",
@@ -139,12 +139,15 @@ _EXAMPLE_JOB = '{"name": "billing.invoice_nightly", "args": {}}'
 
 
 def decode_command(key: bytes | None, value: bytes | None, now_ms: int) -> Command | Rejection:
-    """Decode one ``{ns}.commands`` record. Never raises, whatever the bytes."""
+    """Decode one ``{ns}.commands`` record. Never raises, whatever the bytes (only
+    `NoSpecCompiler` when the process never imported `actors.timespec`)."""
     try:
         key_text = _key_text(key)
         return _decode(_parse_body(value), now_ms, key_text)
     except FieldError as error:
         return Rejection(str(error))
+    except NoSpecCompiler:
+        raise  # the process is wired wrongly: no command is at fault
     except Exception as error:  # the promise is "never raises": a bug here must not stall a shard
         return Rejection(
             f"value: could not be decoded ({type(error).__name__}: {error}); "
@@ -163,6 +166,8 @@ def decode_object(body: Mapping[str, Any], *, now_ms: int | None) -> Command | R
         return _decode(obj(body, "value", _EXAMPLE_COMMAND), now_ms)
     except FieldError as error:
         return Rejection(str(error))
+    except NoSpecCompiler:
+        raise
     except Exception as error:
         return Rejection(f"value: could not be decoded ({type(error).__name__}: {error})")
 
