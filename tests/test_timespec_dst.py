@@ -353,7 +353,7 @@ def test_default_policy_is_shift_and_once() -> None:
 
 
 def test_a_daily_job_never_fires_twice_on_a_fall_back_day_by_default() -> None:
-    """The croniter bug DESIGN.md names: a daily 01:30 job firing twice."""
+    """What docs/DESIGN.md §5.3 says croniter does: a daily 01:30 job firing twice."""
     for zone in (NY, LON, "Europe/Berlin", "America/Chicago", "America/Los_Angeles"):
         got = fires("30 1 * * *", zone, None, "2026-01-01T00:00:00Z", 365)
         days = [datetime.fromisoformat(g).astimezone(ZoneInfo(zone)).date() for g in got]

@@ -1,7 +1,7 @@
 """Whatever a command carries, compiling it raises SpecError or yields a working spec.
 
 A shard feeds untrusted JSON into ``compile_spec``; any other exception would stall
-the partition (DESIGN.md §2: bad input never crashes a shard).
+the partition (docs/DESIGN.md §3.6: bad input never stalls a shard).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ semantics are defined to agree:
 - UTC (no transitions): every expression, five or six fields, against cronsim.
 - Any zone, any expression and any DST policy, against a *rule oracle*: cronsim
   lists the matching wall times (in naive, zone-free mode, so it does pure field
-  matching), and zoneinfo maps each wall time to instants by the rule of DESIGN.md
-  §5 (real once, repeated twice, skipped none; then the policy for fixed-time
+  matching), and zoneinfo maps each wall time to instants by the rule of
+  docs/DESIGN.md §5.3 (real once, repeated twice, skipped none; then the policy for fixed-time
   schedules). This checks our stretch-walking code with independent field parsing
   and independent zone arithmetic. Instants are drawn near real transitions.
 - Any zone, five-field fixed-time expressions, default policy, against cronsim's
@@ -16,7 +16,7 @@ semantics are defined to agree:
   of a fold, where cronsim restarts from the wall time and returns an earlier
   instant (it iterates wall time, so it cannot tell the two passes apart).
 - croniter, away from DST transitions only: croniter fires fixed-time jobs twice in
-  a fold and does not follow cronie in gaps (DESIGN.md §5). It also treats a
+  a fold and does not follow cronie in gaps (docs/DESIGN.md §5.3). It also treats a
   day-of-month like ``*/2`` as restricted where cronie treats it as ``*``, so the
   expressions drawn for it keep day fields unambiguous.
 """

@@ -5,7 +5,7 @@ whatever the bytes, it returns a `Command` or a `Rejection` whose reason names t
 field, says what was wrong and what to write instead. The shard writes rejections
 to ``{ns}.rejected`` and moves on, so bad input never crashes or stalls a partition.
 
-The schema (DESIGN.md §2), one JSON object per record, UTF-8, ``"v": 1``::
+The schema (docs/DESIGN.md §2.2), one JSON object per record, UTF-8, ``"v": 1``::
 
     {"v": 1, "type": "schedule.upsert", "id": "invoice-nightly",
      "spec": {"cron": "0 0 * * *", "tz": "Europe/London"},

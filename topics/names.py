@@ -16,7 +16,7 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 class TopicKind(StrEnum):
-    """The six topics of the public contract (DESIGN.md §2)."""
+    """The six topics of the public contract (docs/DESIGN.md §2.1)."""
 
     COMMANDS = "commands"
     SCHEDULES = "schedules"

@@ -26,7 +26,7 @@ examples:
   kafkron submit schedules.jsonl
   echo '{"v":1,"type":"schedule.trigger","id":"invoice-nightly"}' | kafkron submit -
 
-Each non-blank line is one command object (DESIGN: the command schema), keyed by its
+Each non-blank line is one command object (the README's command schema), keyed by its
 "id". Every line is checked before any is sent: one bad line sends nothing and
 exits 2, naming the line and the field.
 """

@@ -13,7 +13,7 @@ an upper bound (``acked - broker``). The estimator keeps the tightest lower boun
 a sliding window (`ahead_ms`) — a proof, not a guess — and the midpoint of the
 sample with the shortest round trip as the point estimate (`skew_ms`).
 
-Never early is a guarantee of kafkron (DESIGN.md §3.4), so a clock proven to run
+Never early is a guarantee of kafkron (docs/DESIGN.md §3.4, §5.5), so a clock proven to run
 ahead by more than ``bound_ms`` is held back: the shard's notion of now becomes
 ``local - (ahead - bound)``. Small skew (within the bound) is tolerated because the
 round trip of a produce request already blurs the measurement by that much.

@@ -1,6 +1,6 @@
 """Turning a shard's `OutRecord`s into a few record batches of one transaction.
 
-The budget of a scheduler is spent in per-record Python (DESIGN.md §8), so records
+The budget of a scheduler is spent in per-record Python (docs/DESIGN.md §10.6), so records
 are not handed to ``producer.send`` one coroutine at a time: they are grouped by
 (topic, partition) here — a pure step, tested on its own — and appended to
 aiokafka ``BatchBuilder``s, one ``send_batch`` per full batch. The transaction's

@@ -1,4 +1,4 @@
-"""Effects exactly once (DESIGN.md §3.3) for jobs that use idempotency keys.
+"""Effects exactly once (docs/DESIGN.md §3.3) for jobs that use idempotency keys.
 
 Execution is at least once, so a job may call the outside world more than once for
 a run; with the run's idempotency key the effect happens once. Every run of such

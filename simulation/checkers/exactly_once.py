@@ -1,4 +1,4 @@
-"""Each occurrence is emitted to runs exactly once (DESIGN.md §3.1).
+"""Each occurrence is emitted to runs exactly once (docs/DESIGN.md §3.1).
 
 No (run_id, attempt) appears twice in the read_committed view of ``{ns}.runs``,
 and no occurrence is both fired and reported missed or skipped.

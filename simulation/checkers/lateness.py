@@ -1,4 +1,4 @@
-"""On time once healed (DESIGN.md §3.4): lateness within the scenario's bound.
+"""On time once healed (docs/DESIGN.md §3.4): lateness within the scenario's bound.
 
 Occurrences due after the heal plus the settle time (a session timeout and a
 rebuild) must be appended within ``lateness_bound_ms`` of their scheduled

@@ -1,4 +1,4 @@
-"""Never early (DESIGN.md §3.4, §5): no first attempt reaches runs before its scheduled time.
+"""Never early (docs/DESIGN.md §3.4, §5.5): no first attempt reaches runs before its scheduled time.
 
 Judged by the broker's append time (true time), whatever the firing node's clock
 said. One tolerance, by design: a scheduler whose clock runs ahead of the

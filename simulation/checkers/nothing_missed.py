@@ -1,4 +1,4 @@
-"""Nothing is missed silently (DESIGN.md §3.2).
+"""Nothing is missed silently (docs/DESIGN.md §3.2).
 
 Every occurrence of a schedule, from the first one its shard planned up to the
 end of the run minus the settle time, is accounted for: it fired (a run with its
