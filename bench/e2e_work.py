@@ -41,8 +41,8 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from actors import RunContext, job
-from actors.cli.tail import read_to_end
 from actors.history.recorder import partitions_of
+from actors.views.tail import read_to_end
 from topics.admin import create_topics, delete_topics
 from topics.command_types import Job
 from topics.messages import idempotency_key, run_id_for, run_value

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from actors.cli.tail import read_to_end
+from actors.views.tail import read_to_end
 from topics.messages import parse_result, parse_run, result_value
 from topics.names import Settings, TopicKind
 

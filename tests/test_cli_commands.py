@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import cli
 
-from actors.cli.tail import Record, read_to_end
+from actors.views.tail import Record, read_to_end
 from topics.commands import (
     Rejection,
     ScheduleDelete,

@@ -30,7 +30,7 @@ from worker_kit import (
 )
 
 from actors.cli.submit_cmd import encode, send_commands
-from actors.cli.tail import read_to_end
+from actors.views.tail import read_to_end
 from examples.billing.dag import DAG_ID, nightly_billing
 from topics.messages import Result, Run, parse_run, run_id_for
 from topics.names import Settings, TopicKind

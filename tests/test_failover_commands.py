@@ -22,7 +22,7 @@ import pytest
 from aiokafka.admin import NewPartitions
 from scheduler_kit import REPO, SchedulerProcesses, produce, upsert
 
-from actors.cli.tail import read_to_end
+from actors.views.tail import read_to_end
 from topics.admin import admin_client
 from topics.messages import parse_rejected, parse_run
 from topics.names import Settings, TopicKind

@@ -28,6 +28,7 @@ keeps the check free of a dependency and lets it report the exact line.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import shutil
 import subprocess
@@ -149,13 +150,6 @@ KNOWN_EXCEPTIONS = (
         "the worker borrows the scheduler's batch writer; it should live below both",
         "issue 18 (the worker's rework, in progress elsewhere)",
     ),
-    KnownException(
-        "actors.web",
-        "actors.cli",
-        "the console reuses the CLI's readers (tail, ls, dag_view, next's spec parser); "
-        "they belong in a reading module below both front ends",
-        "issue 18 (tests and bench import them from actors.cli too: one move for all)",
-    ),
 )
 """(importer, imported) prefixes: every violation from under the first to under the second."""
 
@@ -202,18 +196,26 @@ def imports_of(root: Path, path: Path) -> list[tuple[str, int]]:
     return found
 
 
+@functools.cache
+def import_table(root: Path) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Every module of the tree under ``root`` with its imports (parsed once per root)."""
+    table: dict[str, tuple[tuple[str, int], ...]] = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            table[module_name(root, path)] = tuple(imports_of(root, path))
+    return table
+
+
 def check_layers(root: Path, contracts: tuple[Contract, ...] = CONTRACTS) -> list[Violation]:
     """Every import of the tree under ``root`` that breaks one of ``contracts``."""
     violations: list[Violation] = []
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            module = module_name(root, path)
-            for imported, line in imports_of(root, path):
-                for c in contracts:
-                    if not _under(module, c.sources) or _under(module, c.exempt):
-                        continue
-                    if _under(imported, c.forbidden) and not _under(imported, c.allowed):
-                        violations.append(Violation(c.name, module, imported, line))
+    for module, imports in import_table(root).items():
+        for imported, line in imports:
+            for c in contracts:
+                if not _under(module, c.sources) or _under(module, c.exempt):
+                    continue
+                if _under(imported, c.forbidden) and not _under(imported, c.allowed):
+                    violations.append(Violation(c.name, module, imported, line))
     return violations
 
 
@@ -227,10 +229,7 @@ def _known(v: Violation) -> KnownException | None:
 def import_cycles(root: Path) -> list[frozenset[str]]:
     """Sets of modules of the tree that import one another (Tarjan's strongly
     connected components over module-to-module imports, lazy ones included)."""
-    graph: dict[str, set[str]] = {}
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            graph[module_name(root, path)] = {m for m, _ in imports_of(root, path)}
+    graph = {module: {m for m, _ in imports} for module, imports in import_table(root).items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

@@ -19,7 +19,7 @@ import pytest
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from scheduler_kit import SchedulerProcesses, now_ms, produce
 
-from actors.cli.tail import Record, read_to_end
+from actors.views.tail import Record, read_to_end
 from topics.admin import admin_client
 from topics.messages import parse_dlq, parse_result, parse_run
 from topics.names import Settings, TopicKind

@@ -22,12 +22,12 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from worker_kit import ChildProcess, WorkerProcess
 
-from actors.cli.ls_cmd import latest_states
 from actors.cli.submit_cmd import encode, send_commands
-from actors.cli.tail import read_to_end
 from actors.demo import catalog
 from actors.demo.run import send_broken_command
 from actors.shard.state import ScheduleState, decode_schedule
+from actors.views.schedules import latest_states
+from actors.views.tail import read_to_end
 from topics.admin import create_topics, delete_topics
 from topics.names import Settings, TopicKind
 

@@ -15,8 +15,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from cli_helpers import cli
 from test_dag_cli import billing_state
 
-from actors.cli.dag_view import dag_view
 from actors.cli.web_cmd import is_loopback
+from actors.views.dag_view import dag_view
 from actors.web import data
 from actors.web.app import TOKEN_COOKIE, Console, WebOptions, _local_path
 from actors.web.drawing import NODE_W, bar_chart, dag_graph

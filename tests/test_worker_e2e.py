@@ -20,8 +20,8 @@ from worker_kit import (
 )
 
 from actors.cli.submit_cmd import encode, send_commands
-from actors.cli.tail import read_to_end
 from actors.shard.retry import backoff_ms
+from actors.views.tail import read_to_end
 from topics.commands import RetryPolicy
 from topics.messages import DeadLetter, parse_dlq, parse_run
 from topics.names import Settings, TopicKind

@@ -14,7 +14,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from actors.cli.tail import read_to_end
+from actors.views.tail import read_to_end
 from topics.command_types import Job
 from topics.messages import Result, idempotency_key, parse_result, run_id_for, run_value
 from topics.names import Settings, TopicKind

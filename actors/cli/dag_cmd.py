@@ -21,7 +21,10 @@ import time
 from typing import Any
 
 from actors.cli import output
-from actors.cli.dag_view import (
+from actors.cli.submit_cmd import produce
+from actors.sending import encode
+from actors.shard.state import decode_schedule
+from actors.views.dag_view import (
     ViewError,
     dag_view,
     dot,
@@ -31,11 +34,8 @@ from actors.cli.dag_view import (
     table_rows,
     view_json,
 )
-from actors.cli.ls_cmd import latest_states
-from actors.cli.submit_cmd import produce
-from actors.cli.tail import TailError, read_to_end
-from actors.sending import encode
-from actors.shard.state import decode_schedule
+from actors.views.schedules import latest_states
+from actors.views.tail import TailError, read_to_end
 from topics import codec
 from topics.commands import DagUpsert, decode_command
 from topics.names import Settings, TopicKind

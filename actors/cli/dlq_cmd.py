@@ -16,8 +16,8 @@ from typing import Any
 
 from actors.cli import output
 from actors.cli.submit_cmd import produce
-from actors.cli.tail import TailError, read_to_end
 from actors.sending import encode
+from actors.views.tail import TailError, read_to_end
 from topics import messages
 from topics.names import Settings, TopicKind
 

@@ -18,9 +18,8 @@ from zoneinfo import ZoneInfo
 from actors.cli import EXIT_OK, EXIT_USAGE
 from actors.timespec import CompiledSpec, SpecError, compile_spec
 from actors.timespec.cronspec import CronSpec
-from actors.timespec.durations import parse_duration_s
 from actors.timespec.zones import load_zone
-from topics.codec import loads
+from actors.views.spec_arg import parse_spec_text
 from topics.timefmt import format_ms, parse_instant
 
 EPILOG = """\
@@ -38,7 +37,6 @@ examples:
 """
 
 # Keys of a JSON object that belong to the command around the spec, not to the spec.
-_COMMAND_KEYS = ("v", "type", "id", "dst", "spread", "start", "end")
 
 
 def register(subparsers: Any) -> None:
@@ -117,35 +115,6 @@ def build(args: argparse.Namespace) -> tuple[CompiledSpec, str]:
     zone_name = args.tz or (spec.get("tz") if isinstance(spec.get("tz"), str) else None) or "UTC"
     load_zone(zone_name)  # --tz of an every/at spec is only for --local, but must exist
     return compiled, zone_name
-
-
-def parse_spec_text(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(spec object, command fields around it) from the SPEC argument."""
-    stripped = text.strip()
-    if stripped.startswith("{"):
-        try:
-            obj = loads(stripped)
-        except ValueError as exc:
-            raise SpecError(f"SPEC looks like JSON but does not parse: {exc}") from None
-        if not isinstance(obj, dict):
-            raise SpecError("SPEC: expected a JSON object")
-        if "spec" in obj:  # a whole schedule.upsert command
-            spec = obj["spec"]
-            if not isinstance(spec, dict):
-                raise SpecError("spec: expected an object")
-            return dict(spec), obj
-        command = {k: obj[k] for k in _COMMAND_KEYS if k in obj}
-        return {k: v for k, v in obj.items() if k not in _COMMAND_KEYS}, command
-    lowered = stripped.lower()
-    if lowered.startswith("every "):
-        return {"every": stripped[len("every ") :].strip()}, {}
-    if ":" in stripped:  # cron never has a colon; an instant always does
-        return {"at": stripped}, {}
-    try:
-        parse_duration_s(stripped)
-    except SpecError:
-        return {"cron": stripped}, {}
-    return {"every": stripped}, {}
 
 
 def _bound(command: Mapping[str, Any], key: str) -> int | None:

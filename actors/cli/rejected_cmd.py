@@ -12,7 +12,7 @@ import base64
 from typing import Any
 
 from actors.cli import output
-from actors.cli.tail import TailError, read_to_end
+from actors.views.tail import TailError, read_to_end
 from topics import messages
 from topics.names import Settings, TopicKind
 

@@ -38,10 +38,10 @@ import jinja2
 import orjson
 from aiohttp import web
 
-from actors.cli.dag_view import ViewError, dag_view
 from actors.history.store import HistoryError
 from actors.sending import SendError, encode, send_commands
 from actors.timespec import SpecError
+from actors.views.dag_view import ViewError, dag_view
 from actors.web import data
 from actors.web.drawing import bar_chart, dag_graph
 from topics.messages import parse_run_id

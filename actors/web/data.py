@@ -20,11 +20,11 @@ from zoneinfo import ZoneInfo
 
 import orjson
 
-from actors.cli.ls_cmd import last_outcome, latest_states, spec_text
-from actors.cli.tail import read_to_end
 from actors.history.store import HistoryError, HistoryStore
 from actors.shard.state import ScheduleState, decode_schedule
 from actors.timespec import compile_spec
+from actors.views.schedules import last_outcome, latest_states, spec_text
+from actors.views.tail import read_to_end
 from topics.names import Settings, TopicKind
 from topics.timefmt import format_ms
 
@@ -198,7 +198,7 @@ def when_will_it_run(
     spec_text_in: str, tz: str | None, count: int, now_ms: int
 ) -> tuple[list[Fire], str]:
     """The `kafkron next` answer: ``count`` fires after now, and the DST rule; `ValueError`."""
-    from actors.cli.next_cmd import parse_spec_text
+    from actors.views.spec_arg import parse_spec_text
 
     spec, command = parse_spec_text(spec_text_in)
     if tz and "cron" in spec:

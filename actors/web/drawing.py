@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from actors.cli.dag_view import DOT_COLOURS, DagView
+from actors.views.dag_view import DOT_COLOURS, DagView
 
 NODE_W = 180
 NODE_H = 56

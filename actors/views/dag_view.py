@@ -1,4 +1,4 @@
-"""What `kafkron dag show` prints: a DAG's graph with the state of each task of one run.
+"""A DAG's graph with the state of each task of one run (`kafkron dag show`, the console).
 
 Pure: it reads a `ScheduleState` decoded from the ``{ns}.schedules`` changelog
 (with the shard's own decoder) and returns data, text rows or Graphviz DOT.
@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from actors.cli.ls_cmd import spec_text
 from actors.shard.state import ScheduleState
+from actors.views.schedules import spec_text
 from topics.dag_graph import topological_order
 from topics.messages import run_id_for
 from topics.timefmt import format_ms, parse_instant

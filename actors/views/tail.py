@@ -1,7 +1,8 @@
 """Read a topic to its current end, read_committed, without joining a group.
 
-`kafkron ls` reads the compacted changelog whole; `kafkron rejected` reads the last
-records of each partition. Neither commits offsets nor disturbs the actors' groups.
+`kafkron ls` and the web console read the compacted changelog whole; `kafkron
+rejected` reads the last records of each partition. Neither commits offsets nor
+disturbs the actors' groups.
 "The end" is the last stable offset when the read starts: a transaction still
 open then is not waited for, and anything written later is not read.
 """

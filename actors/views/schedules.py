@@ -1,0 +1,78 @@
+"""Schedules as the shards' changelog holds them: the latest state per id, and its summary.
+
+The changelog is read whole (`actors.views.tail.read_to_end`) and reduced to the
+latest record per key, so what is shown is exactly the state a shard would restore;
+records are decoded with the shard's own `actors.shard.state.decode_schedule`.
+The last outcome comes from the changelog too, so it says what the shard knows: a
+run in flight (``running``, or ``retrying`` with the next attempt's instant), a
+dead-lettered run, or ``completed`` (the run ended without a dead letter).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from actors.display import instant
+from actors.shard.state import ScheduleState
+from actors.views.tail import Record
+
+
+def latest_states(records: list[Record]) -> dict[str, bytes]:
+    """The last value per key (tombstones remove), in log order per partition."""
+    latest: dict[str, bytes] = {}
+    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
+        key = (record.key or b"").decode("utf-8", errors="replace")
+        if record.value is None:
+            latest.pop(key, None)
+        else:
+            latest[key] = record.value
+    return latest
+
+
+def spec_text(spec: dict[str, Any]) -> str:
+    if "cron" in spec:
+        return f"cron {spec['cron']}"
+    if "every" in spec:
+        anchor = spec.get("anchor")
+        return f"every {spec['every']}" + (f" from {anchor}" if anchor else "")
+    if "at" in spec:
+        return f"at {spec['at']}"
+    return orjson.dumps(spec).decode()
+
+
+def last_outcome(state: ScheduleState) -> str:
+    if state.runs:
+        latest = max(state.runs.values(), key=lambda r: (r.scheduled_ms, r.task or ""))
+        if latest.retry_ms is not None:
+            return f"retrying (attempt {latest.attempt + 1} at {instant(latest.retry_ms)})"
+        return f"running (attempt {latest.attempt})"
+    if state.dead:
+        newest_dead = next(reversed(state.dead))
+        if state.last_fired_ms is not None and instant(state.last_fired_ms) in newest_dead:
+            return "dead_lettered"
+    if state.last_fired_ms is None:
+        return "-"
+    return "completed"
+
+
+def schedule_json(state: ScheduleState) -> dict[str, Any]:
+    definition = orjson.loads(state.def_bytes)
+    spec = definition.get("spec", {})
+    return {
+        "id": state.id,
+        "spec": spec,
+        "zone": spec.get("tz", "UTC") if "cron" in spec else None,
+        "job": definition.get("job", {}).get("name"),
+        "next_fire": None if state.next_ms is None else instant(state.next_ms),
+        "paused": state.paused,
+        "last_fired": None if state.last_fired_ms is None else instant(state.last_fired_ms),
+        "last_outcome": last_outcome(state),
+        "in_flight": [
+            {"run_id": r.run_id, "attempt": r.attempt, "waiting_retry": r.retry_ms is not None}
+            for r in state.runs.values()
+        ],
+        "dead_lettered": list(state.dead),
+        "dag": state.dag is not None,
+    }
