@@ -5,6 +5,9 @@ the Kafka runtime around it is a thin layer that feeds it messages and commits w
 it returns in one transaction. The simulation drives the same state machines.
 """
 
+# Installs the spec compiler that `topics.commands.decode_command` uses (the wire
+# layer cannot import the time rules; docs/DESIGN.md §4.2): any actors import does it.
+import actors.timespec  # noqa: F401
 from actors.worker import NonRetryable, RunContext, job
 
 __all__ = ["NonRetryable", "RunContext", "job"]
