@@ -43,7 +43,7 @@ import os
 import secrets
 import stat
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -265,7 +265,7 @@ def _argfile_token(arg: str) -> str:
 
 
 @contextlib.contextmanager
-def java_argfile(layout: BrokerLayout, main_and_args: Sequence[str]) -> Any:
+def java_argfile(layout: BrokerLayout, main_and_args: Sequence[str]) -> Iterator[str]:
     """A 0600 file for ``java @file`` holding a main class and secret arguments.
 
     Yields the ``@path`` argument; the file is deleted when the block ends.

@@ -202,7 +202,10 @@ def _ssl_context(cafile: str | None) -> ssl.SSLContext:
     if cafile is not None and not Path(cafile).expanduser().is_file():
         raise SecurityConfigError(f"CA file {cafile} does not exist (KAFKRON_SSL_CAFILE)")
     try:
-        return create_ssl_context(cafile=str(Path(cafile).expanduser()) if cafile else None)
+        context: ssl.SSLContext = create_ssl_context(
+            cafile=str(Path(cafile).expanduser()) if cafile else None
+        )
+        return context
     except (ssl.SSLError, ValueError) as exc:
         raise SecurityConfigError(f"CA file {cafile} is not a PEM certificate ({exc})") from None
 
