@@ -102,7 +102,8 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def _jaas_options(jaas: str) -> dict[str, str]:
-    return {key: value.replace('\\"', '"') for key, value in _JAAS_OPTION.findall(jaas)}
+    # Kafka reads JAAS values with java.io.StreamTokenizer: a backslash escapes the next char.
+    return {key: re.sub(r"\\(.)", r"\1", value) for key, value in _JAAS_OPTION.findall(jaas)}
 
 
 def from_properties(props: Mapping[str, str], source: str) -> dict[str, str]:
