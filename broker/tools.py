@@ -7,7 +7,7 @@ fetched. They work against any cluster, not only the local broker.
 Secrets never reach a command line: the admin's connection settings go to a
 ``--command-config`` file and a new user's password to a java ``@argfile``, both
 0600 in a private temporary directory that is removed when the tools are done.
-Several ACL invocations run at once (each is a JVM start, the slow part).
+Two tools run at once (each is a JVM start, the slow part).
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ from topics.security import ClientSecurity
 ACL_MAIN = "org.apache.kafka.tools.AclCommand"
 CONFIG_MAIN = "kafka.admin.ConfigCommand"
 SCRAM_ITERATIONS = 8192
+# Each tool is a JVM start, mostly CPU: two at once overlap the I/O without starving
+# a small machine (more only time out waiting for the broker).
+MAX_PARALLEL_TOOLS = 2
 _TOOL_JVM = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 _TOOLS_LOG4J = "\n".join(
     [
@@ -103,42 +106,53 @@ class KafkaTools:
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
+    def _spawn(
+        self, java: str, lib: Path, work: Path, index: int, run: ToolRun
+    ) -> subprocess.Popen[str]:
+        argfile = work / f"args-{index}"
+        tokens = [
+            run.main,
+            "--bootstrap-server",
+            self.bootstrap,
+            "--command-config",
+            str(work / "admin.properties"),
+            *run.args,
+        ]
+        _write_private(argfile, "\n".join(_argfile_token(t) for t in tokens) + "\n")
+        command = [
+            java,
+            *_TOOL_JVM,
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}",
+            "-cp",
+            str(lib / "*"),
+            f"@{argfile}",
+        ]
+        return subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+
+    def _reap(self, spawned: tuple[ToolRun, subprocess.Popen[str]]) -> list[str]:
+        run, child = spawned
+        output, _ = child.communicate()
+        if child.returncode == 0:
+            return []
+        return [f"{run.what}: {_last_line(output, self.security)}"]
+
     def run(self, runs: Sequence[ToolRun]) -> None:
         """Run `runs` concurrently; `BrokerError` naming the first that failed."""
         java = provision.find_java()
         lib = provision.ensure_jars()
         cache_dir().mkdir(parents=True, exist_ok=True)
         with self._workdir() as work:
-            children: list[tuple[ToolRun, subprocess.Popen[str]]] = []
+            failures: list[str] = []
+            running: list[tuple[ToolRun, subprocess.Popen[str]]] = []
             for index, run in enumerate(runs):
-                argfile = work / f"args-{index}"
-                tokens = [
-                    run.main,
-                    "--bootstrap-server",
-                    self.bootstrap,
-                    "--command-config",
-                    str(work / "admin.properties"),
-                    *run.args,
-                ]
-                _write_private(argfile, "\n".join(_argfile_token(t) for t in tokens) + "\n")
-                command = [
-                    java,
-                    *_TOOL_JVM,
-                    "-Djava.awt.headless=true",
-                    f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}",
-                    "-cp",
-                    str(lib / "*"),
-                    f"@{argfile}",
-                ]
-                child = subprocess.Popen(
-                    command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-                )
-                children.append((run, child))
-            failures = []
-            for run, child in children:
-                output, _ = child.communicate()
-                if child.returncode != 0:
-                    failures.append(f"{run.what}: {_last_line(output, self.security)}")
+                if len(running) >= MAX_PARALLEL_TOOLS:
+                    failures += self._reap(running.pop(0))
+                running.append((run, self._spawn(java, lib, work, index, run)))
+            for child in running:
+                failures += self._reap(child)
         if failures:
             raise BrokerError("; ".join(failures))
 

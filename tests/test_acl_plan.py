@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -132,3 +133,9 @@ def test_the_markdown_table_has_one_row_per_role_and_resource() -> None:
     assert "| worker | transactional-id | prefixed | `billing-worker-` | Write, Describe |" in (
         table.replace("Describe, Write", "Write, Describe")
     )
+
+
+def test_the_readme_table_is_the_plan() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = markdown_table("NS").replace("`NS.", "`{ns}.").replace("`NS-", "`{ns}-")
+    assert table in readme, "regenerate the README's ACL table from topics.acl_plan"
