@@ -9,13 +9,14 @@ user per role with ``kafkron users add``, and stops the broker at the end.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]
         broker_process.stop(layout)
 
 
+@pytest.fixture(autouse=True)
+def _collect_refused_sockets() -> Iterator[None]:
+    """Collect a refused client's leftover socket while this module's filter still applies.
+
+    Left to a later collection, its ResourceWarning would surface in another module.
+    """
+    yield
+    gc.collect()
+
+
 def test_an_unauthenticated_client_is_refused(cluster: SecureCluster) -> None:
     async def plain() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, request_timeout_ms=5000)
@@ -248,8 +259,11 @@ def test_a_principal_of_namespace_a_cannot_schedule_in_b(cluster: SecureCluster)
         asyncio.run(_start_transactional(sched, b.shard_transactional_id(0)))
 
 
-async def _results(kwargs: dict[str, Any], topic: str, timeout_s: float) -> list[dict[str, Any]]:
-    """Committed results of `topic` read as admin, until one succeeded or the timeout."""
+async def _results(
+    kwargs: dict[str, Any], topic: str, timeout_s: float, alive: Callable[[], bool]
+) -> list[dict[str, Any]]:
+    """Committed results of `topic` read as admin, until one succeeded, an actor died
+    or the timeout."""
     consumer = AIOKafkaConsumer(
         enable_auto_commit=False, group_id=None, isolation_level="read_committed", **kwargs
     )
@@ -259,7 +273,7 @@ async def _results(kwargs: dict[str, Any], topic: str, timeout_s: float) -> list
         consumer.assign([TopicPartition(topic, p) for p in (0, 1)])
         await consumer.seek_to_beginning()
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and alive():
             batches = await consumer.getmany(timeout_ms=1000)
             for records in batches.values():
                 seen += [orjson.loads(r.value) for r in records if r.value]
@@ -275,7 +289,7 @@ def test_the_flow_runs_with_each_actor_under_its_own_principal(cluster: SecureCl
     logs = cluster.secrets / "flow"
     logs.mkdir()
     actors = {
-        "scheduler": ("sched-a", ["scheduler", "--session-timeout-ms", "6000"]),
+        "scheduler": ("sched-a", ["scheduler"]),
         "worker": ("work-a", ["worker", "--jobs", "worker_jobs"]),
         "recorder": ("rec-a", ["recorder", "--db", str(logs / "history.db")]),
     }
@@ -295,7 +309,14 @@ def test_the_flow_runs_with_each_actor_under_its_own_principal(cluster: SecureCl
             "schedule", "add", "secure-noop", "--every", "2s", "--job", "test.noop",
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        results = asyncio.run(_results(cluster.kwargs("admin"), a.topic(TopicKind.RESULTS), 240))
+        results = asyncio.run(
+            _results(
+                cluster.kwargs("admin"),
+                a.topic(TopicKind.RESULTS),
+                240,
+                lambda: all(proc.poll() is None for proc in procs.values()),
+            )
+        )
         running = {name: proc.poll() is None for name, proc in procs.items()}
     finally:
         for proc in procs.values():
