@@ -16,8 +16,11 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from topics import codec
+from topics.acl_plan import Operation
 from topics.commands import Rejection, decode_command
 from topics.names import Settings, TopicKind
+from topics.refusals import from_error
+from topics.security import security_kwargs
 
 
 class SendError(Exception):
@@ -42,6 +45,7 @@ def encode(command: Mapping[str, Any], now_ms: int) -> tuple[bytes, bytes]:
 async def send_commands(settings: Settings, records: Sequence[tuple[bytes, bytes]]) -> None:
     """Produce ``records`` (key, value) to ``{ns}.commands`` and wait for every ack."""
     producer = AIOKafkaProducer(
+        **security_kwargs(),
         bootstrap_servers=settings.bootstrap,
         acks="all",
         enable_idempotence=True,
@@ -61,6 +65,9 @@ async def send_commands(settings: Settings, records: Sequence[tuple[bytes, bytes
         for future in pending:
             await future
     except KafkaError as exc:
+        denied = from_error(exc, settings.namespace, Operation.WRITE)
+        if denied is not None:
+            raise SendError(str(denied)) from None
         raise SendError(
             f"sending to {topic} failed ({exc}); check that the topic exists "
             f"(`kafkron topics check`) and retry"

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 from aiokafka.client import AIOKafkaClient
 
@@ -28,12 +29,16 @@ def _quiet_aiokafka() -> Iterator[None]:
         logger.setLevel(previous)
 
 
-async def metadata_ok(bootstrap: str, timeout_s: float = 5.0) -> bool:
-    """True if `bootstrap` answers a metadata request naming at least one broker."""
+async def metadata_ok(bootstrap: str, timeout_s: float = 5.0, **security: Any) -> bool:
+    """True if `bootstrap` answers a metadata request naming at least one broker.
+
+    `security` holds aiokafka's security keyword arguments for a secure broker.
+    """
     client = AIOKafkaClient(
         bootstrap_servers=bootstrap,
         request_timeout_ms=int(timeout_s * 1000),
         client_id="kafkron-probe",
+        **security,
     )
     with _quiet_aiokafka():
         try:
@@ -46,9 +51,9 @@ async def metadata_ok(bootstrap: str, timeout_s: float = 5.0) -> bool:
                 await client.close()
 
 
-def answers(bootstrap: str, timeout_s: float = 5.0) -> bool:
+def answers(bootstrap: str, timeout_s: float = 5.0, **security: Any) -> bool:
     """Blocking form of `metadata_ok` for the CLI (not inside a running loop)."""
-    return asyncio.run(metadata_ok(bootstrap, timeout_s))
+    return asyncio.run(metadata_ok(bootstrap, timeout_s, **security))
 
 
 def port_in_use(host: str, port: int) -> bool:

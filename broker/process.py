@@ -24,10 +24,12 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from broker import config, probe, provision
+from broker import secure as broker_secure
 from broker.errors import BrokerError
 from broker.layout import HOST, BrokerLayout
 
@@ -102,7 +104,11 @@ def _read_pid(layout: BrokerLayout) -> int | None:
 
 def status(layout: BrokerLayout) -> BrokerStatus:
     pid = _read_pid(layout)
-    return BrokerStatus(answering=probe.answers(layout.bootstrap), pid=pid, layout=layout)
+    return BrokerStatus(
+        answering=probe.answers(layout.bootstrap, **broker_secure.probe_kwargs(layout)),
+        pid=pid,
+        layout=layout,
+    )
 
 
 def _cluster_id() -> str:
@@ -137,8 +143,14 @@ def _java_command(java: str, lib: Path, layout: BrokerLayout, main: str) -> list
     ]
 
 
-def _format_storage(java: str, lib: Path, layout: BrokerLayout) -> None:
-    """Format KRaft storage once; a formatted dir (meta.properties) is reused as is."""
+def _format_storage(
+    java: str, lib: Path, layout: BrokerLayout, secret_args: Sequence[str] = ()
+) -> None:
+    """Format KRaft storage once; a formatted dir (meta.properties) is reused as is.
+
+    `secret_args` (the SCRAM users of a secure broker) reach the JVM through a 0600
+    argfile, never the command line.
+    """
     if (layout.log_dirs / "meta.properties").exists():
         return
     command = [
@@ -149,7 +161,14 @@ def _format_storage(java: str, lib: Path, layout: BrokerLayout) -> None:
         "-c",
         str(layout.server_properties),
     ]
-    done = subprocess.run(command, capture_output=True, text=True)
+    with contextlib.ExitStack() as stack:
+        if secret_args:
+            main_at = command.index("kafka.tools.StorageTool")
+            argfile = stack.enter_context(
+                broker_secure.java_argfile(layout, [*command[main_at:], *secret_args])
+            )
+            command = [*command[:main_at], argfile]
+        done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
         raise BrokerError(
@@ -164,7 +183,7 @@ def _wait_until_answering(layout: BrokerLayout, pid: int, timeout_s: float) -> N
         if not _alive(pid):
             layout.pid_file.unlink(missing_ok=True)
             raise BrokerError(f"the broker exited while starting; see {layout.log_file}")
-        if probe.answers(layout.bootstrap, timeout_s=2.0):
+        if probe.answers(layout.bootstrap, timeout_s=2.0, **broker_secure.probe_kwargs(layout)):
             return
         time.sleep(_POLL_S)
     _terminate(pid, DEFAULT_STOP_GRACE_S)
@@ -175,11 +194,17 @@ def _wait_until_answering(layout: BrokerLayout, pid: int, timeout_s: float) -> N
     )
 
 
-def start(layout: BrokerLayout, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> BrokerStatus:
-    """Start the broker of `layout` (or find it running) and wait until it answers."""
+def start(
+    layout: BrokerLayout, timeout_s: float = DEFAULT_START_TIMEOUT_S, secure: bool = False
+) -> BrokerStatus:
+    """Start the broker of `layout` (or find it running) and wait until it answers.
+
+    `secure` (or a data dir set up secure before) adds TLS, SCRAM and ACLs (`broker.secure`).
+    """
+    secure = secure or broker_secure.is_secure(layout)
     pid = _read_pid(layout)
     if pid is not None:
-        already = probe.answers(layout.bootstrap)
+        already = probe.answers(layout.bootstrap, **broker_secure.probe_kwargs(layout))
         if not already:  # Started by someone else a moment ago: wait for it.
             _wait_until_answering(layout, pid, timeout_s)
         return BrokerStatus(answering=True, pid=pid, layout=layout, already_running=already)
@@ -195,9 +220,17 @@ def start(layout: BrokerLayout, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> B
     java = provision.find_java()
     lib = provision.ensure_jars()
     layout.data_dir.mkdir(parents=True, exist_ok=True)
-    layout.server_properties.write_text(config.server_properties(layout))
+    properties = config.server_properties(layout)
+    if secure:
+        broker_secure.refuse_unsecured_storage(layout)
+        properties += broker_secure.prepare(layout, java)
+        layout.server_properties.unlink(missing_ok=True)  # recreated 0600: it holds secrets
+        layout.server_properties.touch(mode=0o600)
+    layout.server_properties.write_text(properties)
     layout.log4j2_config.write_text(config.log4j2_properties())
-    _format_storage(java, lib, layout)
+    _format_storage(
+        java, lib, layout, broker_secure.scram_format_arguments(layout) if secure else ()
+    )
 
     command = [*_java_command(java, lib, layout, "kafka.Kafka"), str(layout.server_properties)]
     with layout.log_file.open("ab") as log:

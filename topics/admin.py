@@ -31,6 +31,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from topics.names import SHARDED_KINDS, Settings, TopicKind
+from topics.security import security_kwargs
 
 DEFAULT_PARTITIONS = 6
 DAY_MS = 24 * 3600 * 1000
@@ -88,7 +89,9 @@ class TopicsError(Exception):
 @contextlib.asynccontextmanager
 async def admin_client(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]:
     """A started admin client, closed on exit; `TopicsError` if no broker answers."""
-    client = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, client_id="kafkron-admin")
+    client = AIOKafkaAdminClient(
+        bootstrap_servers=settings.bootstrap, client_id="kafkron-admin", **security_kwargs()
+    )
     aiokafka_log = logging.getLogger("aiokafka")
     level = aiokafka_log.level
     # A refused connection becomes our one-line TopicsError; aiokafka's own error

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -33,6 +34,16 @@ COMMAND_MODULES: tuple[str, ...] = (
     "web_cmd",
     "next_cmd",
     "simulate_cmd",
+    "users_cmd",
+    "acl_cmd",
+)
+
+# Commands that talk to Kafka: before they run, one connection checks this process's
+# credentials, so a refused login reads "authentication failed for user X" rather
+# than a client library's "unable to bootstrap".
+KAFKA_COMMANDS = frozenset(
+    {"topics", "schedule", "submit", "recorder", "rejected", "ls", "worker", "dlq", "dag"}
+    | {"scheduler", "demo", "web", "users"}
 )
 
 EXIT_OK = 0
@@ -46,6 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="A distributed job scheduler on Apache Kafka.",
         epilog="Example: kafkron broker start && kafkron topics create && kafkron demo",
     )
+    parser.add_argument(
+        "--client-config",
+        metavar="FILE",
+        default=None,
+        help="Kafka client properties (security.protocol, sasl.mechanism, sasl.jaas.config,"
+        " ssl.truststore.location with ssl.truststore.type=PEM), as Kafka tools'"
+        " --command-config; sets KAFKRON_CLIENT_CONFIG for this command and its children",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"actors.cli.{name}")
@@ -56,15 +75,59 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.client_config:
+        # The environment is the one place client security is read from (topics.security),
+        # and child processes of `kafkron demo` inherit it.
+        os.environ["KAFKRON_CLIENT_CONFIG"] = os.path.abspath(args.client_config)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if args.command in KAFKA_COMMANDS:
+        refused = _security_refusal(args.command)
+        if refused is not None:
+            return refused
     try:
         code = func(args)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        denied = _denial(exc)
+        if denied is None:
+            raise
+        print(f"kafkron {args.command}: {denied}", file=sys.stderr)
+        return EXIT_FAILURE
     return int(code or 0)
+
+
+def _security_refusal(command: str) -> int | None:
+    """Exit code and message if this process's client security is broken or refused."""
+    import asyncio
+
+    from topics.names import Settings
+    from topics.refusals import authentication_problem
+    from topics.security import SecurityConfigError
+
+    try:
+        problem = asyncio.run(authentication_problem(Settings.from_env().bootstrap))
+    except SecurityConfigError as exc:
+        print(f"kafkron {command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if problem is None:
+        return None
+    print(f"kafkron {command}: {problem}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
+def _denial(exc: Exception) -> str | None:
+    """The refusal text of a missing ACL that reached the top of a command, else None."""
+    from topics.names import Settings
+    from topics.refusals import NotAuthorized, from_error
+
+    if isinstance(exc, NotAuthorized):
+        return str(exc)
+    named = from_error(exc, Settings.from_env().namespace)
+    return None if named is None else str(named)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from typing import Any
 
 from broker import BrokerError, BrokerLayout
 from broker import process as broker_process
+from broker import secure as broker_secure
 
 _EPILOG = """\
 examples:
@@ -58,6 +59,13 @@ def register(subparsers: Any) -> None:
         default=broker_process.DEFAULT_START_TIMEOUT_S,
         help="seconds to wait for the broker to answer (default %(default)s)",
     )
+    start.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS + SASL/SCRAM-SHA-512 for clients, mutual TLS for the controller, ACLs"
+        " enforced (allow.everyone.if.no.acl.found=false); a CA, the broker's certificate"
+        " and the admin's client config are made under the data dir's secure/ on first start",
+    )
     start.set_defaults(func=run_start)
     stop = actions.add_parser(
         "stop",
@@ -82,7 +90,7 @@ def _layout(args: argparse.Namespace) -> BrokerLayout:
 def run_start(args: argparse.Namespace) -> int:
     layout = _layout(args)
     try:
-        found = broker_process.start(layout, timeout_s=args.timeout)
+        found = broker_process.start(layout, timeout_s=args.timeout, secure=args.secure)
     except BrokerError as exc:
         print(f"kafkron broker start: {exc}", file=sys.stderr)
         return 1
@@ -90,6 +98,11 @@ def run_start(args: argparse.Namespace) -> int:
     print(f"{prefix}: {found.describe()}; log {layout.log_file}")
     if layout.port != 9092:
         print(f"clients: export KAFKRON_BOOTSTRAP={layout.bootstrap}")
+    if broker_secure.is_secure(layout):
+        print(
+            f"secure: the admin's client config is {broker_secure.admin_config(layout)}"
+            f" (export KAFKRON_CLIENT_CONFIG=...); clients trust {broker_secure.ca_file(layout)}"
+        )
     return 0
 
 

@@ -44,6 +44,7 @@ from actors.sending import encode, send_commands
 from topics.admin import create_topics
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
+from topics.security import security_kwargs
 
 DEMO_PARTITIONS = 3
 WORKERS = 2
@@ -143,7 +144,7 @@ def demo_commands(now_ms: int, say: Any) -> list[tuple[bytes, bytes]]:
 
 
 async def send_broken_command(settings: Settings) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap)
+    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, **security_kwargs())
     await producer.start()
     try:
         key, value = catalog.BROKEN_COMMAND
@@ -242,6 +243,7 @@ class Demo:
 
     async def watch(self, children: Children) -> None:
         consumer = AIOKafkaConsumer(
+            **security_kwargs(),
             bootstrap_servers=self.settings.bootstrap,
             isolation_level="read_committed",
             enable_auto_commit=False,

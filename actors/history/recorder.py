@@ -46,6 +46,7 @@ from actors.history.store import (
 )
 from topics import messages
 from topics.names import Settings, TopicKind
+from topics.security import security_kwargs
 
 log = logging.getLogger("kafkron.recorder")
 
@@ -199,6 +200,7 @@ class Recorder:
 
     def _consumer(self) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(
+            **security_kwargs(),
             bootstrap_servers=self.settings.bootstrap,
             group_id=self.settings.recorder_group,
             client_id=f"{self.settings.namespace}-recorder",
@@ -298,6 +300,7 @@ async def partitions_of(consumer: AIOKafkaConsumer, topic: str) -> list[int]:
 async def end_offsets(settings: Settings) -> dict[tuple[str, int], int]:
     """The read_committed end (last stable offset) of every history topic partition."""
     consumer = AIOKafkaConsumer(
+        **security_kwargs(),
         bootstrap_servers=settings.bootstrap,
         isolation_level="read_committed",
         enable_auto_commit=False,

@@ -29,6 +29,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from actors.observe import metrics as m
+from topics.security import security_kwargs
 
 log = logging.getLogger("kafkron.metrics")
 
@@ -64,8 +65,9 @@ class LagSampler(Collector):
 
     async def _sample(self) -> dict[TopicPartition, int]:
         if self._admin is None or self._consumer is None:
-            admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
+            admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, **security_kwargs())
             consumer = AIOKafkaConsumer(
+                **security_kwargs(),
                 bootstrap_servers=self._bootstrap,
                 group_id=None,
                 enable_auto_commit=False,

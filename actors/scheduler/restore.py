@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from actors.scheduler.breather import Breather
+from topics.security import security_kwargs
 
 # Large fetches: a 100k-schedule shard is tens of megabytes of JSON.
 MAX_PARTITION_FETCH_BYTES = 16 * 1024 * 1024
@@ -35,6 +36,7 @@ class RestoreResult:
 def make_restore_consumer(bootstrap: str, client_id: str) -> AIOKafkaConsumer:
     """A consumer outside any group (assign only), read_committed, never committing."""
     return AIOKafkaConsumer(
+        **security_kwargs(),
         bootstrap_servers=bootstrap,
         client_id=client_id,
         group_id=None,

@@ -83,6 +83,7 @@ from actors.scheduler.skew import DEFAULT_BOUND_MS
 from actors.scheduler.writer import Partitioner
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
+from topics.security import security_kwargs
 
 log = logging.getLogger("kafkron.scheduler")
 
@@ -212,6 +213,7 @@ class SchedulerRuntime:
         if self._core_factory is None:
             self._core_factory = default_core_factory(self.settings)
         consumer = AIOKafkaConsumer(
+            **security_kwargs(),
             bootstrap_servers=self.settings.bootstrap,
             group_id=self.settings.scheduler_group,
             client_id=f"{self.settings.namespace}-scheduler",

@@ -52,6 +52,7 @@ from actors.scheduler.writer import (
 )
 from topics.names import Settings, TopicKind
 from topics.records import OutRecord
+from topics.security import security_kwargs
 
 # LogAppendTime (timestamp_type 1) is what makes a produce ack carry the broker clock.
 _LOG_APPEND_TIME = 1
@@ -107,6 +108,7 @@ class ShardRunner:
     async def fence(self) -> None:
         """Start this shard's producer: its ``init_transactions`` fences every earlier owner."""
         producer = AIOKafkaProducer(
+            **security_kwargs(),
             bootstrap_servers=self._settings.bootstrap,
             client_id=self.transactional_id,
             transactional_id=self.transactional_id,

@@ -16,7 +16,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from actors.history.recorder import partitions_of
+from topics.acl_plan import Operation, ResourceType
 from topics.names import Settings
+from topics.refusals import denial_message, topic_denied
+from topics.security import security_kwargs
 
 POLL_TIMEOUT_MS = 500
 
@@ -39,6 +42,7 @@ async def read_to_end(
 ) -> list[Record]:
     """Every committed record of ``topic`` up to its end (or the last N of each partition)."""
     consumer = AIOKafkaConsumer(
+        **security_kwargs(),
         bootstrap_servers=settings.bootstrap,
         isolation_level="read_committed",
         enable_auto_commit=False,
@@ -55,6 +59,10 @@ async def read_to_end(
         ) from None
     try:
         partitions = await partitions_of(consumer, topic)
+        if not partitions and await topic_denied(consumer._client, topic):
+            raise TailError(
+                denial_message(settings.namespace, ResourceType.TOPIC, topic, Operation.READ)
+            )
         if not partitions:
             raise TailError(
                 f"topic {topic} does not exist; create the namespace's topics with "

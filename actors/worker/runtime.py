@@ -69,6 +69,7 @@ from actors.worker.offsets import MAX_OPEN_PER_PARTITION
 from actors.worker.registry import Registry
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
+from topics.security import security_kwargs
 
 log = logging.getLogger("kafkron.worker")
 
@@ -179,6 +180,7 @@ class WorkerRuntime:
         """Consume and run until ``stop`` is set, then drain and leave the group."""
         opts = self.options
         consumer = AIOKafkaConsumer(
+            **security_kwargs(),
             bootstrap_servers=self.settings.bootstrap,
             group_id=self.settings.worker_group,
             client_id=f"kafkron-worker-{opts.worker_id}",
@@ -192,7 +194,7 @@ class WorkerRuntime:
             # transaction is still open; keep the wait short, runs are latency-bound.
             fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
         )
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap)
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap, **security_kwargs())
         self._consumer, self._admin = consumer, admin
         await admin.start()
         await consumer.start()
@@ -424,6 +426,7 @@ class WorkerRuntime:
         if old is not None:
             await old.close()
         producer = AIOKafkaProducer(
+            **security_kwargs(),
             bootstrap_servers=self.settings.bootstrap,
             transactional_id=self.settings.worker_transactional_id(partition),
             enable_idempotence=True,

@@ -1,0 +1,75 @@
+"""`kafkron acl plan --namespace NS`: every ACL of every role, and the commands that grant them."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from actors.cli.output import fail, print_json, print_table
+from topics.acl_plan import Role, check_namespace, plan, shell_commands, table_rows
+from topics.names import Settings
+
+_EPILOG = """\
+examples:
+  kafkron acl plan --namespace billing
+  kafkron acl plan --namespace billing --role worker --commands
+  kafkron acl plan --namespace billing --json
+
+Topics and groups are literal names, transactional ids prefixes; nothing else is
+granted (the broker runs with allow.everyone.if.no.acl.found=false).
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "acl",
+        help="the least-privilege ACLs of each role",
+        description="Print the ACLs each kafkron role needs in a namespace.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="acl_action", metavar="ACTION", required=True)
+    show = actions.add_parser("plan", help="the table of ACLs and Kafka's commands for them")
+    show.add_argument("--namespace", default=None, help="default $KAFKRON_NAMESPACE or kafkron")
+    show.add_argument("--role", choices=[r.value for r in Role], default=None)
+    show.add_argument(
+        "--principal", default=None, help="principal in the commands (default User:<role>)"
+    )
+    show.add_argument("--commands", action="store_true", help="only the kafka-acls commands")
+    show.add_argument("--json", action="store_true", help="the ACLs as JSON")
+    show.set_defaults(func=run_plan)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    settings = Settings.from_env(namespace=args.namespace)
+    try:
+        namespace = check_namespace(settings.namespace)
+    except ValueError as exc:
+        return fail("acl plan", str(exc), 2)
+    roles = [Role(args.role)] if args.role else list(Role)
+    if args.json:
+        print_json(
+            {
+                role.value: [
+                    {
+                        "resource": a.resource.value,
+                        "pattern": a.pattern.value,
+                        "name": a.name,
+                        "operation": a.operation.value,
+                    }
+                    for a in plan(role, namespace)
+                ]
+                for role in roles
+            }
+        )
+        return 0
+    if not args.commands:
+        rows = [row for row in table_rows(namespace) if row[0] in {r.value for r in roles}]
+        print_table(("role", "resource", "pattern", "name", "operations"), rows)
+        print()
+    for role in roles:
+        principal = args.principal or f"User:{role.value}"
+        print(f"# {role.value}")
+        for line in shell_commands(role, namespace, principal, settings.bootstrap):
+            print(line)
+    return 0

@@ -1,0 +1,243 @@
+"""Least privilege of every kafkron role, as Kafka ACLs: a pure plan, no I/O.
+
+Each role of a namespace ``{ns}`` gets exactly the ACLs its actor's clients use,
+nothing else. Topics and groups are LITERAL patterns (``{ns}.commands``,
+``{ns}-workers``): a PREFIXED ``{ns}.`` topic pattern would also match the topics of
+a namespace named ``{ns}.x``, so a tenant could read another's. Transactional ids are
+PREFIXED (``{ns}-shard-``, ``{ns}-worker-``) because there is one per partition.
+
+========== ============================================================================
+role       what its clients do
+========== ============================================================================
+scheduler  reads commands, results and the schedules changelog (group
+           ``{ns}-schedulers``), writes schedules, runs, dlq, rejected, forwarded
+           commands and the results of oversize runs inside ``{ns}-shard-*``
+           transactions, reads ``max.message.bytes`` of the topics it writes
+worker     reads runs (group ``{ns}-workers``), writes results inside
+           ``{ns}-worker-*`` transactions (which also commit the group's offsets)
+recorder   reads runs, results, dlq and rejected (group ``{ns}-recorder``)
+submitter  writes commands, reads rejected (no group: it reads by assignment)
+viewer     reads every topic of the namespace and describes its groups (lag)
+========== ============================================================================
+
+Kafka lets Read, Write and DescribeConfigs imply Describe, and since Kafka 3.0 an
+idempotent producer needs Write on one topic rather than IdempotentWrite on the
+cluster, so no role holds a cluster ACL. Creating topics and users is the super
+user's job (``admin``).
+
+`plan` gives the ACLs of one role, `commands` the Kafka tool invocations that apply
+them, and `granting_roles` answers "which role would have allowed this?" for the
+error message of a refused request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from topics.names import Settings, TopicKind
+
+NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+
+
+class Role(StrEnum):
+    SCHEDULER = "scheduler"
+    WORKER = "worker"
+    RECORDER = "recorder"
+    SUBMITTER = "submitter"
+    VIEWER = "viewer"
+
+
+class ResourceType(StrEnum):
+    TOPIC = "topic"
+    GROUP = "group"
+    TRANSACTIONAL_ID = "transactional-id"
+
+
+class PatternType(StrEnum):
+    LITERAL = "literal"
+    PREFIXED = "prefixed"
+
+
+class Operation(StrEnum):
+    READ = "Read"
+    WRITE = "Write"
+    DESCRIBE = "Describe"
+    DESCRIBE_CONFIGS = "DescribeConfigs"
+
+
+# Operations that imply Describe on the same resource (Kafka's AclAuthorizer rule).
+_IMPLIES_DESCRIBE = frozenset({Operation.READ, Operation.WRITE, Operation.DESCRIBE_CONFIGS})
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Acl:
+    """One ALLOW entry: `operation` on the resource(s) `name` matches under `pattern`."""
+
+    resource: ResourceType
+    pattern: PatternType
+    name: str
+    operation: Operation
+
+    def matches(self, resource: ResourceType, name: str, operation: Operation) -> bool:
+        if resource is not self.resource:
+            return False
+        if self.pattern is PatternType.LITERAL:
+            named = name == self.name
+        else:
+            named = name.startswith(self.name)
+        if not named:
+            return False
+        if operation is self.operation:
+            return True
+        return operation is Operation.DESCRIBE and self.operation in _IMPLIES_DESCRIBE
+
+
+def check_namespace(namespace: str) -> str:
+    """`namespace` if it is a tenant name ACLs can fence; ValueError saying why otherwise.
+
+    No dots: a topic ``a.b.commands`` must belong to exactly one namespace.
+    """
+    if not NAMESPACE_PATTERN.fullmatch(namespace):
+        raise ValueError(
+            f"namespace {namespace!r} must be 1-100 letters, digits, '-' or '_' and start"
+            " with a letter or digit (no '.': it separates namespace and topic)"
+        )
+    return namespace
+
+
+def _topics(settings: Settings, kinds: Sequence[TopicKind], *ops: Operation) -> list[Acl]:
+    return [
+        Acl(ResourceType.TOPIC, PatternType.LITERAL, settings.topic(kind), op)
+        for kind in kinds
+        for op in ops
+    ]
+
+
+def plan(role: Role, namespace: str) -> tuple[Acl, ...]:
+    """Every ALLOW ACL `role` needs in `namespace`, sorted, without duplicates."""
+    s = Settings(namespace=check_namespace(namespace))
+    k = TopicKind
+    read, write, describe = Operation.READ, Operation.WRITE, Operation.DESCRIBE
+    acls: list[Acl] = []
+    if role is Role.SCHEDULER:
+        acls += _topics(s, (k.COMMANDS, k.RESULTS, k.SCHEDULES), read)
+        # Every topic: changelog, runs, dead letters, rejections, forwarded commands and
+        # the failed results of oversize runs; DescribeConfigs reads max.message.bytes.
+        acls += _topics(s, tuple(k), write, Operation.DESCRIBE_CONFIGS)
+        acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.scheduler_group, read))
+        acls += _txn(f"{s.namespace}-shard-")
+    elif role is Role.WORKER:
+        acls += _topics(s, (k.RUNS,), read)
+        acls += _topics(s, (k.RESULTS,), write)
+        acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.worker_group, read))
+        acls += _txn(f"{s.namespace}-worker-")
+    elif role is Role.RECORDER:
+        acls += _topics(s, (k.RUNS, k.RESULTS, k.DLQ, k.REJECTED), read)
+        acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.recorder_group, read))
+    elif role is Role.SUBMITTER:
+        acls += _topics(s, (k.COMMANDS,), write)
+        acls += _topics(s, (k.REJECTED,), read)
+    elif role is Role.VIEWER:
+        acls += _topics(s, tuple(k), read)
+        for group in (s.scheduler_group, s.worker_group, s.recorder_group):
+            acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, group, describe))
+    return tuple(sorted(set(acls)))
+
+
+def _txn(prefix: str) -> list[Acl]:
+    return [
+        Acl(ResourceType.TRANSACTIONAL_ID, PatternType.PREFIXED, prefix, op)
+        for op in (Operation.WRITE, Operation.DESCRIBE)
+    ]
+
+
+def granting_roles(
+    namespace: str, resource: ResourceType, name: str, operation: Operation
+) -> list[Role]:
+    """The roles of `namespace` whose plan allows `operation` on the resource `name`."""
+    return [
+        r for r in Role if any(a.matches(resource, name, operation) for a in plan(r, namespace))
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class AclCommand:
+    """One invocation of Kafka's ACL tool: these operations on these resources."""
+
+    pattern: PatternType
+    operations: tuple[Operation, ...]
+    resources: tuple[tuple[ResourceType, str], ...]
+
+    def arguments(self, principal: str) -> list[str]:
+        """The tool's arguments after ``--bootstrap-server ... --command-config ...``."""
+        args = ["--add", "--allow-principal", principal]
+        for op in self.operations:
+            args += ["--operation", op.value]
+        for resource, name in self.resources:
+            args += [f"--{resource.value}", name]
+        args += ["--resource-pattern-type", self.pattern.value]
+        return args
+
+
+def commands(acls: Sequence[Acl]) -> list[AclCommand]:
+    """As few tool invocations as apply `acls` exactly.
+
+    The tool grants every operation it is given on every resource it is given, so
+    resources are grouped by (pattern, exact operation set); the plan's operations are
+    valid for each resource type they are paired with.
+    """
+    ops: dict[tuple[PatternType, ResourceType, str], set[Operation]] = {}
+    for acl in acls:
+        ops.setdefault((acl.pattern, acl.resource, acl.name), set()).add(acl.operation)
+    grouped: dict[tuple[PatternType, tuple[Operation, ...]], list[tuple[ResourceType, str]]] = {}
+    for (pattern, resource, name), op_set in sorted(ops.items()):
+        key = (pattern, tuple(sorted(op_set)))
+        grouped.setdefault(key, []).append((resource, name))
+    return [
+        AclCommand(pattern, operations, tuple(resources))
+        for (pattern, operations), resources in grouped.items()
+    ]
+
+
+def principal_of(user: str) -> str:
+    return f"User:{user}"
+
+
+def shell_commands(role: Role, namespace: str, principal: str, bootstrap: str) -> list[str]:
+    """What a Kafka admin runs with Kafka's own scripts to grant `role` to `principal`."""
+    lines = []
+    for command in commands(plan(role, namespace)):
+        args = " ".join(_quote(a) for a in command.arguments(principal))
+        lines.append(
+            f"kafka-acls.sh --bootstrap-server {bootstrap} --command-config admin.properties {args}"
+        )
+    return lines
+
+
+def _quote(arg: str) -> str:
+    return (
+        arg if re.fullmatch(r"[A-Za-z0-9_.:=/@-]+", arg) else "'" + arg.replace("'", "'\\''") + "'"
+    )
+
+
+def table_rows(namespace: str) -> list[tuple[str, str, str, str, str]]:
+    """(role, resource type, pattern, name, operations) per resource, for the table."""
+    rows: list[tuple[str, str, str, str, str]] = []
+    for role in Role:
+        by_resource: dict[tuple[ResourceType, PatternType, str], list[str]] = {}
+        for acl in plan(role, namespace):
+            by_resource.setdefault((acl.resource, acl.pattern, acl.name), []).append(
+                acl.operation.value
+            )
+        for (resource, pattern, name), ops in by_resource.items():
+            rows.append((role.value, resource.value, pattern.value, name, ", ".join(ops)))
+    return rows
+
+
+def markdown_table(namespace: str) -> str:
+    lines = ["| role | resource | pattern | name | operations |", "|---|---|---|---|---|"]
+    lines += [f"| {r} | {t} | {p} | `{n}` | {o} |" for r, t, p, n, o in table_rows(namespace)]
+    return "\n".join(lines) + "\n"
