@@ -36,8 +36,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import heapq
+import io
+import pstats
+import sys
 import time
 import tracemalloc
 
@@ -113,16 +117,22 @@ def bench_restore(records: list[tuple[bytes, bytes]]) -> tuple[float, float, Sha
     return loads_s, restore_s, core
 
 
-def bench_advance(core: ShardCore, count: int) -> tuple[float, int, int]:
+def bench_advance(
+    core: ShardCore, count: int, profiler: cProfile.Profile | None = None
+) -> tuple[float, int, int]:
     """Advance tick by tick through the herd's second; time inside `advance` only."""
     spent_s = 0.0
     runs = changelog = 0
     now = HERD_MS
     end = now + 1_000
     while now <= end:
+        if profiler is not None:
+            profiler.enable()
         start = time.process_time()
         out: list[OutRecord] = core.advance(now)
         spent_s += time.process_time() - start
+        if profiler is not None:
+            profiler.disable()
         for record in out:
             if record.topic.value == "runs":
                 runs += 1
@@ -170,8 +180,16 @@ def main() -> None:
         help="tuned: what a shard process should do (freeze the restored state, collect "
         "the young generation every 100k allocations); default: Python's thresholds",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="print cProfile's top 20 functions (by own time) of the advance phase to "
+        "stderr; the rates printed are then the profiler's, not the core's",
+    )
     args = parser.parse_args()
     count = args.schedules
+    if count < ANCHORS:
+        parser.error(f"--schedules must be at least {ANCHORS} (one per anchor)")
 
     print(f"building {count:,} changelog records ...", flush=True)
     records = changelog_records(count)
@@ -187,7 +205,12 @@ def main() -> None:
     heap_s = bench_heapq(count)
     if args.gc == "tuned":
         gc.set_threshold(100_000, 50, 100)
-    advance_s, runs, changelog = bench_advance(core, count)
+    profiler = cProfile.Profile() if args.profile else None
+    advance_s, runs, changelog = bench_advance(core, count, profiler)
+    if profiler is not None:
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(20)
+        print(text.getvalue(), file=sys.stderr)
     advance_rate = runs / advance_s
     print(
         f"advance: {runs:,} due in one second processed in {advance_s:.2f} s = "
