@@ -130,8 +130,19 @@ from actors.shard.misfire import plan_backlog
 from actors.shard.routing import forward_target
 from actors.shard.runs import TIMEOUT_MARGIN_MS, RunBook
 from actors.shard.schedule_commands import ScheduleCommands
-from actors.shard.state import RunState, ScheduleState, decode_schedule, encode_schedule
-from actors.wheel import TimingWheel
+from actors.shard.state import (
+    DEF_KEY_PREFIX,
+    RunState,
+    ScheduleState,
+    decode_definition,
+    decode_schedule,
+    definition_key,
+    encode_definition,
+    encode_fire,
+    encode_schedule,
+    full_size,
+)
+from actors.wheel import Timer, TimingWheel
 from topics.commands import (
     DagClear,
     DagUpsert,
@@ -192,6 +203,13 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         self._restore_errors: list[tuple[bytes, str]] = []
         # Read by the scheduler's metrics at scrape time (a histogram kept beside it).
         self.lateness = self._lateness_ms = LatenessWindow(_LATENESS_WINDOW)
+        # Definitions' own changelog records (see `state`): how many schedules use
+        # each definition (by its bytes), which have their record in the changelog,
+        # and those whose count changed in this batch (a tombstone if it fell to 0).
+        self._def_refs: dict[bytes, int] = {}
+        self._defs_written: set[bytes] = set()
+        self._defs_changed: dict[bytes, None] = {}  # a dict: ordered, so deterministic
+        self._restored_defs: dict[bytes, bytes] = {}  # key -> bytes, until finish_restore
         self._in_flight = 0
         self._counts = dict.fromkeys(
             (
@@ -218,6 +236,12 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Apply one changelog record (offset order). Never raises."""
         try:
+            if key.startswith(DEF_KEY_PREFIX):  # a definition's own record
+                if value is None:
+                    self._restored_defs.pop(key, None)
+                else:
+                    self._restored_defs[key] = decode_definition(value)
+                return
             schedule_id = key.decode()
             if value is None:
                 self._schedules.pop(schedule_id, None)
@@ -234,14 +258,43 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         be read (that schedule is not restored; re-upsert it).
         """
         in_flight = 0
+        defs = self._restored_defs
+        refs = self._def_refs
+        written = self._defs_written
+        missing: list[ScheduleState] = []
+        wheel = self._wheel
         for state in self._schedules.values():
-            self._arm(state)
-            for run in state.runs.values():
-                due_ms = (
-                    run.deadline_ms + TIMEOUT_MARGIN_MS if run.retry_ms is None else run.retry_ms
-                )
-                run.timer = self._wheel.add(due_ms, run)
-            in_flight += len(state.runs)
+            def_bytes = state.def_bytes
+            if def_bytes.startswith(DEF_KEY_PREFIX):  # version 2: the key of its definition
+                found = defs.get(def_bytes)
+                if found is None:
+                    missing.append(state)
+                    continue
+                state.def_bytes = def_bytes = found
+            refs[def_bytes] = refs.get(def_bytes, 0) + 1
+            if not state.paused and state.next_ms is not None:
+                state.timer = wheel.add(state.next_ms, state)
+            runs = state.runs
+            if runs:
+                for run in runs.values():
+                    due_ms = (
+                        run.deadline_ms + TIMEOUT_MARGIN_MS
+                        if run.retry_ms is None
+                        else run.retry_ms
+                    )
+                    run.timer = wheel.add(due_ms, run)
+                in_flight += len(runs)
+        for state in missing:
+            del self._schedules[state.id]
+            self._restore_errors.append(
+                (state.key, f"its definition record {state.def_bytes.decode()} is missing")
+            )
+        # Whatever record of the changelog wrote a schedule last, its definition's own
+        # record may be there (written by an earlier fire): the shard knows it is.
+        # One that no schedule uses is left alone: the shard that deleted its last
+        # user wrote its tombstone in the same transaction.
+        written.update(found for found in defs.values() if found in refs)
+        self._restored_defs = {}
         self._in_flight = in_flight
         out = [
             OutRecord(
@@ -279,7 +332,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 f"internal error while applying this record ({self._last_error}); it was "
                 "skipped, the shard went on: please report it with this record",
             )
-        return self._flush(now_ms)
+        # A command's changes write full records: a definition changes only by one.
+        return self._flush(now_ms, full=record.topic == _COMMANDS)
 
     def advance(self, now_ms: int, max_fires: int | None = None) -> list[OutRecord]:
         """Act on everything due at ``now_ms``; the records to write. Never raises.
@@ -299,17 +353,19 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         """
         self._out = []
         due = self._wheel.advance(now_ms)
-        due_at: dict[int, int] = {}
+        due_at: dict[int, int] = {}  # of attempts; a schedule's timer is in `schedule_timers`
         attempts: list[RunState] = []
         due_schedules: list[ScheduleState] = []
+        schedule_timers: list[Timer] = []
         for item in due:
             timer = item.timer
             assert timer is not None
-            due_at[id(item)] = timer.due_ms
             item.timer = None
             if isinstance(item, ScheduleState):
                 due_schedules.append(item)
+                schedule_timers.append(timer)
             else:
+                due_at[id(item)] = timer.due_ms
                 attempts.append(item)
         # The wheel orders by tick, ties by insertion; a restored shard inserts in
         # another order, so attempts due in the same tick go by (due, run id).
@@ -344,10 +400,12 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         # Put back what this call did not reach, at its own due (unless handling an
         # earlier item re-armed it meanwhile, as an unbounded call would have seen).
         wheel = self._wheel
-        rest: list[Item] = [*left, *due_schedules[handled:]]
-        for pending in rest:
-            if pending.timer is None:
-                pending.timer = wheel.add(due_at[id(pending)], pending)
+        for run in left:
+            if run.timer is None:
+                run.timer = wheel.add(due_at[id(run)], run)
+        for state, timer in zip(due_schedules[handled:], schedule_timers[handled:], strict=True):
+            if state.timer is None:
+                state.timer = wheel.add(timer.due_ms, state)
         return self._flush(now_ms)
 
     def _failed(self, error: Exception) -> None:
@@ -469,7 +527,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                     if state.runs or state.dag is not None:
                         self._occurrence(state, o, now_ms)
                     else:  # the common case, without an overlap decision
-                        self._start_run(state, o, now_ms)
+                        self._start_run(state, o, now_ms, definition)
                     o = following
             else:
                 misfire = definition.misfire
@@ -487,7 +545,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 for o in plan.fire:
                     self._occurrence(state, o, now_ms)
         finally:
-            self._arm(state)
+            if not state.paused and state.next_ms is not None:  # `_arm`, inline
+                state.timer = self._wheel.add(state.next_ms, state)
             self._dirty[state.id] = state
 
     # --- plumbing ------------------------------------------------------------------
@@ -567,6 +626,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 self._cancel_timer(run)
             self._in_flight -= len(state.runs)
             del self._schedules[state.id]
+            self._drop_definition(state.def_bytes)
             steps.append("deleted it: even so it did not fit; upsert it again, smaller")
         self._out.append(
             OutRecord(
@@ -590,29 +650,80 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
     def _topic(self, kind: TopicKind) -> str:
         return f"{self._namespace}.{kind.value}"
 
-    def _flush(self, now_ms: int) -> list[OutRecord]:
+    def _flush(self, now_ms: int, full: bool = False) -> list[OutRecord]:
+        """The batch's records, then the changelog record of each schedule it changed.
+
+        ``full``: every schedule's full record (version 1); else a version-2 record
+        for every schedule but DAGs, whose state holds its definition's graph.
+        """
         out = self._out
         if self._dirty:
             partition = self.partition
+            written = self._defs_written
             for schedule_id, state in self._dirty.items():
                 if state is None:
                     out.append(OutRecord(_SCHEDULES, schedule_id.encode(), None, partition))
-                else:
+                    continue
+                if full or state.dag is not None:
                     value = encode_schedule(state)
-                    size = len(value)
-                    out.append(
-                        OutRecord(
-                            _SCHEDULES,
-                            state.key,
-                            value
-                            if size <= CHANGELOG_MAX_BYTES
-                            else self._trimmed(state, size, now_ms),
-                            partition,
+                else:
+                    def_bytes = state.def_bytes
+                    if def_bytes not in written:  # its definition's record, first
+                        written.add(def_bytes)
+                        out.append(
+                            OutRecord(
+                                _SCHEDULES,
+                                definition_key(def_bytes).encode(),
+                                encode_definition(def_bytes),
+                                partition,
+                            )
                         )
+                    fire_value: bytes | None = encode_fire(state)
+                    # The bound is on the full record, which a command writes: both
+                    # fit. (It is shorter than this sum; `full_size` is exact.)
+                    assert fire_value is not None
+                    if len(fire_value) + len(def_bytes) + 16 > CHANGELOG_MAX_BYTES:
+                        size = full_size(fire_value, def_bytes)
+                        if size > CHANGELOG_MAX_BYTES:
+                            fire_value = self._trimmed(state, size, now_ms)
+                    out.append(OutRecord(_SCHEDULES, state.key, fire_value, partition))
+                    continue
+                size = len(value)
+                out.append(
+                    OutRecord(
+                        _SCHEDULES,
+                        state.key,
+                        value
+                        if size <= CHANGELOG_MAX_BYTES
+                        else self._trimmed(state, size, now_ms),
+                        partition,
                     )
+                )
             self._dirty = {}
+            if self._defs_changed:  # after the loop: a trimmed schedule may drop one
+                self._flush_definitions(out)
         self._out = []
         return out
+
+    def _flush_definitions(self, out: list[OutRecord]) -> None:
+        """Tombstones of the definitions no schedule uses any more."""
+        refs = self._def_refs
+        written = self._defs_written
+        for def_bytes in self._defs_changed:
+            if refs.get(def_bytes, 0) <= 0:
+                refs.pop(def_bytes, None)
+                if def_bytes in written:
+                    written.discard(def_bytes)
+                    key = definition_key(def_bytes).encode()
+                    out.append(OutRecord(_SCHEDULES, key, None, self.partition))
+        self._defs_changed = {}
+
+    def _use_definition(self, def_bytes: bytes) -> None:
+        self._def_refs[def_bytes] = self._def_refs.get(def_bytes, 0) + 1
+
+    def _drop_definition(self, def_bytes: bytes) -> None:
+        self._def_refs[def_bytes] = self._def_refs.get(def_bytes, 0) - 1
+        self._defs_changed[def_bytes] = None
 
 
 def _attempt_order(run: RunState) -> tuple[int, str]:

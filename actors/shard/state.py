@@ -31,11 +31,42 @@ The changelog value of a schedule (one record per change, key = schedule id)::
 ``runs``, ``buffered``, ``dead`` and ``dag`` are left out when empty, and so are
 a run's fields at their usual value (a herd writes one record per fire, so each
 field costs). A deleted schedule is a tombstone (null value).
+
+Version 2: a fire writes the state without its definition
+------------------------------------------------------------
+A schedule's definition changes only with a command, but its state changes at
+every fire, retry and result; writing the definition (most of the record) again
+each time would make a herd write and restore three times the bytes. So:
+
+- a change made by a command (upsert, pause, ...) and every change of a DAG
+  writes the full record above (``"v": 1``): self-contained, as before;
+- any other change (a fire, a result, a retry, a timeout) writes the record
+  without ``def`` and ``def_bytes``, with ``"v": 2`` and the key of the
+  definition's own record in ``def``::
+
+    {"v": 2, "id": "invoice-nightly", "def": "@def/6f1c...",  "paused": false,
+     "next": "...", "last_fired": "...", "runs": [...], ...}  # as version 1
+
+- the definition's own record, under key ``@def/`` + 32 hex digits of the
+  SHA-256 of its bytes (``@`` is never in a schedule id, so the keys never
+  clash), is written before the first version-2 record that refers to it, and
+  shared by every schedule of the shard with the same definition::
+
+    {"v": 2, "kind": "definition", "def": {...}}
+
+  The shard counts the schedules that use each definition and writes a
+  tombstone for it when none does any more (see `ShardCore`), so compaction
+  removes it.
+
+A restore reads both versions (a changelog written before version 2 holds only
+version-1 records, and still restores); `decode_schedule` leaves a version-2
+state's definition as its key until the caller resolves it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from hashlib import sha256
 from typing import Any
 
 import orjson
@@ -148,6 +179,13 @@ class ScheduleState:
             found = self._definition = restored_definition(self.id, self.def_bytes)
         return found
 
+    def id_json(self) -> str:
+        """The id as a JSON string (quotes included), encoded once."""
+        found = self._id_json
+        if found is None:
+            found = self._id_json = orjson.dumps(self.id).decode()
+        return found
+
     def set_definition(self, def_bytes: bytes, definition: Definition) -> None:
         self.def_bytes = def_bytes
         self._definition = definition
@@ -168,28 +206,12 @@ def encode_schedule(state: ScheduleState) -> bytes:
     """
     if state.buffered or state.dead or state.dag is not None:
         return _encode_general(state)
-    id_json = state._id_json
-    if id_json is None:
-        id_json = state._id_json = orjson.dumps(state.id).decode()
+    id_json = state.id_json()
     runs_json = ""
     if state.runs:
-        run_prefix = id_json[:-1]  # a run id is the id, "@" and an instant: nothing to escape
-        at = len(state.id)
-        entries = []
-        for run in state.runs.values():
-            if (
-                run.task is not None
-                or run.series_start != 1
-                or run.retry_ms is not None
-                or run.outcomes
-            ):
-                return _encode_general(state)
-            entries.append(
-                f'{{"run_id":{run_prefix}{run.run_id[at:]}","attempt":{run.attempt},'
-                f'"fired":"{instant_text(run.fired_ms)}",'
-                f'"deadline":"{instant_text(run.deadline_ms)}"}}'
-            )
-        runs_json = f',"runs":[{",".join(entries)}]'
+        runs_json = _runs_json(state)
+        if not runs_json:
+            return _encode_general(state)
     def_bytes = state.def_bytes
     next_ms = state.next_ms
     last_ms = state.last_fired_ms
@@ -250,16 +272,170 @@ def _encode_run(run: RunState) -> dict[str, Any]:
     return entry
 
 
-def decode_schedule(value: bytes) -> ScheduleState:
-    """A schedule from its changelog value, without timers (`ShardCore` adds them).
+DEF_KEY_PREFIX = b"@def/"  # "@" is never in a schedule id: no key of a schedule starts so
+_DEF_HEAD = b'{"v":2,"kind":"definition","def":'
+_def_keys: dict[bytes, str] = {}
+
+
+def definition_key(def_bytes: bytes) -> str:
+    """The changelog key of the record of the definition ``def_bytes`` (as text)."""
+    found = _def_keys.get(def_bytes)
+    if found is None:
+        if len(_def_keys) >= _CACHE_MAX:
+            _def_keys.clear()
+        found = _def_keys[def_bytes] = DEF_KEY_PREFIX.decode() + sha256(def_bytes).hexdigest()[:32]
+    return found
+
+
+def encode_definition(def_bytes: bytes) -> bytes:
+    """The changelog value of a definition's own record."""
+    return _DEF_HEAD + def_bytes + b"}"
+
+
+def decode_definition(value: bytes) -> bytes:
+    """The definition's bytes from its own record (sliced, not parsed).
+
+    Raises ``ValueError`` on a record this version did not write.
+    """
+    if value.startswith(_DEF_HEAD) and value.endswith(b"}"):
+        return intern_bytes(value[len(_DEF_HEAD) : -1])
+    doc = orjson.loads(value)
+    if type(doc) is not dict or doc.get("v") != 2 or doc.get("kind") != "definition":
+        raise ValueError("not a definition record of version 2")
+    return intern_bytes(orjson.dumps(doc["def"]))
+
+
+def is_definition_key(key: bytes) -> bool:
+    return key.startswith(DEF_KEY_PREFIX)
+
+
+def encode_fire(state: ScheduleState) -> bytes:
+    """The version-2 changelog value of ``state``: its state without its definition.
+
+    The usual shape is spelled directly, byte for byte what orjson writes for it
+    (as `encode_schedule`); any other state goes through orjson. A herd writes one
+    per fire, so the instants' texts are looked up in `instant_text`'s cache inline.
+    """
+    if state.buffered or state.dead or state.dag is not None:
+        return _encode_fire_general(state)
+    runs_json = ""
+    if state.runs:
+        runs_json = _runs_json(state)
+        if not runs_json:
+            return _encode_fire_general(state)
+    texts = _texts
+    next_ms = state.next_ms
+    last_ms = state.last_fired_ms
+    next_text = None if next_ms is None else texts.get(next_ms) or instant_text(next_ms)
+    last_text = None if last_ms is None else texts.get(last_ms) or instant_text(last_ms)
+    next_json = "null" if next_text is None else f'"{next_text}"'
+    last_json = "null" if last_text is None else f'"{last_text}"'
+    return (
+        f'{{"v":2,"id":{state._id_json or state.id_json()},'
+        f'"def":"{_def_keys.get(state.def_bytes) or definition_key(state.def_bytes)}",'
+        f'"paused":{"true" if state.paused else "false"},"next":{next_json},'
+        f'"last_fired":{last_json}{runs_json}}}'
+    ).encode()
+
+
+def full_size(fire_value: bytes, def_bytes: bytes) -> int:
+    """The length of `encode_schedule` of the state whose `encode_fire` is ``fire_value``.
+
+    Both spell the same fields in the same order, but for the head and the
+    definition: version 1 has ``"def_bytes":N,`` and ``"kind":"schedule",`` and
+    ends with ``,"def":`` and the definition; version 2 has ``"def":"@def/`` and
+    32 hex digits and ``",`` (46 bytes).
+    """
+    n = len(def_bytes)
+    return len(fire_value) - 46 + (12 + len(str(n)) + 1) + 18 + 7 + n
+
+
+def _encode_fire_general(state: ScheduleState) -> bytes:
+    next_ms = state.next_ms
+    last_ms = state.last_fired_ms
+    doc: dict[str, Any] = {
+        "v": 2,
+        "id": state.id,
+        "def": definition_key(state.def_bytes),
+        "paused": state.paused,
+        "next": None if next_ms is None else instant_text(next_ms),
+        "last_fired": None if last_ms is None else instant_text(last_ms),
+    }
+    if state.runs:
+        doc["runs"] = [_encode_run(run) for run in state.runs.values()]
+    if state.buffered:
+        doc["buffered"] = [instant_text(o) for o in state.buffered]
+    if state.dead:
+        doc["dead"] = state.dead
+    if state.dag is not None:
+        doc["dag"] = state.dag
+    return orjson.dumps(doc)
+
+
+def _runs_json(state: ScheduleState) -> str:
+    """``,"runs":[...]`` of plain first-series runs, spelled directly; "" if one is not."""
+    id_json = state._id_json or state.id_json()
+    run_prefix = id_json[:-1]  # a run id is the id, "@" and an instant: nothing to escape
+    at = len(state.id)
+    texts = _texts
+    entries = []
+    for run in state.runs.values():
+        if (
+            run.task is not None
+            or run.series_start != 1
+            or run.retry_ms is not None
+            or run.outcomes
+        ):
+            return ""
+        fired_ms = run.fired_ms
+        deadline_ms = run.deadline_ms
+        entries.append(
+            f'{{"run_id":{run_prefix}{run.run_id[at:]}","attempt":{run.attempt},'
+            f'"fired":"{texts.get(fired_ms) or instant_text(fired_ms)}",'
+            f'"deadline":"{texts.get(deadline_ms) or instant_text(deadline_ms)}"}}'
+        )
+    return f',"runs":[{",".join(entries)}]'
+
+
+def decode_schedule(
+    value: bytes, definitions: Mapping[bytes, bytes] | None = None
+) -> ScheduleState:
+    """A schedule from its changelog value (either version), without timers.
+
+    A version-2 record names its definition's record: with ``definitions`` (key
+    -> the definition's bytes, as `decode_definition` returns them) it is looked
+    up there; without, the state's ``def_bytes`` is left as that key (starting
+    with `DEF_KEY_PREFIX`, never the start of a definition's JSON) for the caller
+    to resolve, as `ShardCore.finish_restore` does once every record is read.
 
     Raises ``ValueError`` (or ``KeyError``/``TypeError``) on a record this version
-    did not write.
+    did not write, or a version-2 record whose definition is not in ``definitions``.
     """
-    doc, def_bytes = _split(value)
-    if doc.get("v") != 1 or doc.get("kind") != "schedule":
-        raise ValueError(f"not a schedule record of version 1: v={doc.get('v')!r}")
-    state = ScheduleState(doc["id"], intern_bytes(def_bytes), None)
+    if value.startswith(_HEAD):  # version 1 as `encode_schedule` lays it out
+        doc, def_bytes = _split(value)
+        version = doc.get("v")
+    else:
+        doc = orjson.loads(value)
+        if type(doc) is not dict:
+            raise ValueError("not a schedule record: not a JSON object")
+        version = doc.get("v")
+        def_bytes = orjson.dumps(doc["def"]) if version == 1 else b""
+    if version == 2 and "kind" not in doc:
+        key = doc["def"].encode()
+        if not key.startswith(DEF_KEY_PREFIX):
+            raise ValueError(f"def: not the key of a definition record: {key!r}")
+        if definitions is None:
+            def_bytes = intern_bytes(key)
+        else:
+            found = definitions.get(key)
+            if found is None:
+                raise ValueError(f"its definition record {key.decode()} is missing")
+            def_bytes = found
+    elif version == 1 and doc.get("kind") == "schedule":
+        def_bytes = intern_bytes(def_bytes)
+    else:
+        raise ValueError(f"not a schedule record of version 1 or 2: v={version!r}")
+    state = ScheduleState(doc["id"], def_bytes, None)
     state.paused = doc["paused"]
     text = doc["next"]
     state.next_ms = None if text is None else instant_ms(text)
