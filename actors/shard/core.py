@@ -135,6 +135,7 @@ from actors.shard.state import (
     RunState,
     ScheduleState,
     decode_definition,
+    decode_idle,
     decode_schedule,
     definition_key,
     encode_definition,
@@ -242,11 +243,10 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 else:
                     self._restored_defs[key] = decode_definition(value)
                 return
-            schedule_id = key.decode()
             if value is None:
-                self._schedules.pop(schedule_id, None)
+                self._schedules.pop(key.decode(), None)
                 return
-            state = decode_schedule(value)
+            state = decode_idle(key, value) or decode_schedule(value)
             self._schedules[state.id] = state
         except Exception as error:
             self._restore_errors.append((key, f"{type(error).__name__}: {error}"))
@@ -274,7 +274,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
             refs[def_bytes] = refs.get(def_bytes, 0) + 1
             if not state.paused and state.next_ms is not None:
                 state.timer = wheel.add(state.next_ms, state)
-            runs = state.runs
+            runs = state._runs
             if runs:
                 for run in runs.values():
                     due_ms = (
@@ -487,7 +487,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
             self._reject(record, f"{error}; results are written by kafkron workers")
             return
         state = self._schedules.get(result.schedule_id)
-        run = None if state is None else state.runs.get(result.run_id)
+        run = None if state is None or state._runs is None else state._runs.get(result.run_id)
         if (
             state is None
             or run is None
@@ -524,7 +524,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 while o is not None and o <= now_ms:
                     lateness.append(now_ms - o)
                     state.next_ms = following = next_after(o)
-                    if state.runs or state.dag is not None:
+                    if state._runs or state.dag is not None:
                         self._occurrence(state, o, now_ms)
                     else:  # the common case, without an overlap decision
                         self._start_run(state, o, now_ms, definition)

@@ -118,13 +118,13 @@ class RunBook:
                 raise
             self._counts["retries_total"] += 1
         finally:
-            if run.timer is None and state.runs.get(run.run_id) is run:
+            if run.timer is None and (state._runs or {}).get(run.run_id) is run:
                 run.timer = self._wheel.add(now_ms + RETRY_AFTER_ERROR_MS, run)  # never stuck
             self._dirty[state.id] = state
 
     def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
         """One occurrence (or trigger) is due now: fire it, or what overlap says."""
-        if not state.runs and state.dag is None:  # the common case, without a decision
+        if not state._runs and state.dag is None:  # the common case, without a decision
             self._start_run(state, scheduled_ms, now_ms)
             return
         if state.dag is not None:  # a DAG run (max_active_runs instead of overlap)
@@ -184,7 +184,7 @@ class RunBook:
         parts = definition._fire_parts  # `fire_parts`, inline: once per definition and tick
         if parts is None or parts.now_ms != now_ms:
             parts = definition.fire_parts(now_ms)
-        id_json = state._id_json or state.id_json()
+        id_json = state.id_json()
         # First (before any change): if it raises, nothing changed.
         value = (
             f'{{"v":1,"run_id":{id_json[:-1]}@{scheduled}","schedule_id":{id_json},'
@@ -326,15 +326,19 @@ class RunBook:
 
     def _end_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
         self._cancel_timer(run)
-        del state.runs[run.run_id]
+        runs = state.runs
+        del runs[run.run_id]
+        if not runs:
+            state._runs = None  # an idle schedule holds no empty dict
         self._in_flight -= 1
         if run.task is not None:  # its outcome was just recorded: move the DAG run on
             self._dag_task_ended(state, run, now_ms)
         self._drain_buffer(state, now_ms)
 
     def _drain_buffer(self, state: ScheduleState, now_ms: int) -> None:
-        if state.buffered and not state.runs and not state.paused:
-            self._start_run(state, state.buffered.pop(0), now_ms)
+        buffered = state._buffered
+        if buffered and not state._runs and not state.paused:
+            self._start_run(state, buffered.pop(0), now_ms)
 
     def _report_missed(
         self, state: ScheduleState, plan: Backlog, policy: str, grace_s: int
