@@ -201,7 +201,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         self._out: list[OutRecord] = []
         # Schedules changed in this batch -> their state, or None for a tombstone.
         self._dirty: dict[str, ScheduleState | None] = {}
-        self._restore_errors: list[tuple[bytes, str]] = []
+        self._restore_errors: dict[bytes, str] = {}  # key -> why its last record was unreadable
         # Read by the scheduler's metrics at scrape time (a histogram kept beside it).
         self.lateness = self._lateness_ms = LatenessWindow(_LATENESS_WINDOW)
         # Definitions' own changelog records (see `state`): how many schedules use
@@ -235,21 +235,25 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
     # --- the I/O boundary -------------------------------------------------------
 
     def restore(self, key: bytes, value: bytes | None) -> None:
-        """Apply one changelog record (offset order). Never raises."""
+        """Apply one changelog record (offset order: the last record of a key wins,
+        an unreadable one included). Never raises."""
+        errors = self._restore_errors
         try:
             if key.startswith(DEF_KEY_PREFIX):  # a definition's own record
                 if value is None:
                     self._restored_defs.pop(key, None)
                 else:
                     self._restored_defs[key] = decode_definition(value)
-                return
-            if value is None:
+            elif value is None:
                 self._schedules.pop(key.decode(), None)
-                return
-            state = decode_idle(key, value) or decode_schedule(value)
-            self._schedules[state.id] = state
+            else:
+                state = decode_idle(key, value) or decode_schedule(value)
+                self._schedules[state.id] = state
+            if errors:
+                errors.pop(key, None)
         except Exception as error:
-            self._restore_errors.append((key, f"{type(error).__name__}: {error}"))
+            errors[key] = f"{type(error).__name__}: {error}"
+            self._schedules.pop(key.decode(errors="replace"), None)
 
     def finish_restore(self, now_ms: int) -> list[OutRecord]:
         """Arm the timers of the restored state; misfires are decided by `advance`.
@@ -286,8 +290,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 in_flight += len(runs)
         for state in missing:
             del self._schedules[state.id]
-            self._restore_errors.append(
-                (state.key, f"its definition record {state.def_bytes.decode()} is missing")
+            self._restore_errors[state.key] = (
+                f"its definition record {state.def_bytes.decode()} is missing"
             )
         # Whatever record of the changelog wrote a schedule last, its definition's own
         # record may be there (written by an earlier fire): the shard knows it is.
@@ -309,7 +313,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                     offset=-1,
                 ),
             )
-            for key, why in self._restore_errors
+            for key, why in self._restore_errors.items()
         ]
         self._counts["rejected_total"] += len(out)
         self._restore_errors.clear()
