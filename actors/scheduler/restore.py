@@ -52,8 +52,12 @@ async def read_to_end(
     consumer: AIOKafkaConsumer,
     tp: TopicPartition,
     feed: Callable[[bytes, bytes | None], None],
+    start_offset: int | None = None,
 ) -> RestoreResult:
     """Feed every committed record of ``tp`` to ``feed(key, value)``, in offset order.
+
+    ``start_offset``: feed from there instead of the beginning (a standby that
+    tailed the changelog up to it only catches up; see `actors.scheduler.standby`).
 
     The changelog is last-writer-wins per key (a schedule's record is its whole
     state, a definition's record its definition), and the core keeps the last
@@ -65,7 +69,10 @@ async def read_to_end(
     are sliced, not parsed). A final tombstone is fed as ``None``.
     """
     consumer.assign([tp])
-    await consumer.seek_to_beginning(tp)
+    if start_offset is None:
+        await consumer.seek_to_beginning(tp)
+    else:
+        consumer.seek(tp, start_offset)
     end_offset = (await consumer.end_offsets([tp]))[tp]
     records = 0
     breather = Breather()

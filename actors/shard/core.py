@@ -266,6 +266,10 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         refs = self._def_refs
         written = self._defs_written
         missing: list[ScheduleState] = []
+        if not len(self._wheel):
+            # Nothing is armed before this call, so the wheel may start now: a core
+            # fed the changelog for a long time (a standby) arms from the present.
+            self._wheel = TimingWheel(now_ms, self._wheel.tick_ms)
         wheel = self._wheel
         for state in self._schedules.values():
             def_bytes = state.def_bytes

@@ -555,10 +555,17 @@ def decode_idle(key: bytes, value: bytes) -> ScheduleState | None:
 
 
 _second_ms_of: dict[bytes, int] = {}
+# Instants read by a restore -> ONE int object each: a herd's schedules share their
+# next and last instants, and an int of that size is 32 bytes apiece otherwise.
+_instants_of: dict[bytes, int] = {}
+_INSTANTS_MAX = 16_384
 
 
 def _instant_ms_of(text: bytes) -> int | None:
     """`instant_ms` of ``YYYY-MM-DDTHH:MM:SS.mmmZ`` as bytes; None if not that form."""
+    found = _instants_of.get(text)
+    if found is not None:
+        return found
     if text[19:20] != b"." or text[23:24] != b"Z" or not text[20:23].isdigit():
         return None
     second = text[:19]
@@ -571,7 +578,11 @@ def _instant_ms_of(text: bytes) -> int | None:
         if len(_second_ms_of) >= _CACHE_MAX:
             _second_ms_of.clear()
         _second_ms_of[second] = base
-    return base + int(text[20:23])
+    found = base + int(text[20:23])
+    if len(_instants_of) >= _INSTANTS_MAX:
+        _instants_of.clear()
+    _instants_of[text] = found
+    return found
 
 
 _HEAD = b'{"v":1,"def_bytes":'
