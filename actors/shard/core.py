@@ -47,8 +47,12 @@ run goes to the DLQ with every attempt's outcome. A result whose (run_id,
 attempt) is not the current attempt of a run in flight is ignored, which makes
 redelivered, late and self-written results harmless.
 
-Every change to a schedule writes its full state to the changelog in the same
-returned batch as the records it caused (one record per schedule per batch).
+Every change to a schedule writes its state to the changelog in the same
+returned batch as the records it caused (one record per schedule per batch):
+the full record (definition included, version 1) after a command, and after a
+fire, a result or a retry the record without its definition (version 2), whose
+definition has its own record, written before the first version-2 record that
+names it and tombstoned when no schedule uses it any more (see `state`).
 
 Within one `advance`, attempts' timers are handled before occurrences (each in
 due order), so what happens never depends on the order in which timers were
@@ -143,7 +147,7 @@ from actors.shard.state import (
     encode_schedule,
     full_size,
 )
-from actors.wheel import Timer, TimingWheel
+from actors.wheel import TimingWheel
 from topics.commands import (
     DagClear,
     DagUpsert,
@@ -211,6 +215,9 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         self._defs_written: set[bytes] = set()
         self._defs_changed: dict[bytes, None] = {}  # a dict: ordered, so deterministic
         self._restored_defs: dict[bytes, bytes] = {}  # key -> bytes, until finish_restore
+        # Timers due but left by a bounded `advance`, in the order it would take them.
+        self._due_attempts: list[tuple[RunState, int]] = []
+        self._due_schedules: list[tuple[ScheduleState, int]] = []
         self._in_flight = 0
         self._counts = dict.fromkeys(
             (
@@ -353,35 +360,43 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
 
         ``max_fires`` bounds one call (a backlog of 100k due schedules after a
         takeover is written in bounded transactions, not one): once that many
-        timers were handled or occurrences fired, the rest of what is due goes
-        back on the wheel at its own due instant, in the same order, and the next
-        call takes it up (`next_due_ms` is then in the past). Nothing is lost,
-        reordered or fired early: the calls together do what one unbounded call
-        at the same ``now_ms`` does.
+        timers were handled or occurrences fired, the rest of what is due waits in
+        the core's due list, in the same order, and the next call takes it up
+        first (`next_due_ms` is then in the past). Nothing is lost, reordered or
+        fired early: the calls together do what one unbounded call at the same
+        ``now_ms`` does. (Putting the rest back on the wheel instead would cost
+        each call the whole backlog: a herd of a million due at one instant,
+        5,000 per call, would be handled a million times over.)
         """
         self._out = []
         due = self._wheel.advance(now_ms)
-        due_at: dict[int, int] = {}  # of attempts; a schedule's timer is in `schedule_timers`
-        attempts: list[RunState] = []
-        due_schedules: list[ScheduleState] = []
-        schedule_timers: list[Timer] = []
+        attempts: list[tuple[RunState, int]] = []
+        due_schedules: list[tuple[ScheduleState, int]] = []
         for item in due:
             timer = item.timer
             assert timer is not None
             item.timer = None
             if isinstance(item, ScheduleState):
-                due_schedules.append(item)
-                schedule_timers.append(timer)
+                due_schedules.append((item, timer.due_ms))
             else:
-                due_at[id(item)] = timer.due_ms
-                attempts.append(item)
+                attempts.append((item, timer.due_ms))
+        if self._due_attempts:  # what earlier bounded calls left, still due unless
+            attempts[:0] = [e for e in self._due_attempts if self._still_due(e[0])]
+            self._due_attempts = []
+        if self._due_schedules:  # ... something re-armed or removed it meanwhile
+            left_before = [e for e in self._due_schedules if self._still_due(e[0])]
+            self._due_schedules = []
+            if due_schedules:  # the wheel's order: by due, earlier insertions first
+                due_schedules = sorted(left_before + due_schedules, key=_second)
+            else:
+                due_schedules = left_before
         # The wheel orders by tick, ties by insertion; a restored shard inserts in
         # another order, so attempts due in the same tick go by (due, run id).
         attempts.sort(key=_attempt_order)
         budget = sys.maxsize if max_fires is None else max(1, max_fires)
         counts = self._counts
         handled = 0
-        for run in attempts:
+        for run, _ in attempts:
             if budget <= 0:
                 break
             handled += 1
@@ -393,9 +408,10 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
             except Exception as error:  # one broken schedule must not stop the shard
                 self._failed(error)
             budget -= 1
-        left = attempts[handled:]
+        if handled < len(attempts):
+            self._due_attempts = attempts[handled:]
         handled = 0
-        for state in due_schedules:
+        for state, _ in due_schedules:
             if budget <= 0:
                 break
             handled += 1
@@ -405,16 +421,23 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
             except Exception as error:
                 self._failed(error)
             budget -= max(1, counts["fired_total"] - fired_before)
-        # Put back what this call did not reach, at its own due (unless handling an
-        # earlier item re-armed it meanwhile, as an unbounded call would have seen).
-        wheel = self._wheel
-        for run in left:
-            if run.timer is None:
-                run.timer = wheel.add(due_at[id(run)], run)
-        for state, timer in zip(due_schedules[handled:], schedule_timers[handled:], strict=True):
-            if state.timer is None:
-                state.timer = wheel.add(timer.due_ms, state)
+        if handled < len(due_schedules):
+            self._due_schedules = due_schedules[handled:]
         return self._flush(now_ms)
+
+    def _still_due(self, item: Item) -> bool:
+        """Whether a timer left due by a bounded `advance` still stands: nothing
+        re-armed it (a command, a result) and its schedule or run still exists."""
+        if item.timer is not None:
+            return False
+        if isinstance(item, ScheduleState):
+            return self._schedules.get(item.id) is item
+        state = item.schedule
+        return (
+            self._schedules.get(state.id) is state
+            and state._runs is not None
+            and state._runs.get(item.run_id) is item
+        )
 
     def _failed(self, error: Exception) -> None:
         self._counts["errors_total"] += 1
@@ -422,14 +445,19 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
 
     def next_due_ms(self) -> int | None:
         """When `advance` next has work (None: nothing scheduled)."""
-        return self._wheel.next_due_ms()
+        found = self._wheel.next_due_ms()
+        for left in (self._due_attempts, self._due_schedules):
+            if left:  # due already (a bounded call left them): the earliest is first
+                first = min(due_ms for _, due_ms in left[:1])
+                found = first if found is None else min(found, first)
+        return found
 
     @property
     def stats(self) -> dict[str, Any]:
         lateness = sorted(self._lateness_ms)
         figures: dict[str, Any] = {
             "schedules": len(self._schedules),
-            "timers": len(self._wheel),
+            "timers": len(self._wheel) + len(self._due_attempts) + len(self._due_schedules),
             "in_flight": self._in_flight,
             **self._counts,
             "lateness_ms_p50": lateness[len(lateness) // 2] if lateness else None,
@@ -734,6 +762,11 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         self._defs_changed[def_bytes] = None
 
 
-def _attempt_order(run: RunState) -> tuple[int, str]:
+def _second(entry: tuple[ScheduleState, int]) -> int:
+    return entry[1]
+
+
+def _attempt_order(entry: tuple[RunState, int]) -> tuple[int, str]:
+    run = entry[0]
     due_ms = run.deadline_ms + TIMEOUT_MARGIN_MS if run.retry_ms is None else run.retry_ms
     return due_ms, run.run_id
