@@ -126,14 +126,12 @@ class FireParts:
     )
 
     def __init__(self, now_ms: int, timeout_ms: int, job_text: str) -> None:
-        from actors.shard.state import instant_text  # state imports this module
-
         self.now_ms = now_ms
         self.deadline_ms = deadline_ms = now_ms + timeout_ms
-        self.before_attempt = f'","fired_at":"{instant_text(now_ms)}","attempt":'
+        self.before_attempt = f'","fired_at":"{format_ms(now_ms)}","attempt":'
         self.after_attempt = f',"job":{job_text},"idempotency_key":"'
         self.first_attempt = f"{self.before_attempt}1{self.after_attempt}"
-        self.tail = f'","deadline":"{instant_text(deadline_ms)}"}}'
+        self.tail = f'","deadline":"{format_ms(deadline_ms)}"}}'
 
 
 def definition_doc(command: ScheduleUpsert) -> dict[str, Any]:
