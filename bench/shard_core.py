@@ -36,8 +36,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import heapq
+import io
+import pstats
+import sys
 import time
 import tracemalloc
 
@@ -45,7 +49,10 @@ import orjson
 
 from actors.shard import ShardCore
 from actors.shard.definition import clear_caches
-from topics.records import OutRecord
+from actors.shard.state import is_definition_key
+from topics.messages import parse_run, result_value
+from topics.names import TopicKind
+from topics.records import InRecord, OutRecord
 from topics.timefmt import format_ms, parse_instant
 
 T0 = parse_instant("2026-10-10T00:00:00Z")
@@ -55,30 +62,59 @@ HERD_MS = T0 + 3_600_000  # every schedule's next fire is in [HERD_MS, HERD_MS +
 RESTORE_MS = HERD_MS - 5_000
 
 
-def changelog_records(count: int) -> list[tuple[bytes, bytes]]:
-    """Records as `encode_schedule` writes them: hourly, next fire in [HERD_MS, +1 s)."""
-    from actors.shard.core import ShardCore as Core
+def changelog_records(count: int, version: int = 2) -> list[tuple[bytes, bytes]]:
+    """Records as the core writes them: hourly, next fire in [HERD_MS, +1 s).
 
+    Version 2 (what a shard whose schedules have fired holds): each schedule fired
+    once an hour before the herd and its run succeeded, so its record is the small
+    one, and the 1,000 definitions' own records come first. Version 1: the full
+    records an upsert writes (what a changelog written before version 2 holds).
+    """
     # Let a real core write one record per anchor, then vary the id (cheap setup).
-    upsert_ms = HERD_MS - 10_000
-    core = Core(partition=0, partitions=1, now_ms=upsert_ms)
+    start_ms = HERD_MS - 3_600_000 - 10_000 if version == 2 else HERD_MS - 10_000
+    core = ShardCore(partition=0, partitions=1, now_ms=start_ms)
     templates: list[dict[str, object]] = []
     for a in range(ANCHORS):
         body = {
             "v": 1,
             "type": "schedule.upsert",
-            "id": "template",
+            "id": f"template-{a}",
             "spec": {"every": "1h", "anchor": format_ms(T0 + a)},
             "job": {"name": "bench.hourly", "args": {"tenant": "t-1"}},
         }
-        from topics.names import TopicKind
-        from topics.records import InRecord
-
         out = core.apply(
-            InRecord(TopicKind.COMMANDS, 0, a, b"template", orjson.dumps(body)), upsert_ms
+            InRecord(TopicKind.COMMANDS, 0, a, f"template-{a}".encode(), orjson.dumps(body)),
+            start_ms,
         )
         templates.append(orjson.loads(out[-1].value or b""))
-    records = []
+    records: list[tuple[bytes, bytes]] = []
+    if version == 2:
+        templates = []
+        fired = core.advance(HERD_MS - 3_600_000 + 1_000)
+        for i, record in enumerate(r for r in fired if r.topic is TopicKind.RUNS):
+            run = parse_run(record.value or b"")
+            result = result_value(
+                run_id=run.run_id,
+                schedule_id=run.schedule_id,
+                task=None,
+                attempt=1,
+                status="succeeded",
+                scheduled_ms=run.scheduled_ms,
+                started_ms=run.fired_ms,
+                finished_ms=run.fired_ms + 5,
+                worker="w-1",
+                error=None,
+            )
+            out = core.apply(
+                InRecord(TopicKind.RESULTS, 0, i, run.schedule_id.encode(), result), run.fired_ms
+            )
+            templates.append(orjson.loads(out[-1].value or b""))
+        records = [
+            (key, value)
+            for key, value in ((r.key or b"", r.value) for r in fired)
+            if is_definition_key(key) and value is not None
+        ]
+        assert len(records) == ANCHORS and all(t["v"] == 2 for t in templates)
     for i in range(count):
         doc = dict(templates[i % ANCHORS])
         schedule_id = f"tenant-{i // 1000}/job-{i}"
@@ -109,20 +145,27 @@ def bench_restore(records: list[tuple[bytes, bytes]]) -> tuple[float, float, Sha
     # What the runtime does after a restore: the restored objects live as long as the
     # shard, so the cyclic collector should not walk them again and again.
     gc.freeze()
-    assert out == [] and core.stats["schedules"] == len(records)
+    schedules = sum(1 for key, _ in records if not is_definition_key(key))
+    assert out == [] and core.stats["schedules"] == schedules
     return loads_s, restore_s, core
 
 
-def bench_advance(core: ShardCore, count: int) -> tuple[float, int, int]:
+def bench_advance(
+    core: ShardCore, count: int, profiler: cProfile.Profile | None = None
+) -> tuple[float, int, int]:
     """Advance tick by tick through the herd's second; time inside `advance` only."""
     spent_s = 0.0
     runs = changelog = 0
     now = HERD_MS
     end = now + 1_000
     while now <= end:
+        if profiler is not None:
+            profiler.enable()
         start = time.process_time()
         out: list[OutRecord] = core.advance(now)
         spent_s += time.process_time() - start
+        if profiler is not None:
+            profiler.disable()
         for record in out:
             if record.topic.value == "runs":
                 runs += 1
@@ -157,7 +200,7 @@ def bytes_per_schedule(records: list[tuple[bytes, bytes]]) -> float:
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     del core
-    return (after - before) / len(sample)
+    return (after - before) / sum(1 for key, _ in sample if not is_definition_key(key))
 
 
 def main() -> None:
@@ -170,24 +213,48 @@ def main() -> None:
         help="tuned: what a shard process should do (freeze the restored state, collect "
         "the young generation every 100k allocations); default: Python's thresholds",
     )
+    parser.add_argument(
+        "--changelog",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="the record format restored: 2, what a shard writes once its schedules "
+        "fired (small records and one record per definition); 1, the full records of "
+        "a changelog written before version 2",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="print cProfile's top 20 functions (by own time) of the advance phase to "
+        "stderr; the rates printed are then the profiler's, not the core's",
+    )
     args = parser.parse_args()
     count = args.schedules
+    if count < ANCHORS:
+        parser.error(f"--schedules must be at least {ANCHORS} (one per anchor)")
 
     print(f"building {count:,} changelog records ...", flush=True)
-    records = changelog_records(count)
+    records = changelog_records(count, args.changelog)
     per_schedule_b = bytes_per_schedule(records)
     loads_s, restore_s, core = bench_restore(records)
-    restore_rate = count / restore_s
+    restored = len(records)
+    restore_rate = restored / restore_s
     print(
-        f"restore: {count:,} records in {restore_s:.2f} s = {restore_rate:,.0f} records/s "
-        f"(bare orjson.loads: {count / loads_s:,.0f}/s, ratio {loads_s / restore_s:.2f}); "
+        f"restore: {restored:,} records (v{args.changelog}) in {restore_s:.2f} s = "
+        f"{restore_rate:,.0f} records/s (bare orjson.loads: {restored / loads_s:,.0f}/s, "
+        f"ratio {loads_s / restore_s:.2f}); "
         f"{per_schedule_b:,.0f} bytes per restored schedule"
     )
     del records
     heap_s = bench_heapq(count)
     if args.gc == "tuned":
         gc.set_threshold(100_000, 50, 100)
-    advance_s, runs, changelog = bench_advance(core, count)
+    profiler = cProfile.Profile() if args.profile else None
+    advance_s, runs, changelog = bench_advance(core, count, profiler)
+    if profiler is not None:
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(20)
+        print(text.getvalue(), file=sys.stderr)
     advance_rate = runs / advance_s
     print(
         f"advance: {runs:,} due in one second processed in {advance_s:.2f} s = "
@@ -195,12 +262,14 @@ def main() -> None:
         f"heapq pop baseline {count / heap_s:,.0f}/s, ratio {advance_rate / (count / heap_s):.3f}"
     )
     print(
-        f"bench shard_core: schedules={count} gc={args.gc} advance_due_per_s={advance_rate:.0f} "
+        f"bench shard_core: schedules={count} changelog=v{args.changelog} gc={args.gc} "
+        f"advance_due_per_s={advance_rate:.0f} "
         f"advance_target_met={advance_rate >= 200_000} "
         f"heapq_pop_per_s={count / heap_s:.0f} "
         f"advance_vs_heapq={advance_rate / (count / heap_s):.3f} "
         f"restore_records_per_s={restore_rate:.0f} restore_target_met={restore_rate >= 200_000} "
-        f"orjson_loads_per_s={count / loads_s:.0f} restore_vs_loads={loads_s / restore_s:.3f} "
+        f"orjson_loads_per_s={restored / loads_s:.0f} "
+        f"restore_vs_loads={loads_s / restore_s:.3f} "
         f"bytes_per_schedule={per_schedule_b:.0f}"
     )
 

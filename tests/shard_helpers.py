@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from actors.shard import ShardCore
+from actors.shard.state import is_definition_key
 from topics.messages import (
     DeadLetter,
     Rejected,
@@ -83,7 +84,13 @@ class Out:
 
     @property
     def changelog(self) -> list[OutRecord]:
-        return self.of(TopicKind.SCHEDULES)
+        """The schedules' own changelog records (not their definitions' records)."""
+        return [r for r in self.of(TopicKind.SCHEDULES) if not is_definition_key(r.key or b"")]
+
+    @property
+    def definitions(self) -> list[OutRecord]:
+        """The changelog records of definitions (version 2, see `actors.shard.state`)."""
+        return [r for r in self.of(TopicKind.SCHEDULES) if is_definition_key(r.key or b"")]
 
     def statuses(self) -> list[str]:
         return [r.status for r in self.results]

@@ -28,8 +28,8 @@ FETCH_MAX_BYTES = 64 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class RestoreResult:
-    records: int  # changelog records read
-    keys: int  # distinct schedule ids among them (what the core was fed)
+    records: int  # changelog records read and fed to the core (in offset order)
+    keys: int  # the same: the core keeps the last record per key (see `read_to_end`)
     end_offset: int
 
 
@@ -54,34 +54,40 @@ async def read_to_end(
     consumer: AIOKafkaConsumer,
     tp: TopicPartition,
     feed: Callable[[bytes, bytes | None], None],
+    start_offset: int | None = None,
 ) -> RestoreResult:
-    """Feed the latest committed value of every key of ``tp`` to ``feed(key, value)``.
+    """Feed every committed record of ``tp`` to ``feed(key, value)``, in offset order.
+
+    ``start_offset``: feed from there instead of the beginning (a standby that
+    tailed the changelog up to it only catches up; see `actors.scheduler.standby`).
 
     The changelog is last-writer-wins per key (a schedule's record is its whole
-    state), so only the last record of each key matters: older ones are skipped
-    here rather than decoded by the core. That is what compaction would have done,
-    and a partition between cleanings holds many superseded records (a schedule
-    firing every second writes one per fire). Keys are fed in the order of their
-    first appearance; a final tombstone is fed as ``None``.
+    state, a definition's record its definition), and the core keeps the last
+    record per key, as compaction would. Records are fed as they arrive rather
+    than collected first: collecting the latest value of a million keys would
+    hold every value in memory next to the state the core builds from them
+    (a third of a gigabyte), whereas decoding the few superseded records a
+    partition holds between cleanings costs less (the small records of version 2
+    are sliced, not parsed). A final tombstone is fed as ``None``.
     """
     consumer.assign([tp])
-    await consumer.seek_to_beginning(tp)
+    if start_offset is None:
+        await consumer.seek_to_beginning(tp)
+    else:
+        consumer.seek(tp, start_offset)
     end_offset = (await consumer.end_offsets([tp]))[tp]
     records = 0
-    latest: dict[bytes, bytes | None] = {}
+    breather = Breather()
     while await consumer.position(tp) < end_offset:
         batches = await consumer.getmany(tp, timeout_ms=1_000, max_records=5_000)
         for record in batches.get(tp, ()):
             if record.offset >= end_offset:
                 break
-            if record.key is None:
-                continue  # changelog records are keyed by schedule id; nothing to rebuild
-            latest[record.key] = record.value
+            key = record.key
+            if key is None:
+                continue  # changelog records are keyed; nothing to rebuild
+            feed(key, record.value)
             records += 1
-    breather = Breather()
-    for i, (key, value) in enumerate(latest.items()):
-        feed(key, value)
-        if i % 256 == 255:
-            await breather.maybe()
+        await breather.maybe()
     consumer.assign([])  # stop fetching in the background; the next restore assigns anew
-    return RestoreResult(records=records, keys=len(latest), end_offset=end_offset)
+    return RestoreResult(records=records, keys=records, end_offset=end_offset)

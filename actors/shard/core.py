@@ -47,8 +47,12 @@ run goes to the DLQ with every attempt's outcome. A result whose (run_id,
 attempt) is not the current attempt of a run in flight is ignored, which makes
 redelivered, late and self-written results harmless.
 
-Every change to a schedule writes its full state to the changelog in the same
-returned batch as the records it caused (one record per schedule per batch).
+Every change to a schedule writes its state to the changelog in the same
+returned batch as the records it caused (one record per schedule per batch):
+the full record (definition included, version 1) after a command, and after a
+fire, a result or a retry the record without its definition (version 2), whose
+definition has its own record, written before the first version-2 record that
+names it and tombstoned when no schedule uses it any more (see `state`).
 
 Within one `advance`, attempts' timers are handled before occurrences (each in
 due order), so what happens never depends on the order in which timers were
@@ -130,7 +134,19 @@ from actors.shard.misfire import plan_backlog
 from actors.shard.routing import forward_target
 from actors.shard.runs import TIMEOUT_MARGIN_MS, RunBook
 from actors.shard.schedule_commands import ScheduleCommands
-from actors.shard.state import RunState, ScheduleState, decode_schedule, encode_schedule
+from actors.shard.state import (
+    DEF_KEY_PREFIX,
+    RunState,
+    ScheduleState,
+    decode_definition,
+    decode_idle,
+    decode_schedule,
+    definition_key,
+    encode_definition,
+    encode_fire,
+    encode_schedule,
+    full_size,
+)
 from actors.wheel import TimingWheel
 from topics.commands import (
     DagClear,
@@ -189,9 +205,19 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         self._out: list[OutRecord] = []
         # Schedules changed in this batch -> their state, or None for a tombstone.
         self._dirty: dict[str, ScheduleState | None] = {}
-        self._restore_errors: list[tuple[bytes, str]] = []
+        self._restore_errors: dict[bytes, str] = {}  # key -> why its last record was unreadable
         # Read by the scheduler's metrics at scrape time (a histogram kept beside it).
         self.lateness = self._lateness_ms = LatenessWindow(_LATENESS_WINDOW)
+        # Definitions' own changelog records (see `state`): how many schedules use
+        # each definition (by its bytes), which have their record in the changelog,
+        # and those whose count changed in this batch (a tombstone if it fell to 0).
+        self._def_refs: dict[bytes, int] = {}
+        self._defs_written: set[bytes] = set()
+        self._defs_changed: dict[bytes, None] = {}  # a dict: ordered, so deterministic
+        self._restored_defs: dict[bytes, bytes] = {}  # key -> bytes, until finish_restore
+        # Timers due but left by a bounded `advance`, in the order it would take them.
+        self._due_attempts: list[tuple[RunState, int]] = []
+        self._due_schedules: list[tuple[ScheduleState, int]] = []
         self._in_flight = 0
         self._counts = dict.fromkeys(
             (
@@ -216,16 +242,25 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
     # --- the I/O boundary -------------------------------------------------------
 
     def restore(self, key: bytes, value: bytes | None) -> None:
-        """Apply one changelog record (offset order). Never raises."""
+        """Apply one changelog record (offset order: the last record of a key wins,
+        an unreadable one included). Never raises."""
+        errors = self._restore_errors
         try:
-            schedule_id = key.decode()
-            if value is None:
-                self._schedules.pop(schedule_id, None)
-                return
-            state = decode_schedule(value)
-            self._schedules[state.id] = state
+            if key.startswith(DEF_KEY_PREFIX):  # a definition's own record
+                if value is None:
+                    self._restored_defs.pop(key, None)
+                else:
+                    self._restored_defs[key] = decode_definition(value)
+            elif value is None:
+                self._schedules.pop(key.decode(), None)
+            else:
+                state = decode_idle(key, value) or decode_schedule(value)
+                self._schedules[state.id] = state
+            if errors:
+                errors.pop(key, None)
         except Exception as error:
-            self._restore_errors.append((key, f"{type(error).__name__}: {error}"))
+            errors[key] = f"{type(error).__name__}: {error}"
+            self._schedules.pop(key.decode(errors="replace"), None)
 
     def finish_restore(self, now_ms: int) -> list[OutRecord]:
         """Arm the timers of the restored state; misfires are decided by `advance`.
@@ -234,14 +269,47 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
         be read (that schedule is not restored; re-upsert it).
         """
         in_flight = 0
+        defs = self._restored_defs
+        refs = self._def_refs
+        written = self._defs_written
+        missing: list[ScheduleState] = []
+        if not len(self._wheel):
+            # Nothing is armed before this call, so the wheel may start now: a core
+            # fed the changelog for a long time (a standby) arms from the present.
+            self._wheel = TimingWheel(now_ms, self._wheel.tick_ms)
+        wheel = self._wheel
         for state in self._schedules.values():
-            self._arm(state)
-            for run in state.runs.values():
-                due_ms = (
-                    run.deadline_ms + TIMEOUT_MARGIN_MS if run.retry_ms is None else run.retry_ms
-                )
-                run.timer = self._wheel.add(due_ms, run)
-            in_flight += len(state.runs)
+            def_bytes = state.def_bytes
+            if def_bytes.startswith(DEF_KEY_PREFIX):  # version 2: the key of its definition
+                found = defs.get(def_bytes)
+                if found is None:
+                    missing.append(state)
+                    continue
+                state.def_bytes = def_bytes = found
+            refs[def_bytes] = refs.get(def_bytes, 0) + 1
+            if not state.paused and state.next_ms is not None:
+                state.timer = wheel.add(state.next_ms, state)
+            runs = state._runs
+            if runs:
+                for run in runs.values():
+                    due_ms = (
+                        run.deadline_ms + TIMEOUT_MARGIN_MS
+                        if run.retry_ms is None
+                        else run.retry_ms
+                    )
+                    run.timer = wheel.add(due_ms, run)
+                in_flight += len(runs)
+        for state in missing:
+            del self._schedules[state.id]
+            self._restore_errors[state.key] = (
+                f"its definition record {state.def_bytes.decode()} is missing"
+            )
+        # Whatever record of the changelog wrote a schedule last, its definition's own
+        # record may be there (written by an earlier fire): the shard knows it is.
+        # One that no schedule uses is left alone: the shard that deleted its last
+        # user wrote its tombstone in the same transaction.
+        written.update(found for found in defs.values() if found in refs)
+        self._restored_defs = {}
         self._in_flight = in_flight
         out = [
             OutRecord(
@@ -256,7 +324,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                     offset=-1,
                 ),
             )
-            for key, why in self._restore_errors
+            for key, why in self._restore_errors.items()
         ]
         self._counts["rejected_total"] += len(out)
         self._restore_errors.clear()
@@ -279,7 +347,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 f"internal error while applying this record ({self._last_error}); it was "
                 "skipped, the shard went on: please report it with this record",
             )
-        return self._flush(now_ms)
+        # A command's changes write full records: a definition changes only by one.
+        return self._flush(now_ms, full=record.topic == _COMMANDS)
 
     def advance(self, now_ms: int, max_fires: int | None = None) -> list[OutRecord]:
         """Act on everything due at ``now_ms``; the records to write. Never raises.
@@ -291,33 +360,43 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
 
         ``max_fires`` bounds one call (a backlog of 100k due schedules after a
         takeover is written in bounded transactions, not one): once that many
-        timers were handled or occurrences fired, the rest of what is due goes
-        back on the wheel at its own due instant, in the same order, and the next
-        call takes it up (`next_due_ms` is then in the past). Nothing is lost,
-        reordered or fired early: the calls together do what one unbounded call
-        at the same ``now_ms`` does.
+        timers were handled or occurrences fired, the rest of what is due waits in
+        the core's due list, in the same order, and the next call takes it up
+        first (`next_due_ms` is then in the past). Nothing is lost, reordered or
+        fired early: the calls together do what one unbounded call at the same
+        ``now_ms`` does. (Putting the rest back on the wheel instead would cost
+        each call the whole backlog: a herd of a million due at one instant,
+        5,000 per call, would be handled a million times over.)
         """
         self._out = []
         due = self._wheel.advance(now_ms)
-        due_at: dict[int, int] = {}
-        attempts: list[RunState] = []
-        due_schedules: list[ScheduleState] = []
+        attempts: list[tuple[RunState, int]] = []
+        due_schedules: list[tuple[ScheduleState, int]] = []
         for item in due:
             timer = item.timer
             assert timer is not None
-            due_at[id(item)] = timer.due_ms
             item.timer = None
             if isinstance(item, ScheduleState):
-                due_schedules.append(item)
+                due_schedules.append((item, timer.due_ms))
             else:
-                attempts.append(item)
+                attempts.append((item, timer.due_ms))
+        if self._due_attempts:  # what earlier bounded calls left, still due unless
+            attempts[:0] = [e for e in self._due_attempts if self._still_due(e[0])]
+            self._due_attempts = []
+        if self._due_schedules:  # ... something re-armed or removed it meanwhile
+            left_before = [e for e in self._due_schedules if self._still_due(e[0])]
+            self._due_schedules = []
+            if due_schedules:  # the wheel's order: by due, earlier insertions first
+                due_schedules = sorted(left_before + due_schedules, key=_second)
+            else:
+                due_schedules = left_before
         # The wheel orders by tick, ties by insertion; a restored shard inserts in
         # another order, so attempts due in the same tick go by (due, run id).
         attempts.sort(key=_attempt_order)
         budget = sys.maxsize if max_fires is None else max(1, max_fires)
         counts = self._counts
         handled = 0
-        for run in attempts:
+        for run, _ in attempts:
             if budget <= 0:
                 break
             handled += 1
@@ -329,9 +408,10 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
             except Exception as error:  # one broken schedule must not stop the shard
                 self._failed(error)
             budget -= 1
-        left = attempts[handled:]
+        if handled < len(attempts):
+            self._due_attempts = attempts[handled:]
         handled = 0
-        for state in due_schedules:
+        for state, _ in due_schedules:
             if budget <= 0:
                 break
             handled += 1
@@ -341,14 +421,23 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
             except Exception as error:
                 self._failed(error)
             budget -= max(1, counts["fired_total"] - fired_before)
-        # Put back what this call did not reach, at its own due (unless handling an
-        # earlier item re-armed it meanwhile, as an unbounded call would have seen).
-        wheel = self._wheel
-        rest: list[Item] = [*left, *due_schedules[handled:]]
-        for pending in rest:
-            if pending.timer is None:
-                pending.timer = wheel.add(due_at[id(pending)], pending)
+        if handled < len(due_schedules):
+            self._due_schedules = due_schedules[handled:]
         return self._flush(now_ms)
+
+    def _still_due(self, item: Item) -> bool:
+        """Whether a timer left due by a bounded `advance` still stands: nothing
+        re-armed it (a command, a result) and its schedule or run still exists."""
+        if item.timer is not None:
+            return False
+        if isinstance(item, ScheduleState):
+            return self._schedules.get(item.id) is item
+        state = item.schedule
+        return (
+            self._schedules.get(state.id) is state
+            and state._runs is not None
+            and state._runs.get(item.run_id) is item
+        )
 
     def _failed(self, error: Exception) -> None:
         self._counts["errors_total"] += 1
@@ -356,14 +445,19 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
 
     def next_due_ms(self) -> int | None:
         """When `advance` next has work (None: nothing scheduled)."""
-        return self._wheel.next_due_ms()
+        found = self._wheel.next_due_ms()
+        for left in (self._due_attempts, self._due_schedules):
+            if left:  # due already (a bounded call left them): the earliest is first
+                first = min(due_ms for _, due_ms in left[:1])
+                found = first if found is None else min(found, first)
+        return found
 
     @property
     def stats(self) -> dict[str, Any]:
         lateness = sorted(self._lateness_ms)
         figures: dict[str, Any] = {
             "schedules": len(self._schedules),
-            "timers": len(self._wheel),
+            "timers": len(self._wheel) + len(self._due_attempts) + len(self._due_schedules),
             "in_flight": self._in_flight,
             **self._counts,
             "lateness_ms_p50": lateness[len(lateness) // 2] if lateness else None,
@@ -429,7 +523,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
             self._reject(record, f"{error}; results are written by kafkron workers")
             return
         state = self._schedules.get(result.schedule_id)
-        run = None if state is None else state.runs.get(result.run_id)
+        run = None if state is None or state._runs is None else state._runs.get(result.run_id)
         if (
             state is None
             or run is None
@@ -466,10 +560,10 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 while o is not None and o <= now_ms:
                     lateness.append(now_ms - o)
                     state.next_ms = following = next_after(o)
-                    if state.runs or state.dag is not None:
+                    if state._runs or state.dag is not None:
                         self._occurrence(state, o, now_ms)
                     else:  # the common case, without an overlap decision
-                        self._start_run(state, o, now_ms)
+                        self._start_run(state, o, now_ms, definition)
                     o = following
             else:
                 misfire = definition.misfire
@@ -487,7 +581,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 for o in plan.fire:
                     self._occurrence(state, o, now_ms)
         finally:
-            self._arm(state)
+            if not state.paused and state.next_ms is not None:  # `_arm`, inline
+                state.timer = self._wheel.add(state.next_ms, state)
             self._dirty[state.id] = state
 
     # --- plumbing ------------------------------------------------------------------
@@ -567,6 +662,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 self._cancel_timer(run)
             self._in_flight -= len(state.runs)
             del self._schedules[state.id]
+            self._drop_definition(state.def_bytes)
             steps.append("deleted it: even so it did not fit; upsert it again, smaller")
         self._out.append(
             OutRecord(
@@ -590,31 +686,87 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
     def _topic(self, kind: TopicKind) -> str:
         return f"{self._namespace}.{kind.value}"
 
-    def _flush(self, now_ms: int) -> list[OutRecord]:
+    def _flush(self, now_ms: int, full: bool = False) -> list[OutRecord]:
+        """The batch's records, then the changelog record of each schedule it changed.
+
+        ``full``: every schedule's full record (version 1); else a version-2 record
+        for every schedule but DAGs, whose state holds its definition's graph.
+        """
         out = self._out
         if self._dirty:
             partition = self.partition
+            written = self._defs_written
             for schedule_id, state in self._dirty.items():
                 if state is None:
                     out.append(OutRecord(_SCHEDULES, schedule_id.encode(), None, partition))
-                else:
+                    continue
+                if full or state.dag is not None:
                     value = encode_schedule(state)
-                    size = len(value)
-                    out.append(
-                        OutRecord(
-                            _SCHEDULES,
-                            state.key,
-                            value
-                            if size <= CHANGELOG_MAX_BYTES
-                            else self._trimmed(state, size, now_ms),
-                            partition,
+                else:
+                    def_bytes = state.def_bytes
+                    if def_bytes not in written:  # its definition's record, first
+                        written.add(def_bytes)
+                        out.append(
+                            OutRecord(
+                                _SCHEDULES,
+                                definition_key(def_bytes).encode(),
+                                encode_definition(def_bytes),
+                                partition,
+                            )
                         )
+                    fire_value: bytes | None = encode_fire(state)
+                    # The bound is on the full record, which a command writes: both
+                    # fit. (It is shorter than this sum; `full_size` is exact.)
+                    assert fire_value is not None
+                    if len(fire_value) + len(def_bytes) + 16 > CHANGELOG_MAX_BYTES:
+                        size = full_size(fire_value, def_bytes)
+                        if size > CHANGELOG_MAX_BYTES:
+                            fire_value = self._trimmed(state, size, now_ms)
+                    out.append(OutRecord(_SCHEDULES, state.key, fire_value, partition))
+                    continue
+                size = len(value)
+                out.append(
+                    OutRecord(
+                        _SCHEDULES,
+                        state.key,
+                        value
+                        if size <= CHANGELOG_MAX_BYTES
+                        else self._trimmed(state, size, now_ms),
+                        partition,
                     )
+                )
             self._dirty = {}
+            if self._defs_changed:  # after the loop: a trimmed schedule may drop one
+                self._flush_definitions(out)
         self._out = []
         return out
 
+    def _flush_definitions(self, out: list[OutRecord]) -> None:
+        """Tombstones of the definitions no schedule uses any more."""
+        refs = self._def_refs
+        written = self._defs_written
+        for def_bytes in self._defs_changed:
+            if refs.get(def_bytes, 0) <= 0:
+                refs.pop(def_bytes, None)
+                if def_bytes in written:
+                    written.discard(def_bytes)
+                    key = definition_key(def_bytes).encode()
+                    out.append(OutRecord(_SCHEDULES, key, None, self.partition))
+        self._defs_changed = {}
 
-def _attempt_order(run: RunState) -> tuple[int, str]:
+    def _use_definition(self, def_bytes: bytes) -> None:
+        self._def_refs[def_bytes] = self._def_refs.get(def_bytes, 0) + 1
+
+    def _drop_definition(self, def_bytes: bytes) -> None:
+        self._def_refs[def_bytes] = self._def_refs.get(def_bytes, 0) - 1
+        self._defs_changed[def_bytes] = None
+
+
+def _second(entry: tuple[ScheduleState, int]) -> int:
+    return entry[1]
+
+
+def _attempt_order(entry: tuple[RunState, int]) -> tuple[int, str]:
+    run = entry[0]
     due_ms = run.deadline_ms + TIMEOUT_MARGIN_MS if run.retry_ms is None else run.retry_ms
     return due_ms, run.run_id

@@ -34,7 +34,9 @@ class Definition:
     """The parts of a schedule the shard consults while firing; immutable, shared."""
 
     __slots__ = (
+        "_fire_parts",
         "_job_json",
+        "_job_text",
         "compiled",
         "grace_ms",
         "is_at",
@@ -67,19 +69,69 @@ class Definition:
         self.grace_ms = misfire.grace_s * 1000
         self.is_at = is_at  # a one-off: created late (within grace), it still fires
         self._job_json: orjson.Fragment | None = None
+        self._job_text: str | None = None
+        self._fire_parts: FireParts | None = None
 
     def job_json(self) -> orjson.Fragment:
         """The job as the JSON every run record of this definition carries, encoded
         once (a definition is shared by all the schedules that say the same)."""
         found = self._job_json
         if found is None:
-            args = self.job.args
-            found = self._job_json = orjson.Fragment(
-                orjson.dumps(
-                    {"name": self.job.name, "args": args if type(args) is dict else dict(args)}
-                )
-            )
+            found = self._job_json = orjson.Fragment(self.job_text())
         return found
+
+    def job_text(self) -> str:
+        """`job_json` as text."""
+        found = self._job_text
+        if found is None:
+            args = self.job.args
+            found = self._job_text = orjson.dumps(
+                {"name": self.job.name, "args": args if type(args) is dict else dict(args)}
+            ).decode()
+        return found
+
+    def fire_parts(self, now_ms: int) -> FireParts:
+        """The text of this definition's run records fired at ``now_ms`` (see `FireParts`).
+
+        One `advance` fires thousands of schedules at the same ``now_ms``, and every
+        schedule with this definition shares these; only the last is kept.
+        """
+        parts = self._fire_parts
+        if parts is None or parts.now_ms != now_ms:
+            parts = self._fire_parts = FireParts(now_ms, self.timeout_ms, self.job_text())
+        return parts
+
+
+class FireParts:
+    """The parts of a run record (and of its changelog entry) that depend only on the
+    definition and the instant it fires, spelled once for every schedule fired then.
+
+    A run record is ``run_value``'s very bytes::
+
+        {"v":1,"run_id":"ID@SCHED","schedule_id":"ID","scheduled_at":"SCHED"
+         ","fired_at":"NOW","attempt":N,"job":{...},"idempotency_key":"KEY"
+         ","deadline":"DEADLINE"}
+
+    so only the id, the scheduled instant, the attempt and the key differ between
+    schedules fired at one instant (`actors.shard.runs` splices them in).
+    """
+
+    __slots__ = (
+        "after_attempt",
+        "before_attempt",
+        "deadline_ms",
+        "first_attempt",
+        "now_ms",
+        "tail",
+    )
+
+    def __init__(self, now_ms: int, timeout_ms: int, job_text: str) -> None:
+        self.now_ms = now_ms
+        self.deadline_ms = deadline_ms = now_ms + timeout_ms
+        self.before_attempt = f'","fired_at":"{format_ms(now_ms)}","attempt":'
+        self.after_attempt = f',"job":{job_text},"idempotency_key":"'
+        self.first_attempt = f"{self.before_attempt}1{self.after_attempt}"
+        self.tail = f'","deadline":"{format_ms(deadline_ms)}"}}'
 
 
 def definition_doc(command: ScheduleUpsert) -> dict[str, Any]:

@@ -22,9 +22,8 @@ from collections.abc import Mapping
 from hashlib import sha256 as _sha256
 from typing import TYPE_CHECKING
 
-from orjson import dumps as _dumps
-
 from actors.shard import overlap
+from actors.shard.definition import Definition
 from actors.shard.misfire import Backlog, MissedRange
 from actors.shard.retry import backoff_ms, is_final_failure
 from actors.shard.state import RunState, ScheduleState, instant_text
@@ -119,13 +118,13 @@ class RunBook:
                 raise
             self._counts["retries_total"] += 1
         finally:
-            if run.timer is None and state.runs.get(run.run_id) is run:
+            if run.timer is None and (state._runs or {}).get(run.run_id) is run:
                 run.timer = self._wheel.add(now_ms + RETRY_AFTER_ERROR_MS, run)  # never stuck
             self._dirty[state.id] = state
 
     def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
         """One occurrence (or trigger) is due now: fire it, or what overlap says."""
-        if not state.runs and state.dag is None:  # the common case, without a decision
+        if not state._runs and state.dag is None:  # the common case, without a decision
             self._start_run(state, scheduled_ms, now_ms)
             return
         if state.dag is not None:  # a DAG run (max_active_runs instead of overlap)
@@ -164,14 +163,39 @@ class RunBook:
         if last_ms is None or scheduled_ms > last_ms:
             state.last_fired_ms = scheduled_ms
 
-    def _start_run(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
-        run_id = f"{state.id}@{instant_text(scheduled_ms)}"  # `run_id_for`, without a task
-        if run_id in state.runs:  # only a trigger can collide with an occurrence
+    def _start_run(
+        self,
+        state: ScheduleState,
+        scheduled_ms: int,
+        now_ms: int,
+        definition: Definition | None = None,
+    ) -> None:
+        # The herd's path: one call per fire, attempt 1 emitted inline (as
+        # `_emit_attempt` would) from the parts its definition shares at ``now_ms``.
+        scheduled = instant_text(scheduled_ms)
+        schedule_id = state.id
+        run_id = f"{schedule_id}@{scheduled}"  # `run_id_for`, without a task
+        runs = state.runs
+        if run_id in runs:  # only a trigger can collide with an occurrence
             self._skipped(state, scheduled_ms, "Duplicate", "a run with this id is in flight")
             return
+        if definition is None:
+            definition = state.definition
+        parts = definition._fire_parts  # `fire_parts`, inline: once per definition and tick
+        if parts is None or parts.now_ms != now_ms:
+            parts = definition.fire_parts(now_ms)
+        id_json = state.id_json()
+        # First (before any change): if it raises, nothing changed.
+        value = (
+            f'{{"v":1,"run_id":{id_json[:-1]}@{scheduled}","schedule_id":{id_json},'
+            f'"scheduled_at":"{scheduled}{parts.first_attempt}{run_key(run_id)}{parts.tail}'
+        ).encode()
         run = RunState(state, run_id, scheduled_ms, None, 1, 1)
-        self._emit_attempt(state, run, now_ms)  # first: if it raises, nothing changed
-        state.runs[run_id] = run
+        run.fired_ms = now_ms
+        run.deadline_ms = deadline_ms = parts.deadline_ms
+        self._out.append(OutRecord(_RUNS, state.key, value))
+        run.timer = self._wheel.add(deadline_ms + TIMEOUT_MARGIN_MS, run)
+        runs[run_id] = run
         self._in_flight += 1
         last_ms = state.last_fired_ms
         if last_ms is None or scheduled_ms > last_ms:
@@ -181,22 +205,16 @@ class RunBook:
     def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
         run_id = run.run_id
         # The value is built before any change to the run: if it raises, none happened.
-        if run.task is None:  # a herd's path: `run_value`'s very bytes, spelled directly
-            definition = state.definition
-            deadline_ms = now_ms + definition.timeout_ms
-            value = _dumps(
-                {
-                    "v": 1,
-                    "run_id": run_id,
-                    "schedule_id": state.id,
-                    "scheduled_at": instant_text(run.scheduled_ms),
-                    "fired_at": instant_text(now_ms),
-                    "attempt": run.attempt,
-                    "job": definition.job_json(),
-                    "idempotency_key": run_key(run_id),
-                    "deadline": instant_text(deadline_ms),
-                }
-            )
+        if run.task is None:  # `run_value`'s very bytes, from the definition's parts
+            parts = state.definition.fire_parts(now_ms)
+            deadline_ms = parts.deadline_ms
+            id_json = state.id_json()
+            value = (
+                f'{{"v":1,"run_id":{id_json[:-1]}{run_id[len(state.id) :]}",'
+                f'"schedule_id":{id_json},"scheduled_at":"{instant_text(run.scheduled_ms)}'
+                f"{parts.before_attempt}{run.attempt}{parts.after_attempt}"
+                f"{run_key(run_id)}{parts.tail}"
+            ).encode()
         else:
             job, timeout_ms, _ = self._policy_of(state, run)
             logical_ms, interval = self._dag_dates(state, run)
@@ -308,15 +326,19 @@ class RunBook:
 
     def _end_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
         self._cancel_timer(run)
-        del state.runs[run.run_id]
+        runs = state.runs
+        del runs[run.run_id]
+        if not runs:
+            state._runs = None  # an idle schedule holds no empty dict
         self._in_flight -= 1
         if run.task is not None:  # its outcome was just recorded: move the DAG run on
             self._dag_task_ended(state, run, now_ms)
         self._drain_buffer(state, now_ms)
 
     def _drain_buffer(self, state: ScheduleState, now_ms: int) -> None:
-        if state.buffered and not state.runs and not state.paused:
-            self._start_run(state, state.buffered.pop(0), now_ms)
+        buffered = state._buffered
+        if buffered and not state._runs and not state.paused:
+            self._start_run(state, buffered.pop(0), now_ms)
 
     def _report_missed(
         self, state: ScheduleState, plan: Backlog, policy: str, grace_s: int

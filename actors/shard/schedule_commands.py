@@ -34,6 +34,8 @@ class ScheduleCommands:
         _in_flight: int
 
         def _arm(self, state: ScheduleState) -> None: ...
+        def _use_definition(self, def_bytes: bytes) -> None: ...
+        def _drop_definition(self, def_bytes: bytes) -> None: ...
         def _disarm(self, state: ScheduleState) -> None: ...
         def _cancel_timer(self, run: RunState) -> None: ...
         def _reject(self, record: InRecord, reason: str) -> None: ...
@@ -64,6 +66,7 @@ class ScheduleCommands:
         state = self._schedules.get(command.id)
         if state is None:
             state = self._schedules[command.id] = ScheduleState(command.id, def_bytes, definition)
+            self._use_definition(def_bytes)
             anchor_ms = floor_ms
             if 0 < produced_ms < now_ms:  # applied late: what came due since is not lost
                 lookback_ms = UPSERT_LOOKBACK_GRACES * definition.grace_ms
@@ -76,6 +79,9 @@ class ScheduleCommands:
                 floor_ms = min(floor_ms, state.next_ms - 1)  # due, not yet fired: keep it
             last_ms = state.last_fired_ms
             anchor_ms = floor_ms if last_ms is None else max(floor_ms, last_ms)
+            if def_bytes != state.def_bytes:
+                self._drop_definition(state.def_bytes)
+                self._use_definition(def_bytes)
             state.set_definition(def_bytes, definition)
         state.next_ms = definition.compiled.next_after(anchor_ms)
         self._arm(state)
@@ -91,6 +97,7 @@ class ScheduleCommands:
             self._skipped(state, scheduled_ms, "Deleted", "the schedule was deleted")
         state.buffered.clear()
         del self._schedules[state.id]
+        self._drop_definition(state.def_bytes)
         self._dirty[state.id] = None
 
     def _pause(self, state: ScheduleState) -> None:

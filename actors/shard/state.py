@@ -31,11 +31,42 @@ The changelog value of a schedule (one record per change, key = schedule id)::
 ``runs``, ``buffered``, ``dead`` and ``dag`` are left out when empty, and so are
 a run's fields at their usual value (a herd writes one record per fire, so each
 field costs). A deleted schedule is a tombstone (null value).
+
+Version 2: a fire writes the state without its definition
+------------------------------------------------------------
+A schedule's definition changes only with a command, but its state changes at
+every fire, retry and result; writing the definition (most of the record) again
+each time would make a herd write and restore three times the bytes. So:
+
+- a change made by a command (upsert, pause, ...) and every change of a DAG
+  writes the full record above (``"v": 1``): self-contained, as before;
+- any other change (a fire, a result, a retry, a timeout) writes the record
+  without ``def`` and ``def_bytes``, with ``"v": 2`` and the key of the
+  definition's own record in ``def``::
+
+    {"v": 2, "id": "invoice-nightly", "def": "@def/6f1c...",  "paused": false,
+     "next": "...", "last_fired": "...", "runs": [...], ...}  # as version 1
+
+- the definition's own record, under key ``@def/`` + 32 hex digits of the
+  SHA-256 of its bytes (``@`` is never in a schedule id, so the keys never
+  clash), is written before the first version-2 record that refers to it, and
+  shared by every schedule of the shard with the same definition::
+
+    {"v": 2, "kind": "definition", "def": {...}}
+
+  The shard counts the schedules that use each definition and writes a
+  tombstone for it when none does any more (see `ShardCore`), so compaction
+  removes it.
+
+A restore reads both versions (a changelog written before version 2 holds only
+version-1 records, and still restores); `decode_schedule` leaves a version-2
+state's definition as its key until the caller resolves it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from hashlib import sha256
 from typing import Any
 
 import orjson
@@ -102,35 +133,38 @@ class RunState:
 
 
 class ScheduleState:
-    """One schedule of the shard: its definition, where it is in time, its runs."""
+    """One schedule of the shard: its definition, where it is in time, its runs.
+
+    A shard holds a million of these, most of them idle, so each is kept small:
+    ``runs``, ``buffered`` and ``dead`` exist only once used (the properties make
+    them on first access; the shard's hot paths read the slots, None when
+    empty), and the key and the id's JSON are derived from the id when needed.
+    """
 
     __slots__ = (
+        "_buffered",
+        "_dead",
         "_definition",
-        "_id_json",
-        "buffered",
+        "_runs",
         "dag",
-        "dead",
         "def_bytes",
         "id",
-        "key",
         "last_fired_ms",
         "next_ms",
         "paused",
-        "runs",
         "timer",
     )
 
     def __init__(self, schedule_id: str, def_bytes: bytes, definition: Definition | None) -> None:
         self.id = schedule_id
-        self.key = schedule_id.encode()
         self.def_bytes = def_bytes  # normalised definition JSON, spliced into each record
         self._definition = definition  # built from def_bytes on first use after a restore
         self.paused = False
         self.next_ms: int | None = None
         self.last_fired_ms: int | None = None
-        self.runs: dict[str, RunState] = {}
-        self.buffered: list[int] = []
-        self.dead: dict[str, int] = {}
+        self._runs: dict[str, RunState] | None = None
+        self._buffered: list[int] | None = None
+        self._dead: dict[str, int] | None = None
         # --- DAG run state -------------------------------------------------------
         # Reserved for dag.upsert: per DAG run, the state of its tasks. Task runs
         # are ordinary `RunState`s (with ``task`` set) in ``runs``, so attempts,
@@ -139,7 +173,47 @@ class ScheduleState:
         # It is written to the changelog as "dag" verbatim, so keep it JSON-ready.
         self.dag: Any = None
         self.timer: Any = None  # the wheel's handle of the next fire
-        self._id_json: str | None = None  # the id as a JSON string, for `encode_schedule`
+
+    @property
+    def key(self) -> bytes:
+        """The key of its records: the id in UTF-8."""
+        return self.id.encode()
+
+    @property
+    def runs(self) -> dict[str, RunState]:
+        """Runs in flight by run id (running, or waiting for their next attempt)."""
+        found = self._runs
+        if found is None:
+            found = self._runs = {}
+        return found
+
+    @runs.setter
+    def runs(self, runs: dict[str, RunState]) -> None:
+        self._runs = runs
+
+    @property
+    def buffered(self) -> list[int]:
+        """Occurrences waiting for the run in flight, oldest first."""
+        found = self._buffered
+        if found is None:
+            found = self._buffered = []
+        return found
+
+    @buffered.setter
+    def buffered(self, buffered: list[int]) -> None:
+        self._buffered = buffered
+
+    @property
+    def dead(self) -> dict[str, int]:
+        """Recently dead-lettered runs -> their last attempt, oldest first."""
+        found = self._dead
+        if found is None:
+            found = self._dead = {}
+        return found
+
+    @dead.setter
+    def dead(self, dead: dict[str, int]) -> None:
+        self._dead = dead
 
     @property
     def definition(self) -> Definition:
@@ -148,15 +222,23 @@ class ScheduleState:
             found = self._definition = restored_definition(self.id, self.def_bytes)
         return found
 
+    def id_json(self) -> str:
+        """The id as a JSON string (quotes included), as orjson writes it."""
+        schedule_id = self.id
+        if schedule_id.isprintable() and '"' not in schedule_id and "\\" not in schedule_id:
+            return f'"{schedule_id}"'  # nothing to escape (orjson writes non-ASCII raw)
+        return orjson.dumps(schedule_id).decode()
+
     def set_definition(self, def_bytes: bytes, definition: Definition) -> None:
         self.def_bytes = def_bytes
         self._definition = definition
 
     def remember_dead(self, run_id: str, last_attempt: int) -> None:
-        self.dead.pop(run_id, None)
-        self.dead[run_id] = last_attempt
-        while len(self.dead) > DEAD_MEMORY:
-            del self.dead[next(iter(self.dead))]
+        dead = self.dead
+        dead.pop(run_id, None)
+        dead[run_id] = last_attempt
+        while len(dead) > DEAD_MEMORY:
+            del dead[next(iter(dead))]
 
 
 def encode_schedule(state: ScheduleState) -> bytes:
@@ -166,30 +248,14 @@ def encode_schedule(state: ScheduleState) -> bytes:
     DAG, runs that are plain first attempts) is spelled directly, byte for byte
     what orjson writes for it; any other state goes through orjson.
     """
-    if state.buffered or state.dead or state.dag is not None:
+    if state._buffered or state._dead or state.dag is not None:
         return _encode_general(state)
-    id_json = state._id_json
-    if id_json is None:
-        id_json = state._id_json = orjson.dumps(state.id).decode()
+    id_json = state.id_json()
     runs_json = ""
-    if state.runs:
-        run_prefix = id_json[:-1]  # a run id is the id, "@" and an instant: nothing to escape
-        at = len(state.id)
-        entries = []
-        for run in state.runs.values():
-            if (
-                run.task is not None
-                or run.series_start != 1
-                or run.retry_ms is not None
-                or run.outcomes
-            ):
-                return _encode_general(state)
-            entries.append(
-                f'{{"run_id":{run_prefix}{run.run_id[at:]}","attempt":{run.attempt},'
-                f'"fired":"{instant_text(run.fired_ms)}",'
-                f'"deadline":"{instant_text(run.deadline_ms)}"}}'
-            )
-        runs_json = f',"runs":[{",".join(entries)}]'
+    if state._runs:
+        runs_json = _runs_json(state)
+        if not runs_json:
+            return _encode_general(state)
     def_bytes = state.def_bytes
     next_ms = state.next_ms
     last_ms = state.last_fired_ms
@@ -219,12 +285,12 @@ def _encode_general(state: ScheduleState) -> bytes:
         "next": None if next_ms is None else instant_text(next_ms),
         "last_fired": None if last_ms is None else instant_text(last_ms),
     }
-    if state.runs:
-        doc["runs"] = [_encode_run(run) for run in state.runs.values()]
-    if state.buffered:
-        doc["buffered"] = [instant_text(o) for o in state.buffered]
-    if state.dead:
-        doc["dead"] = state.dead
+    if state._runs:
+        doc["runs"] = [_encode_run(run) for run in state._runs.values()]
+    if state._buffered:
+        doc["buffered"] = [instant_text(o) for o in state._buffered]
+    if state._dead:
+        doc["dead"] = state._dead
     if state.dag is not None:
         doc["dag"] = state.dag
     doc["def"] = orjson.Fragment(def_bytes)
@@ -250,16 +316,170 @@ def _encode_run(run: RunState) -> dict[str, Any]:
     return entry
 
 
-def decode_schedule(value: bytes) -> ScheduleState:
-    """A schedule from its changelog value, without timers (`ShardCore` adds them).
+DEF_KEY_PREFIX = b"@def/"  # "@" is never in a schedule id: no key of a schedule starts so
+_DEF_HEAD = b'{"v":2,"kind":"definition","def":'
+_def_keys: dict[bytes, str] = {}
+
+
+def definition_key(def_bytes: bytes) -> str:
+    """The changelog key of the record of the definition ``def_bytes`` (as text)."""
+    found = _def_keys.get(def_bytes)
+    if found is None:
+        if len(_def_keys) >= _CACHE_MAX:
+            _def_keys.clear()
+        found = _def_keys[def_bytes] = DEF_KEY_PREFIX.decode() + sha256(def_bytes).hexdigest()[:32]
+    return found
+
+
+def encode_definition(def_bytes: bytes) -> bytes:
+    """The changelog value of a definition's own record."""
+    return _DEF_HEAD + def_bytes + b"}"
+
+
+def decode_definition(value: bytes) -> bytes:
+    """The definition's bytes from its own record (sliced, not parsed).
+
+    Raises ``ValueError`` on a record this version did not write.
+    """
+    if value.startswith(_DEF_HEAD) and value.endswith(b"}"):
+        return intern_bytes(value[len(_DEF_HEAD) : -1])
+    doc = orjson.loads(value)
+    if type(doc) is not dict or doc.get("v") != 2 or doc.get("kind") != "definition":
+        raise ValueError("not a definition record of version 2")
+    return intern_bytes(orjson.dumps(doc["def"]))
+
+
+def is_definition_key(key: bytes) -> bool:
+    return key.startswith(DEF_KEY_PREFIX)
+
+
+def encode_fire(state: ScheduleState) -> bytes:
+    """The version-2 changelog value of ``state``: its state without its definition.
+
+    The usual shape is spelled directly, byte for byte what orjson writes for it
+    (as `encode_schedule`); any other state goes through orjson. A herd writes one
+    per fire, so the instants' texts are looked up in `instant_text`'s cache inline.
+    """
+    if state._buffered or state._dead or state.dag is not None:
+        return _encode_fire_general(state)
+    runs_json = ""
+    if state._runs:
+        runs_json = _runs_json(state)
+        if not runs_json:
+            return _encode_fire_general(state)
+    texts = _texts
+    next_ms = state.next_ms
+    last_ms = state.last_fired_ms
+    next_text = None if next_ms is None else texts.get(next_ms) or instant_text(next_ms)
+    last_text = None if last_ms is None else texts.get(last_ms) or instant_text(last_ms)
+    next_json = "null" if next_text is None else f'"{next_text}"'
+    last_json = "null" if last_text is None else f'"{last_text}"'
+    return (
+        f'{{"v":2,"id":{state.id_json()},'
+        f'"def":"{_def_keys.get(state.def_bytes) or definition_key(state.def_bytes)}",'
+        f'"paused":{"true" if state.paused else "false"},"next":{next_json},'
+        f'"last_fired":{last_json}{runs_json}}}'
+    ).encode()
+
+
+def full_size(fire_value: bytes, def_bytes: bytes) -> int:
+    """The length of `encode_schedule` of the state whose `encode_fire` is ``fire_value``.
+
+    Both spell the same fields in the same order, but for the head and the
+    definition: version 1 has ``"def_bytes":N,`` and ``"kind":"schedule",`` and
+    ends with ``,"def":`` and the definition; version 2 has ``"def":"@def/`` and
+    32 hex digits and ``",`` (46 bytes).
+    """
+    n = len(def_bytes)
+    return len(fire_value) - 46 + (12 + len(str(n)) + 1) + 18 + 7 + n
+
+
+def _encode_fire_general(state: ScheduleState) -> bytes:
+    next_ms = state.next_ms
+    last_ms = state.last_fired_ms
+    doc: dict[str, Any] = {
+        "v": 2,
+        "id": state.id,
+        "def": definition_key(state.def_bytes),
+        "paused": state.paused,
+        "next": None if next_ms is None else instant_text(next_ms),
+        "last_fired": None if last_ms is None else instant_text(last_ms),
+    }
+    if state._runs:
+        doc["runs"] = [_encode_run(run) for run in state._runs.values()]
+    if state._buffered:
+        doc["buffered"] = [instant_text(o) for o in state._buffered]
+    if state._dead:
+        doc["dead"] = state._dead
+    if state.dag is not None:
+        doc["dag"] = state.dag
+    return orjson.dumps(doc)
+
+
+def _runs_json(state: ScheduleState) -> str:
+    """``,"runs":[...]`` of plain first-series runs, spelled directly; "" if one is not."""
+    id_json = state.id_json()
+    run_prefix = id_json[:-1]  # a run id is the id, "@" and an instant: nothing to escape
+    at = len(state.id)
+    texts = _texts
+    entries = []
+    for run in state.runs.values():
+        if (
+            run.task is not None
+            or run.series_start != 1
+            or run.retry_ms is not None
+            or run.outcomes
+        ):
+            return ""
+        fired_ms = run.fired_ms
+        deadline_ms = run.deadline_ms
+        entries.append(
+            f'{{"run_id":{run_prefix}{run.run_id[at:]}","attempt":{run.attempt},'
+            f'"fired":"{texts.get(fired_ms) or instant_text(fired_ms)}",'
+            f'"deadline":"{texts.get(deadline_ms) or instant_text(deadline_ms)}"}}'
+        )
+    return f',"runs":[{",".join(entries)}]'
+
+
+def decode_schedule(
+    value: bytes, definitions: Mapping[bytes, bytes] | None = None
+) -> ScheduleState:
+    """A schedule from its changelog value (either version), without timers.
+
+    A version-2 record names its definition's record: with ``definitions`` (key
+    -> the definition's bytes, as `decode_definition` returns them) it is looked
+    up there; without, the state's ``def_bytes`` is left as that key (starting
+    with `DEF_KEY_PREFIX`, never the start of a definition's JSON) for the caller
+    to resolve, as `ShardCore.finish_restore` does once every record is read.
 
     Raises ``ValueError`` (or ``KeyError``/``TypeError``) on a record this version
-    did not write.
+    did not write, or a version-2 record whose definition is not in ``definitions``.
     """
-    doc, def_bytes = _split(value)
-    if doc.get("v") != 1 or doc.get("kind") != "schedule":
-        raise ValueError(f"not a schedule record of version 1: v={doc.get('v')!r}")
-    state = ScheduleState(doc["id"], intern_bytes(def_bytes), None)
+    if value.startswith(_HEAD):  # version 1 as `encode_schedule` lays it out
+        doc, def_bytes = _split(value)
+        version = doc.get("v")
+    else:
+        doc = orjson.loads(value)
+        if type(doc) is not dict:
+            raise ValueError("not a schedule record: not a JSON object")
+        version = doc.get("v")
+        def_bytes = orjson.dumps(doc["def"]) if version == 1 else b""
+    if version == 2 and "kind" not in doc:
+        key = doc["def"].encode()
+        if not key.startswith(DEF_KEY_PREFIX):
+            raise ValueError(f"def: not the key of a definition record: {key!r}")
+        if definitions is None:
+            def_bytes = intern_bytes(key)
+        else:
+            found = definitions.get(key)
+            if found is None:
+                raise ValueError(f"its definition record {key.decode()} is missing")
+            def_bytes = found
+    elif version == 1 and doc.get("kind") == "schedule":
+        def_bytes = intern_bytes(def_bytes)
+    else:
+        raise ValueError(f"not a schedule record of version 1 or 2: v={version!r}")
+    state = ScheduleState(doc["id"], def_bytes, None)
     state.paused = doc["paused"]
     text = doc["next"]
     state.next_ms = None if text is None else instant_ms(text)
@@ -292,6 +512,77 @@ def decode_schedule(value: bytes) -> ScheduleState:
         state.dead = dead
     state.dag = doc.get("dag")
     return state
+
+
+_V2_ID = b'{"v":2,"id":"'
+_V2_DEF = b'","def":"@def/'
+_V2_IDLE = b'","paused":false,"next":"'
+_V2_LAST = b'","last_fired":"'
+_V2_NEVER = b'","last_fired":null}'
+
+
+def decode_idle(key: bytes, value: bytes) -> ScheduleState | None:
+    """`decode_schedule` of the commonest record of a restore, without a JSON parser:
+    version 2, not paused, nothing in flight, buffered or dead, id equal to the key
+    with nothing to escape. None for anything else (then use `decode_schedule`).
+
+    A million idle schedules are a million of these; slicing them at the offsets
+    `encode_fire` writes costs a fraction of parsing them.
+    """
+    if not value.startswith(_V2_ID):
+        return None
+    at = 13 + len(key)
+    if value[13:at] != key or value[at : at + 14] != _V2_DEF:
+        return None
+    def_key = value[at + 9 : at + 46]
+    at += 46
+    if value[at : at + 25] != _V2_IDLE or value[at + 49 : at + 51] != b'",':
+        return None
+    next_ms = _instant_ms_of(value[at + 25 : at + 49])
+    tail = value[at + 49 :]
+    if tail == _V2_NEVER:
+        last_ms = None
+    elif len(tail) == 42 and tail.startswith(_V2_LAST) and tail.endswith(b'"}'):
+        last_ms = _instant_ms_of(tail[16:40])
+    else:
+        return None
+    if next_ms is None or (last_ms is None and tail != _V2_NEVER):
+        return None
+    state = ScheduleState(key.decode(), intern_bytes(def_key), None)
+    state.next_ms = next_ms
+    state.last_fired_ms = last_ms
+    return state
+
+
+_second_ms_of: dict[bytes, int] = {}
+# Instants read by a restore -> ONE int object each: a herd's schedules share their
+# next and last instants, and an int of that size is 32 bytes apiece otherwise.
+_instants_of: dict[bytes, int] = {}
+_INSTANTS_MAX = 16_384
+
+
+def _instant_ms_of(text: bytes) -> int | None:
+    """`instant_ms` of ``YYYY-MM-DDTHH:MM:SS.mmmZ`` as bytes; None if not that form."""
+    found = _instants_of.get(text)
+    if found is not None:
+        return found
+    if text[19:20] != b"." or text[23:24] != b"Z" or not text[20:23].isdigit():
+        return None
+    second = text[:19]
+    base = _second_ms_of.get(second)
+    if base is None:
+        try:
+            base = parse_instant(second.decode() + "Z")
+        except ValueError:
+            return None
+        if len(_second_ms_of) >= _CACHE_MAX:
+            _second_ms_of.clear()
+        _second_ms_of[second] = base
+    found = base + int(text[20:23])
+    if len(_instants_of) >= _INSTANTS_MAX:
+        _instants_of.clear()
+    _instants_of[text] = found
+    return found
 
 
 _HEAD = b'{"v":1,"def_bytes":'

@@ -15,12 +15,25 @@ from typing import Any
 import orjson
 
 from actors.display import instant
-from actors.shard.state import ScheduleState
+from actors.shard.state import (
+    ScheduleState,
+    decode_definition,
+    decode_schedule,
+    encode_schedule,
+    is_definition_key,
+)
 from actors.views.tail import Record
 
 
 def latest_states(records: list[Record]) -> dict[str, bytes]:
-    """The last value per key (tombstones remove), in log order per partition."""
+    """The last value per schedule id (tombstones remove), in log order per partition.
+
+    A schedule's record of version 2 (its state without its definition, see
+    `actors.shard.state`) comes back whole, as the version-1 record of the same
+    state, its definition taken from the definition's own record; those records
+    are not schedules and are left out. A record that cannot be completed so is
+    left as it is, for its reader to report unreadable.
+    """
     latest: dict[str, bytes] = {}
     for record in sorted(records, key=lambda r: (r.partition, r.offset)):
         key = (record.key or b"").decode("utf-8", errors="replace")
@@ -28,6 +41,19 @@ def latest_states(records: list[Record]) -> dict[str, bytes]:
             latest.pop(key, None)
         else:
             latest[key] = record.value
+    definitions: dict[bytes, bytes] = {}
+    for key in [key for key in latest if is_definition_key(key.encode())]:
+        value = latest.pop(key)
+        try:
+            definitions[key.encode()] = decode_definition(value)
+        except (ValueError, KeyError, TypeError):
+            continue  # the schedules that name it are reported unreadable
+    for key, value in latest.items():
+        if value.startswith(b'{"v":2'):
+            try:
+                latest[key] = encode_schedule(decode_schedule(value, definitions))
+            except (ValueError, KeyError, TypeError):
+                continue
     return latest
 
 

@@ -1,0 +1,78 @@
+"""What a bounded `advance` leaves due waits in the core, and commands still reach it.
+
+A bounded call keeps the rest of what is due in the core's own due list (not back
+on the wheel, which would cost every call the whole backlog). Between two bounded
+calls the shard still applies commands and results, so an entry of that list
+must behave exactly as a timer on the wheel would: a deleted or paused schedule
+does not fire, a re-upserted one fires by its new definition, a run that ended
+is not timed out.
+"""
+
+from __future__ import annotations
+
+from shard_helpers import MINUTE, SECOND, T0, Shard, command, upsert
+
+from topics.names import TopicKind
+from topics.records import OutRecord
+
+
+def _herd(count: int) -> Shard:
+    """``count`` schedules due at T0 + 1 min, restored just after it (a takeover)."""
+    shard = Shard(now_ms=T0 + 5)
+    for i in range(count):
+        shard.send(upsert(f"s{i:02d}", spec={"every": "1h", "anchor": "2026-10-10T00:01:00Z"}))
+    restored, _ = shard.restored(T0 + MINUTE + SECOND)
+    return restored
+
+
+def _fired(shard: Shard, records: list[OutRecord]) -> list[str]:
+    return [(r.key or b"").decode() for r in records if r.topic is TopicKind.RUNS]
+
+
+def test_a_herd_bounded_per_call_fires_each_schedule_once_in_due_order() -> None:
+    shard = _herd(20)
+    now = shard.now_ms
+    fired: list[str] = []
+    calls = 0
+    while (due := shard.core.next_due_ms()) is not None and due <= now:
+        calls += 1
+        assert calls <= 20
+        out = shard.core.advance(now, max_fires=3)
+        assert len(_fired(shard, out)) <= 3
+        fired += _fired(shard, out)
+    assert calls == 7 and sorted(fired) == [f"s{i:02d}" for i in range(20)]
+    assert shard.core.stats["timers"] == 40  # 20 next fires, 20 deadlines
+
+
+def test_commands_between_bounded_calls_reach_what_was_left_due() -> None:
+    shard = _herd(6)
+    now = shard.now_ms
+    first = _fired(shard, shard.core.advance(now, max_fires=2))
+    assert first == ["s00", "s01"]
+    shard.send(command("schedule.delete", "s02"))
+    shard.send(command("schedule.pause", "s03"))
+    # re-upserted: its definition now fires at 00:30, so nothing is due for it now
+    shard.send(upsert("s04", spec={"every": "1h", "anchor": "2026-10-10T00:30:00Z"}))
+    rest: list[str] = []
+    while (due := shard.core.next_due_ms()) is not None and due <= now:
+        rest += _fired(shard, shard.core.advance(now, max_fires=2))
+    assert rest == ["s05"]
+    assert shard.core.schedule("s02") is None
+    assert shard.run_until(T0 + 31 * MINUTE).runs[0].schedule_id == "s04"
+
+
+def test_a_run_that_ended_between_bounded_calls_is_not_timed_out() -> None:
+    shard = Shard(now_ms=T0 + 5)
+    for i in range(4):
+        shard.send(upsert(f"s{i}", spec={"every": "1h"}, timeout_s=10))
+    runs = shard.run_until(T0 + 60 * MINUTE).runs
+    assert len(runs) == 4
+    later, _ = shard.restored(T0 + 60 * MINUTE + 45 * SECOND)  # every deadline passed
+    timed_out = later.core.advance(later.now_ms, max_fires=1)
+    assert [r.status for r in later._keep(timed_out).results] == ["timed_out"]
+    for run in runs[1:3]:
+        later.report(run, "succeeded")
+    rest = []
+    while (due := later.core.next_due_ms()) is not None and due <= later.now_ms:
+        rest += later._keep(later.core.advance(later.now_ms, max_fires=1)).results
+    assert [r.run_id for r in rest] == [runs[3].run_id]
