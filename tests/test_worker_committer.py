@@ -96,7 +96,7 @@ def _finished_core(runs: int) -> WorkerCore:
     core = make_core()
     for offset in range(runs):
         core.receive(run_record(offset), T0)
-        core.job_exited((0, offset), Outcome("succeeded"), T0 + 1)
+        core.job_exited((0, offset, 0), Outcome("succeeded"), T0 + 1)
     return core
 
 

@@ -70,9 +70,9 @@ def results_of(commit: Commit | None) -> list[Result]:
 def test_a_run_starts_and_its_result_and_offset_commit_together() -> None:
     core = make_core()
     [start] = core.receive(run_record(0), T0)
-    assert isinstance(start, StartJob) and start.key == (0, 0) and start.run.schedule_id == "s0"
+    assert isinstance(start, StartJob) and start.key == (0, 0, 0) and start.run.schedule_id == "s0"
     assert core.take_commit(0) is None
-    core.job_exited((0, 0), Outcome("succeeded"), T0 + 5)
+    core.job_exited((0, 0, 0), Outcome("succeeded"), T0 + 5)
     commit = core.take_commit(0)
     assert commit is not None and commit.offset == 1 and commit.metadata == "k1 0"
     [result] = results_of(commit)
@@ -91,18 +91,18 @@ def test_a_run_starts_and_its_result_and_offset_commit_together() -> None:
 def test_concurrency_limits_running_jobs_and_a_freed_slot_starts_the_next() -> None:
     core = make_core(concurrency=2)
     started = [a for o in range(3) for a in core.receive(run_record(o), T0)]
-    assert [a.key for a in started if isinstance(a, StartJob)] == [(0, 0), (0, 1)]
+    assert [a.key for a in started if isinstance(a, StartJob)] == [(0, 0, 0), (0, 1, 0)]
     assert core.running == 2 and core.queued == 1
-    nxt = core.job_exited((0, 1), Outcome("failed", {"type": "E", "message": "m"}), T0 + 1)
-    assert [a.key for a in nxt if isinstance(a, StartJob)] == [(0, 2)]
+    nxt = core.job_exited((0, 1, 0), Outcome("failed", {"type": "E", "message": "m"}), T0 + 1)
+    assert [a.key for a in nxt if isinstance(a, StartJob)] == [(0, 2, 0)]
 
 
 def test_out_of_order_finish_commits_the_lowest_open_offset_and_names_the_rest() -> None:
     core = make_core()
     for o in (0, 2, 3, 6):  # gaps: transaction markers
         core.receive(run_record(o), T0)
-    core.job_exited((0, 3), Outcome("succeeded"), T0 + 1)
-    core.job_exited((0, 6), Outcome("succeeded"), T0 + 1)
+    core.job_exited((0, 3, 0), Outcome("succeeded"), T0 + 1)
+    core.job_exited((0, 6, 0), Outcome("succeeded"), T0 + 1)
     commit = core.take_commit(0)
     assert commit is not None and commit.offset == 0
     assert commit.metadata == "k1 7 2"  # end 7; 0 and 2 open
@@ -120,13 +120,13 @@ def test_a_job_past_its_deadline_is_timed_out_at_the_deadline_never_before() -> 
     core.receive(run_record(0, deadline_ms=T0 + 1_000), T0)
     assert core.next_due_ms() == T0 + 1_000
     assert core.advance(T0 + 999) == []
-    assert core.advance(T0 + 1_000) == [CancelJob((0, 0), "timeout")]
+    assert core.advance(T0 + 1_000) == [CancelJob((0, 0, 0), "timeout")]
     [result] = results_of(core.take_commit(0))
     assert result.status == "timed_out" and result.error is not None
     assert result.error["type"] == "Timeout" and result.finished_ms == T0 + 1_000
     # The job's own exit afterwards changes nothing, but frees its slot.
     assert core.running == 1
-    core.job_exited((0, 0), Outcome("succeeded"), T0 + 5_000)
+    core.job_exited((0, 0, 0), Outcome("succeeded"), T0 + 5_000)
     assert core.running == 0 and core.take_commit(0) is None
 
 
@@ -134,7 +134,7 @@ def test_a_run_whose_deadline_passed_while_queued_never_starts() -> None:
     core = make_core(concurrency=1)
     core.receive(run_record(0), T0)
     core.receive(run_record(1, deadline_ms=T0 + 10), T0)
-    assert core.job_exited((0, 0), Outcome("succeeded"), T0 + 20) == []
+    assert core.job_exited((0, 0, 0), Outcome("succeeded"), T0 + 20) == []
     results = results_of(core.take_commit(0))
     assert [r.status for r in results] == ["succeeded", "timed_out"]
     assert results[1].error is not None and "slot" in results[1].error["message"]
@@ -145,7 +145,7 @@ def test_unknown_job_fails_with_advice_and_malformed_records_are_acknowledged() 
     assert core.receive(run_record(0, name="nope"), T0) == []
     bad = InRecord(TopicKind.RUNS, 0, 1, b"x", b"{not json")
     [discarded] = core.receive(bad, T0)
-    assert isinstance(discarded, Discarded) and discarded.key == (0, 1)
+    assert isinstance(discarded, Discarded) and discarded.key == (0, 1, 0)
     commit = core.take_commit(0)
     assert commit is not None and commit.offset == 2
     [result] = results_of(commit)
@@ -159,13 +159,13 @@ def test_revoking_a_partition_cancels_its_jobs_and_drops_their_results() -> None
     for o in range(3):
         core.receive(run_record(o), T0)
     core.receive(run_record(40, partition=1), T0)
-    core.job_exited((0, 0), Outcome("succeeded"), T0 + 1)  # recorded, not committed
+    core.job_exited((0, 0, 0), Outcome("succeeded"), T0 + 1)  # recorded, not committed
     actions = core.revoke(0)
-    assert actions == [CancelJob((0, 1), "revoked"), CancelJob((0, 2), "revoked")]
+    assert actions == [CancelJob((0, 1, 0), "revoked"), CancelJob((0, 2, 0), "revoked")]
     assert core.take_commit(0) is None and 0 not in core.assigned
     # The cancelled job's exit frees its slot for the other partition's run; no result.
-    [start] = core.job_exited((0, 1), Outcome("cancelled"), T0 + 2)
-    assert isinstance(start, StartJob) and start.key == (1, 40)
+    [start] = core.job_exited((0, 1, 0), Outcome("cancelled"), T0 + 2)
+    assert isinstance(start, StartJob) and start.key == (1, 40, 0)
     assert core.receive(run_record(3), T0) == []  # a stale record of the revoked partition
 
 
@@ -175,10 +175,10 @@ def test_lease_lost_after_silence_cancels_everything_and_renewal_prevents_it() -
     core.lease_renewed(T0 + 2_000)
     assert core.advance(T0 + 2_000 + LEASE_MS) == []
     actions = core.advance(T0 + 2_001 + LEASE_MS)
-    assert actions == [LeaseLost((0,), LEASE_MS + 1), CancelJob((0, 0), "lease lost")]
+    assert actions == [LeaseLost((0,), LEASE_MS + 1), CancelJob((0, 0, 0), "lease lost")]
     assert core.assigned == frozenset() and core.next_due_ms() is None
     assert core.running == 1  # the slot is held until the job has really exited
-    assert core.job_exited((0, 0), Outcome("succeeded"), T0 + 9_000) == []
+    assert core.job_exited((0, 0, 0), Outcome("succeeded"), T0 + 9_000) == []
     assert core.running == 0
 
 
@@ -188,18 +188,18 @@ def test_a_partition_with_max_open_runs_is_paused_until_one_finishes() -> None:
     assert core.paused() == frozenset()
     core.receive(run_record(1), T0)
     assert core.paused() == frozenset({0})
-    core.job_exited((0, 0), Outcome("succeeded"), T0)
+    core.job_exited((0, 0, 0), Outcome("succeeded"), T0)
     assert core.paused() == frozenset()
 
 
 def test_a_failed_commit_is_offered_again_and_one_in_flight_blocks_another() -> None:
     core = make_core()
     core.receive(run_record(0), T0)
-    core.job_exited((0, 0), Outcome("succeeded"), T0)
+    core.job_exited((0, 0, 0), Outcome("succeeded"), T0)
     first = core.take_commit(0)
     assert first is not None
     core.receive(run_record(1), T0)
-    core.job_exited((0, 1), Outcome("succeeded"), T0)
+    core.job_exited((0, 1, 0), Outcome("succeeded"), T0)
     assert core.take_commit(0) is None
     core.commit_failed(first)
     again = core.take_commit(0)
@@ -210,7 +210,7 @@ def test_a_failed_commit_is_offered_again_and_one_in_flight_blocks_another() -> 
 def test_a_job_that_cancels_itself_reports_cancelled() -> None:
     core = make_core()
     core.receive(run_record(0), T0)
-    core.job_exited((0, 0), Outcome("cancelled", {"type": "RunCancelled", "message": "x"}), T0)
+    core.job_exited((0, 0, 0), Outcome("cancelled", {"type": "RunCancelled", "message": "x"}), T0)
     [result] = results_of(core.take_commit(0))
     assert result.status == "cancelled"
 
@@ -293,13 +293,13 @@ def test_records_beyond_the_open_limit_wait_undelivered_and_commits_never_name_t
         core.receive(run_record(o), T0)
     assert core.paused() == frozenset({0}) and core.fetch_position(0) == 5
     assert core.receive(run_record(3), T0) == []  # fetched again after a seek: ignored
-    [start] = core.job_exited((0, 0), Outcome("succeeded"), T0)
-    assert isinstance(start, StartJob) and start.key == (0, 1)
+    [start] = core.job_exited((0, 0, 0), Outcome("succeeded"), T0)
+    assert isinstance(start, StartJob) and start.key == (0, 1, 0)
     commit = core.take_commit(0)
     # Offset 2 was delivered when 0 finished; 3 and 4 are not mentioned anywhere.
     assert commit is not None and (commit.offset, commit.metadata) == (1, "k1 2 1")
     restored = PartitionOffsets(commit.offset, commit.metadata)
     assert [o for o in range(5) if restored.deliver(o)] == [1, 2, 3, 4]
     for o in (1, 2, 3):
-        core.job_exited((0, o), Outcome("succeeded"), T0)
+        core.job_exited((0, o, 0), Outcome("succeeded"), T0)
     assert core.paused() == frozenset() and core.fetch_position(0) == 5

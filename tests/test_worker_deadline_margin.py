@@ -45,7 +45,7 @@ def test_a_run_queued_until_after_the_verdict_never_starts_and_writes_nothing() 
     core = make_core(concurrency=1)
     core.receive(run_record(0), T0)
     core.receive(run_record(1, deadline_ms=DEADLINE_MS), T0)
-    assert core.job_exited((0, 0), Outcome("succeeded"), VERDICT_MS) == []
+    assert core.job_exited((0, 0, 0), Outcome("succeeded"), VERDICT_MS) == []
     commit = core.take_commit(0)
     assert commit is not None and commit.offset == 2
     assert [r.schedule_id for r in results_of(commit)] == ["s0"]
@@ -55,7 +55,7 @@ def test_a_run_queued_past_its_deadline_but_before_the_verdict_is_timed_out() ->
     core = make_core(concurrency=1)
     core.receive(run_record(0), T0)
     core.receive(run_record(1, deadline_ms=DEADLINE_MS), T0)
-    core.job_exited((0, 0), Outcome("succeeded"), VERDICT_MS - 1)
+    core.job_exited((0, 0, 0), Outcome("succeeded"), VERDICT_MS - 1)
     results = results_of(core.take_commit(0))
     assert [(r.schedule_id, r.status) for r in results] == [
         ("s0", "succeeded"),
@@ -69,19 +69,19 @@ def test_a_job_still_running_at_the_verdict_is_cancelled_without_a_result() -> N
     assert isinstance(start, StartJob)
     # The loop stalled past the deadline and the margin: cancel, but the shard decides.
     core.lease_renewed(VERDICT_MS)  # heartbeats went on; only the job loop stalled
-    assert core.advance(VERDICT_MS) == [CancelJob((0, 0), "timeout")]
+    assert core.advance(VERDICT_MS) == [CancelJob((0, 0, 0), "timeout")]
     commit = core.take_commit(0)
     assert commit is not None and commit.offset == 1 and commit.results == ()
     core.commit_done(commit)
     # The job's own exit afterwards writes nothing either, and frees its slot.
-    core.job_exited((0, 0), Outcome("cancelled"), VERDICT_MS + 5)
+    core.job_exited((0, 0, 0), Outcome("cancelled"), VERDICT_MS + 5)
     assert core.running == 0 and core.take_commit(0) is None and core.idle()
 
 
 def test_a_job_that_exits_after_the_verdict_before_any_advance_writes_nothing() -> None:
     core = make_core()
     core.receive(run_record(0, deadline_ms=DEADLINE_MS), T0)
-    core.job_exited((0, 0), Outcome("succeeded"), VERDICT_MS + 1)
+    core.job_exited((0, 0, 0), Outcome("succeeded"), VERDICT_MS + 1)
     commit = core.take_commit(0)
     assert commit is not None and commit.offset == 1 and commit.results == ()
     assert core.counts["succeeded"] == 0 and core.counts["left_to_shard"] == 1
@@ -91,9 +91,9 @@ def test_at_the_deadline_and_before_the_verdict_the_worker_still_writes_timed_ou
     core = make_core()
     core.receive(run_record(0, deadline_ms=DEADLINE_MS), T0)
     core.lease_renewed(VERDICT_MS - 1)
-    assert core.advance(VERDICT_MS - 1) == [CancelJob((0, 0), "timeout")]
+    assert core.advance(VERDICT_MS - 1) == [CancelJob((0, 0, 0), "timeout")]
     [result] = results_of(core.take_commit(0))
     assert result.status == "timed_out" and result.finished_ms == VERDICT_MS - 1
     # Its exit after the verdict changes nothing: the one result is already decided.
-    core.job_exited((0, 0), Outcome("succeeded"), VERDICT_MS + 1)
+    core.job_exited((0, 0, 0), Outcome("succeeded"), VERDICT_MS + 1)
     assert core.take_commit(0) is None

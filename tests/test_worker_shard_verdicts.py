@@ -62,7 +62,7 @@ def test_a_saturated_worker_writes_nothing_for_an_attempt_the_shard_timed_out() 
     verdict_ms = run.deadline_ms + TIMEOUT_MARGIN_MS
     shard.advance(verdict_ms)  # the shard's timed_out for attempt 1, and its retry timer
     worker.lease_renewed(verdict_ms + SECOND)
-    worker.job_exited((0, 0), Outcome("succeeded"), verdict_ms + SECOND)
+    worker.job_exited((0, 0, 0), Outcome("succeeded"), verdict_ms + SECOND)
     commit = _committed(worker)
     assert commit.offset == 2
     assert [r.schedule_id for r in _results(list(commit.results))] == ["busy"]
@@ -86,7 +86,7 @@ def test_cancel_other_the_workers_late_result_is_visible_but_ignored_by_the_shar
     assert (cancelled.run_id, cancelled.status) == (old.run_id, "cancelled")
     [new] = out.runs
     # The worker never hears of it: its job finishes and reports as usual.
-    worker.job_exited((0, 0), Outcome("succeeded"), T0 + 2 * MINUTE + SECOND)
+    worker.job_exited((0, 0, 0), Outcome("succeeded"), T0 + 2 * MINUTE + SECOND)
     [late] = _results(list(_committed(worker).results))
     assert (late.run_id, late.attempt, late.status) == (old.run_id, 1, "succeeded")
     ignored = shard.core.stats["results_ignored_total"]

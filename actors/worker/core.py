@@ -66,14 +66,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from actors.worker.offsets import MAX_OPEN_PER_PARTITION, PartitionOffsets
-from topics.deadlines import shard_decides
+from topics.deadlines import TIMEOUT_MARGIN_MS, shard_decides
 from topics.messages import Run, parse_run, result_value
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
 from topics.timefmt import format_ms
 
-RunKey = tuple[int, int]
-"""(partition, offset) of a run record: unique within an assignment."""
+RunKey = tuple[int, int, int]
+"""(partition, offset, lease) of a run record. ``lease`` numbers the adoptions of the
+partition in this process (``assign``): a run delivered again after the partition
+was dropped and adopted afresh (a lost lease, a fence) is a different key, so the
+old job's late exit can never be taken for the new one's."""
 
 JOB_STATUSES = ("succeeded", "failed", "cancelled")
 
@@ -123,6 +126,18 @@ class Commit:
     offset: int
     metadata: str
     results: tuple[OutRecord, ...]
+    deadlines: tuple[int, ...] = ()
+    """The ``deadline_ms`` of the run of each result, in the same order."""
+    lease: int = 0
+    """The adoption of ``partition`` these results belong to (``assign``)."""
+
+    @property
+    def commit_by_ms(self) -> int | None:
+        """The instant from which the shard decides one of these attempts itself: a
+        transaction carrying them must not commit at or after it (None: no result)."""
+        if not self.deadlines:
+            return None
+        return min(self.deadlines) + TIMEOUT_MARGIN_MS
 
 
 @dataclass(slots=True)
@@ -136,7 +151,9 @@ class _Running:
 @dataclass(slots=True)
 class _Partition:
     offsets: PartitionOffsets
+    lease: int = 0
     results: list[OutRecord] = field(default_factory=list)
+    deadlines: list[int] = field(default_factory=list)  # of each result's run
     in_commit: Commit | None = None
     dirty: bool = False  # something finished since the last commit was taken
     # Fetched records beyond the open limit, in offset order, not yet delivered.
@@ -168,6 +185,7 @@ class WorkerCore:
         self._known_job = known_job
         self._lease_loss_ms = lease_loss_ms
         self._lease_renewed_ms = now_ms
+        self._lease_held_until_ms = now_ms
         self._max_open = max_open_per_partition
         self._partitions: dict[int, _Partition] = {}
         self._queue: deque[tuple[RunKey, Run]] = deque()
@@ -189,11 +207,17 @@ class WorkerCore:
 
     # --- assignment ---------------------------------------------------------------
 
-    def assign(self, partition: int, committed: int, metadata: str | None, now_ms: int) -> None:
-        """``partition`` is ours from ``committed`` on (with that commit's metadata)."""
+    def assign(
+        self, partition: int, committed: int, metadata: str | None, now_ms: int, lease: int = 0
+    ) -> None:
+        """``partition`` is ours from ``committed`` on (with that commit's metadata).
+
+        ``lease`` numbers this adoption of the partition (see ``RunKey``); the caller
+        gives each adoption of a partition in this process a new one.
+        """
         if partition in self._partitions:
             return
-        self._partitions[partition] = _Partition(PartitionOffsets(committed, metadata))
+        self._partitions[partition] = _Partition(PartitionOffsets(committed, metadata), lease)
         self._lease_renewed_ms = max(self._lease_renewed_ms, now_ms)
 
     def revoke(self, partition: int, reason: str = "revoked") -> list[Action]:
@@ -256,7 +280,7 @@ class WorkerCore:
         if not part.offsets.deliver(record.offset):
             return []  # already finished before (a restore, or a fetch after a seek)
         self.counts["received"] += 1
-        key = (record.partition, record.offset)
+        key = (record.partition, record.offset, part.lease)
         try:
             if record.value is None:
                 raise ValueError("the record has no value")
@@ -292,7 +316,7 @@ class WorkerCore:
             return []
         if not running.decided and not running.dropped:
             part = self._partitions.get(key[0])
-            if part is not None:
+            if part is not None and part.lease == key[2]:
                 self._record(
                     part,
                     key[1],
@@ -312,7 +336,7 @@ class WorkerCore:
         """Time passed: enforce deadlines and the lease."""
         actions: list[Action] = []
         silent_ms = now_ms - self._lease_renewed_ms
-        if self._partitions and silent_ms > self._lease_loss_ms:
+        if self._partitions and now_ms > self._lease_expires_ms():
             self.counts["leases_lost"] += 1
             lost = tuple(sorted(self._partitions))
             actions.append(LeaseLost(lost, silent_ms))
@@ -345,6 +369,14 @@ class WorkerCore:
         """A group heartbeat succeeded at ``now_ms``: our partitions are still ours."""
         self._lease_renewed_ms = max(self._lease_renewed_ms, now_ms)
 
+    def hold_lease_until(self, until_ms: int) -> None:
+        """The lease holds until ``until_ms`` whatever the heartbeats (a rebalance we
+        joined: the group cannot give our partitions away before then)."""
+        self._lease_held_until_ms = max(self._lease_held_until_ms, until_ms)
+
+    def _lease_expires_ms(self) -> int:
+        return max(self._lease_renewed_ms + self._lease_loss_ms, self._lease_held_until_ms)
+
     def next_due_ms(self, *, lease: bool = True) -> int | None:
         """When ``advance`` next has something to decide (None: nothing pending).
 
@@ -361,7 +393,7 @@ class WorkerCore:
                 break
             heapq.heappop(deadlines)
         if lease and self._partitions:
-            lease_due = self._lease_renewed_ms + self._lease_loss_ms + 1
+            lease_due = self._lease_expires_ms() + 1
             due = lease_due if due is None else min(due, lease_due)
         return due
 
@@ -373,8 +405,16 @@ class WorkerCore:
         if part is None or part.in_commit is not None or not part.dirty:
             return None
         offsets = part.offsets
-        commit = Commit(partition, offsets.commit_offset(), offsets.metadata(), tuple(part.results))
+        commit = Commit(
+            partition,
+            offsets.commit_offset(),
+            offsets.metadata(),
+            tuple(part.results),
+            tuple(part.deadlines),
+            part.lease,
+        )
         part.results.clear()
+        part.deadlines.clear()
         part.dirty = False
         part.in_commit = commit
         return commit
@@ -385,13 +425,31 @@ class WorkerCore:
             part.offsets.mark_committed(commit.offset)
             part.in_commit = None
 
-    def commit_failed(self, commit: Commit) -> None:
-        """The transaction aborted for a passing reason: take it again later."""
+    def commit_failed(self, commit: Commit, now_ms: int | None = None, guard_ms: int = 0) -> None:
+        """The transaction aborted for a passing reason: take it again later.
+
+        With ``now_ms``: a result whose attempt the shard decides by ``now_ms +
+        guard_ms`` (the earliest a retried transaction could commit) is not taken
+        again: its offset stays finished, the shard writes ``timed_out`` and retries
+        (counted as ``left_to_shard``). So no retry ever commits a result after the
+        shard's own verdict, and failed commits cannot hold a result forever.
+        """
         part = self._partitions.get(commit.partition)
-        if part is not None and part.in_commit is commit:
-            part.results[:0] = commit.results
-            part.dirty = True
-            part.in_commit = None
+        if part is None or part.in_commit is not commit:
+            return
+        results, deadlines = list(commit.results), list(commit.deadlines)
+        if now_ms is not None and deadlines:
+            kept = [
+                i for i, deadline in enumerate(deadlines)
+                if not shard_decides(deadline, now_ms + guard_ms)
+            ]
+            self.counts["left_to_shard"] += len(results) - len(kept)
+            results = [results[i] for i in kept]
+            deadlines = [deadlines[i] for i in kept]
+        part.results[:0] = results
+        part.deadlines[:0] = deadlines
+        part.dirty = True
+        part.in_commit = None
 
     # --- views --------------------------------------------------------------------
 
@@ -486,6 +544,7 @@ class WorkerCore:
             error=error if status != "succeeded" else None,
         )
         part.results.append(OutRecord(TopicKind.RESULTS, run.schedule_id.encode(), value))
+        part.deadlines.append(run.deadline_ms)
         self.counts[status] = self.counts.get(status, 0) + 1
         self._finish(part, offset)
 
