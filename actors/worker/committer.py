@@ -1,45 +1,85 @@
-"""One runs partition's transactional producer and the loop that commits its results.
+"""One worker transaction on aiokafka: a partition's results and its offset, or nothing.
 
-Each assigned runs partition ``p`` has a producer with ``transactional.id =
-{ns}-worker-{p}`` (started, and so fencing the previous owner, by the runtime) and
-one ``Committer``. Whenever the core has something finished for ``p``, the committer
-takes it (``WorkerCore.take_commit``) and writes, in ONE transaction, the results
-(to ``{ns}.results``, partitioned by murmur2 of the schedule id like Kafka's default
-partitioner, so each lands on its owning shard) and ``p``'s consumed offset with its
-metadata (``send_offsets_to_transaction`` for the group ``{ns}-workers``). One
-transaction is in flight per partition; what finishes meanwhile goes into the next,
-so under load transactions grow instead of queueing.
+The membership machine (``membership.py``) decides what to write and when; this
+module carries out one ``Write`` with the transactional producer of that partition
+(``transactional.id = {ns}-worker-{p}``, started, and so fencing the previous owner,
+at adoption) and says how it ended:
 
-Failures: a fenced producer (a newer owner called ``init_transactions``) is final
-for this committer, the runtime is told through ``on_lost``. Any other failure (a
-send, the offsets, the commit) aborts the open transaction once, if one is open,
-and hands the commit back to the core: its results stay there, with whatever
-finished meanwhile, until a later transaction commits them. Only a producer in
-aiokafka's fatal state (or mid-commit, whose outcome we cannot know) is given up.
+- ``done``: the results (to ``{ns}.results``, partitioned by murmur2 of the schedule
+  id like Kafka's default partitioner, so each lands on its owning shard) and the
+  offset with its metadata (``send_offsets_to_transaction`` for ``{ns}-workers``)
+  committed together;
+- ``failed``: the transaction was aborted, nothing of it is visible (retry later);
+- ``refused``: aborted because the broker refused some result records for good
+  (too large for the topic, an invalid record); ``refused`` lists them;
+- ``fenced``: a newer ``init_transactions`` of the same transactional id exists;
+- ``unknown``: the outcome cannot be known (a commit that failed midway, a step that
+  did not answer in time, an abort that failed): the producer is given up and the
+  partition adopted afresh, whose fence settles the transaction either way.
+
+What this relies on in aiokafka 0.14 (read in its source):
+
+- ``send_batch`` returns a future per batch, and a batch the broker refuses with a
+  non-retriable error only fails that future (``Sender``'s produce handler calls
+  ``batch.failure``); the transaction manager stays ``IN_TRANSACTION``, and
+  ``commit_transaction`` (``Sender._send_produce_req`` / ``EndTxnHandler``) would
+  commit everything else: the offset without the result. So every batch future is
+  read BEFORE the commit, and any failure aborts.
+- A transactional producer never expires a batch (``Sender._can_retry`` expires
+  only without a transaction manager): a retriable error is retried without end,
+  so the wait for the batch futures is bounded here (``STEP_TIMEOUT_S``).
+- ``commit_transaction`` raises the abortable error recorded by an earlier step
+  (``TransactionManager.committing_transaction``); ``abort_transaction`` asserts on
+  any state but ``IN_TRANSACTION`` / ``ABORTABLE_ERROR``, so the state is read first.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import ProducerFenced, TransactionalIdAuthorizationFailed
+from aiokafka.errors import (
+    CorruptRecordException,
+    InvalidTimestampError,
+    MessageSizeTooLargeError,
+    ProducerFenced,
+    RecordListTooLargeError,
+    TransactionalIdAuthorizationFailed,
+    UnsupportedForMessageFormatError,
+)
 from aiokafka.producer.transaction_manager import TransactionState
 
-from actors.observe import metrics
-from actors.scheduler.writer import Partitioner, send_plan
-from actors.worker.core import Commit, WorkerCore
+from actors.worker.core import Commit
 from topics.names import Settings, TopicKind
+from topics.partitioner import murmur2_partition
 
 log = logging.getLogger("kafkron.worker")
 
-COMMIT_RETRY_S = 0.5
-CLOSE_WAIT_S = 5.0
+STEP_TIMEOUT_S = 30.0
+"""Longest wait for one step of a transaction (sends, offsets, commit, abort)."""
+CLOSE_TIMEOUT_S = 5.0
+"""Longest wait for a client's ``stop()``; after it the client is abandoned."""
+
+# Refusals that the same records meet again on every retry.
+_REFUSED_FOR_GOOD = (
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    CorruptRecordException,
+    InvalidTimestampError,
+    UnsupportedForMessageFormatError,
+)
+_FENCED = (ProducerFenced, TransactionalIdAuthorizationFailed)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    kind: str  # "done" | "failed" | "refused" | "fenced" | "unknown"
+    reason: str = ""
+    refused: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)
@@ -49,137 +89,154 @@ class CommitStats:
     ms: float = 0.0
 
 
-class Committer:
-    """Commits one partition's finished runs, a transaction at a time."""
+async def write_commit(
+    producer: AIOKafkaProducer,
+    settings: Settings,
+    commit: Commit,
+    *,
+    abort_from_ms: int | None,
+    now_ms: Callable[[], int],
+) -> WriteOutcome:
+    """Carry out one ``Write``; never raises (the outcome says what happened)."""
+    try:
+        return await _write(producer, settings, commit, abort_from_ms, now_ms)
+    except _FENCED as exc:
+        return WriteOutcome("fenced", type(exc).__name__)
+    except TimeoutError:
+        return WriteOutcome("unknown", f"a step got no answer in {STEP_TIMEOUT_S:.0f} s")
 
-    def __init__(
-        self,
-        *,
-        partition: int,
-        producer: AIOKafkaProducer,
-        core: WorkerCore,
-        settings: Settings,
-        stats: CommitStats,
-        on_lost: Callable[[Committer], None],
-        on_committed: Callable[[Commit], None] | None = None,
-    ) -> None:
-        self.partition = partition
-        self.producer = producer
-        self._core = core
-        self._settings = settings
-        self._stats = stats
-        self._on_lost = on_lost
-        self._on_committed = on_committed
-        self._wake = asyncio.Event()
-        self._closing = False
-        self._task = asyncio.get_running_loop().create_task(self._loop())
-        self._partitioner: Partitioner | None = None
-        self._runs_tp = TopicPartition(settings.topic(TopicKind.RUNS), partition)
 
-    def wake(self) -> None:
-        """Something may have finished: look at the core again."""
-        self._wake.set()
-
-    async def close(self) -> None:
-        """Let a transaction in flight finish (briefly), then stop the producer."""
-        self._closing = True
-        self._wake.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._task), timeout=CLOSE_WAIT_S)
-        except (TimeoutError, Exception):
-            self._task.cancel()
-        with contextlib.suppress(Exception):
-            await self.producer.stop()
-
-    def abandon(self) -> None:
-        """Stop taking commits (the producer is unusable); ``close`` still stops it."""
-        self._closing = True
-        self._wake.set()
-
-    async def _loop(self) -> None:
-        core = self._core
-        while not self._closing:
-            await self._wake.wait()
-            self._wake.clear()
-            commit = core.take_commit(self.partition)
-            if commit is None:
-                continue
-            began = time.perf_counter()
-            try:
-                await self._write(commit)
-            except (ProducerFenced, TransactionalIdAuthorizationFailed) as exc:
-                metrics.worker_fenced()
-                log.warning(
-                    "producer of runs partition %d was fenced (%s): another worker owns it "
-                    "now; its unfinished runs here are cancelled and not reported",
-                    self.partition,
-                    type(exc).__name__,
-                )
-                self._closing = True
-                self._on_lost(self)
-                return
-            except Exception as exc:
-                if self._closing:
-                    return
-                if not await self._abort():
-                    log.error("producer of runs partition %d is unusable: %s", self.partition, exc)
-                    self._closing = True
-                    self._on_lost(self)
-                    return
-                log.warning(
-                    "commit of runs partition %d failed (%s: %s); retrying",
-                    self.partition,
-                    type(exc).__name__,
-                    exc,
-                )
-                core.commit_failed(commit)
-                await asyncio.sleep(COMMIT_RETRY_S)
-                self._wake.set()
-                continue
-            core.commit_done(commit)
-            metrics.worker_committed(time.perf_counter() - began)
-            stats = self._stats
-            stats.transactions += 1
-            stats.results += len(commit.results)
-            stats.ms += (time.perf_counter() - began) * 1000
-            if self._on_committed is not None:
-                self._on_committed(commit)
-
-    async def _write(self, commit: Commit) -> None:
-        producer = self.producer
-        partitioner = self._partitioner
-        if partitioner is None:
-            results_topic = self._settings.topic(TopicKind.RESULTS)
-            count = len(await producer.partitions_for(results_topic))
-            partitioner = self._partitioner = Partitioner({TopicKind.RESULTS: count})
-        # A failure anywhere here is aborted by the loop (once: ``_abort``).
-        await producer.begin_transaction()
-        if commit.results:
-            await send_plan(producer, self._settings, partitioner.plan(list(commit.results)))
-        await producer.send_offsets_to_transaction(
-            {self._runs_tp: (commit.offset, commit.metadata)},
-            self._settings.worker_group,
+async def _write(
+    producer: AIOKafkaProducer,
+    settings: Settings,
+    commit: Commit,
+    abort_from_ms: int | None,
+    now_ms: Callable[[], int],
+) -> WriteOutcome:
+    results_topic = settings.topic(TopicKind.RESULTS)
+    try:
+        count = len(await producer.partitions_for(results_topic))
+        await _bounded(producer.begin_transaction())
+        futures = await _send_results(producer, results_topic, count, commit)
+        await _bounded(
+            producer.send_offsets_to_transaction(
+                {
+                    TopicPartition(settings.topic(TopicKind.RUNS), commit.partition): (
+                        commit.offset,
+                        commit.metadata,
+                    )
+                },
+                settings.worker_group,
+            )
         )
-        await producer.commit_transaction()
+        refused, failure = await _batch_outcomes(futures)
+    except (*_FENCED, TimeoutError):
+        raise
+    except _TooLarge as exc:
+        aborted = await _aborted(producer, str(exc))
+        if aborted.kind != "failed":
+            return aborted
+        return WriteOutcome("refused", str(exc), (exc.index,))
+    except Exception as exc:
+        return await _aborted(producer, f"{type(exc).__name__}: {exc}")
+    if failure is not None:
+        if refused:
+            aborted = await _aborted(producer, failure)
+            if aborted.kind != "failed":
+                return aborted
+            return WriteOutcome("refused", failure, tuple(sorted(refused)))
+        return await _aborted(producer, failure)
+    if abort_from_ms is not None and now_ms() >= abort_from_ms:
+        # Committing now could make a result visible after the shard's own verdict.
+        return await _aborted(producer, "too close to the shard's timed_out verdict")
+    try:
+        await _bounded(producer.commit_transaction())
+    except _FENCED:
+        raise
+    except Exception as exc:
+        if transaction_state(producer) is TransactionState.ABORTABLE_ERROR:
+            return await _aborted(producer, f"{type(exc).__name__}: {exc}")
+        return WriteOutcome("unknown", f"commit failed midway: {type(exc).__name__}: {exc}")
+    return WriteOutcome("done")
 
-    async def _abort(self) -> bool:
-        """End whatever transaction a failure left open; False if the producer is unusable.
 
-        aiokafka asserts on an abort from any state but an open (or abortable)
-        transaction, so look first: a failure before ``begin_transaction`` leaves
-        nothing to abort, and a second abort of the same failure would trip it.
-        """
-        state = transaction_state(self.producer)
-        if state is TransactionState.READY:
-            return True
-        if state not in _ABORTABLE:
-            return False  # fatal (fenced, say), or a commit whose outcome is unknown
-        try:
-            await self.producer.abort_transaction()
-        except Exception as exc:
-            log.warning("abort on runs partition %d failed: %s", self.partition, exc)
-            return False
-        return True
+async def _send_results(
+    producer: AIOKafkaProducer, topic: str, partitions: int, commit: Commit
+) -> list[tuple[asyncio.Future[object], list[int]]]:
+    """Append the results to one batch per results partition (more if full); the
+    batch futures with the indices of ``commit.results`` each carries."""
+    groups: dict[int, list[int]] = {}
+    for i, record in enumerate(commit.results):
+        key = record.key or b""
+        groups.setdefault(murmur2_partition(key, partitions), []).append(i)
+    sent: list[tuple[asyncio.Future[object], list[int]]] = []
+    for partition, indices in groups.items():
+        batch = producer.create_batch()
+        in_batch: list[int] = []
+        for i in indices:
+            record = commit.results[i]
+            if batch.append(key=record.key, value=record.value, timestamp=None) is None:
+                if in_batch:
+                    future = await producer.send_batch(batch, topic, partition=partition)
+                    sent.append((future, in_batch))
+                    batch, in_batch = producer.create_batch(), []
+                if batch.append(key=record.key, value=record.value, timestamp=None) is None:
+                    # Larger than any batch this client builds: the broker would refuse it.
+                    raise _TooLarge(i)
+            in_batch.append(i)
+        if in_batch:
+            future = await producer.send_batch(batch, topic, partition=partition)
+            sent.append((future, in_batch))
+    return sent
+
+
+class _TooLarge(Exception):
+    def __init__(self, index: int) -> None:
+        super().__init__(f"result {index} is larger than a whole batch")
+        self.index = index
+
+
+async def _batch_outcomes(
+    futures: list[tuple[asyncio.Future[object], list[int]]],
+) -> tuple[set[int], str | None]:
+    """Wait for every batch; (indices refused for good, the first failure or None)."""
+    if not futures:
+        return set(), None
+    await asyncio.wait([f for f, _ in futures], timeout=STEP_TIMEOUT_S)
+    refused: set[int] = set()
+    failure: str | None = None
+    for future, indices in futures:
+        if not future.done():
+            raise TimeoutError("a batch of results was not acknowledged")
+        exc = future.exception()
+        if exc is None:
+            continue
+        if isinstance(exc, _FENCED):
+            raise exc
+        failure = failure or f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, _REFUSED_FOR_GOOD):
+            refused.update(indices)
+    return refused, failure
+
+
+async def _aborted(producer: AIOKafkaProducer, reason: str) -> WriteOutcome:
+    """Abort the open transaction (if one is open): ``failed``, or ``unknown``."""
+    state = transaction_state(producer)
+    if state is TransactionState.READY:
+        return WriteOutcome("failed", reason)
+    if state not in _ABORTABLE:
+        return WriteOutcome("unknown", f"{reason}; the producer cannot abort ({state})")
+    try:
+        await _bounded(producer.abort_transaction())
+    except _FENCED:
+        raise
+    except Exception as exc:
+        return WriteOutcome("unknown", f"{reason}; the abort failed too ({exc!r})")
+    return WriteOutcome("failed", reason)
+
+
+async def _bounded(step: object) -> None:
+    await asyncio.wait_for(step, timeout=STEP_TIMEOUT_S)  # type: ignore[arg-type]
 
 
 _ABORTABLE = (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR)
@@ -190,3 +247,23 @@ def transaction_state(producer: AIOKafkaProducer) -> TransactionState | None:
     manager = getattr(producer, "_txn_manager", None)
     state = getattr(manager, "state", None)
     return state if isinstance(state, TransactionState) else None
+
+
+async def close_client(client: object, what: str) -> None:
+    """Stop an aiokafka client, waiting at most ``CLOSE_TIMEOUT_S``; then abandon it.
+
+    aiokafka's ``stop()`` can wait without end (a fetcher task stuck on a fetch that is
+    never answered, a sender waiting for a coordinator): a process must not hang on it.
+    """
+    stop = getattr(client, "stop", None) or getattr(client, "close", None)
+    if stop is None:
+        return
+    started = time.monotonic()
+    try:
+        await asyncio.wait_for(stop(), timeout=CLOSE_TIMEOUT_S)
+    except TimeoutError:
+        log.warning(
+            "%s did not stop within %.0f s; abandoning it", what, time.monotonic() - started
+        )
+    except Exception as exc:
+        log.debug("stopping %s failed: %r", what, exc)

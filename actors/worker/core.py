@@ -126,18 +126,22 @@ class Commit:
     offset: int
     metadata: str
     results: tuple[OutRecord, ...]
-    deadlines: tuple[int, ...] = ()
-    """The ``deadline_ms`` of the run of each result, in the same order."""
+    runs: tuple[Run, ...] = ()
+    """The run of each result, in the same order."""
     lease: int = 0
     """The adoption of ``partition`` these results belong to (``assign``)."""
+
+    @property
+    def deadlines(self) -> tuple[int, ...]:
+        return tuple(run.deadline_ms for run in self.runs)
 
     @property
     def commit_by_ms(self) -> int | None:
         """The instant from which the shard decides one of these attempts itself: a
         transaction carrying them must not commit at or after it (None: no result)."""
-        if not self.deadlines:
+        if not self.runs:
             return None
-        return min(self.deadlines) + TIMEOUT_MARGIN_MS
+        return min(run.deadline_ms for run in self.runs) + TIMEOUT_MARGIN_MS
 
 
 @dataclass(slots=True)
@@ -153,7 +157,7 @@ class _Partition:
     offsets: PartitionOffsets
     lease: int = 0
     results: list[OutRecord] = field(default_factory=list)
-    deadlines: list[int] = field(default_factory=list)  # of each result's run
+    runs: list[Run] = field(default_factory=list)  # the run of each result
     in_commit: Commit | None = None
     dirty: bool = False  # something finished since the last commit was taken
     # Fetched records beyond the open limit, in offset order, not yet delivered.
@@ -203,6 +207,7 @@ class WorkerCore:
             "discarded": 0,
             "leases_lost": 0,
             "left_to_shard": 0,
+            "refused": 0,
         }
 
     # --- assignment ---------------------------------------------------------------
@@ -410,11 +415,11 @@ class WorkerCore:
             offsets.commit_offset(),
             offsets.metadata(),
             tuple(part.results),
-            tuple(part.deadlines),
+            tuple(part.runs),
             part.lease,
         )
         part.results.clear()
-        part.deadlines.clear()
+        part.runs.clear()
         part.dirty = False
         part.in_commit = commit
         return commit
@@ -437,17 +442,65 @@ class WorkerCore:
         part = self._partitions.get(commit.partition)
         if part is None or part.in_commit is not commit:
             return
-        results, deadlines = list(commit.results), list(commit.deadlines)
-        if now_ms is not None and deadlines:
+        results, runs = list(commit.results), list(commit.runs)
+        if now_ms is not None and runs:
             kept = [
-                i for i, deadline in enumerate(deadlines)
-                if not shard_decides(deadline, now_ms + guard_ms)
+                i
+                for i, run in enumerate(runs)
+                if not shard_decides(run.deadline_ms, now_ms + guard_ms)
             ]
             self.counts["left_to_shard"] += len(results) - len(kept)
             results = [results[i] for i in kept]
-            deadlines = [deadlines[i] for i in kept]
+            runs = [runs[i] for i in kept]
         part.results[:0] = results
-        part.deadlines[:0] = deadlines
+        part.runs[:0] = runs
+        part.dirty = True
+        part.in_commit = None
+
+    def commit_refused(self, commit: Commit, refused: Iterable[int], reason: str) -> None:
+        """The broker refused the records of these results for good (too large, say);
+        the transaction was aborted.
+
+        A refused result is replaced by the smallest one that says what happened
+        (status ``failed``, error ``ResultRefused``, the job's own error dropped); if
+        that one was refused as well, the result is dropped and its offset stays
+        finished: the shard decides the attempt at its deadline (``timed_out``,
+        retried or dead-lettered), so the run still ends visibly.
+        """
+        part = self._partitions.get(commit.partition)
+        if part is None or part.in_commit is not commit:
+            return
+        bad = set(refused)
+        results: list[OutRecord] = []
+        runs: list[Run] = []
+        for i, (record, run) in enumerate(zip(commit.results, commit.runs, strict=True)):
+            if i not in bad:
+                results.append(record)
+                runs.append(run)
+                continue
+            self.counts["refused"] += 1
+            value = result_value(
+                run_id=run.run_id,
+                schedule_id=run.schedule_id,
+                task=run.task,
+                attempt=run.attempt,
+                status="failed",
+                scheduled_ms=run.scheduled_ms,
+                started_ms=None,
+                finished_ms=None,
+                worker=self._worker,
+                error={
+                    "type": "ResultRefused",
+                    "message": f"the broker refused this attempt's result record ({reason})",
+                },
+            )
+            if record.value == value:  # the smallest one was refused too
+                self.counts["left_to_shard"] += 1
+                continue
+            results.append(OutRecord(TopicKind.RESULTS, run.schedule_id.encode(), value))
+            runs.append(run)
+        part.results[:0] = results
+        part.runs[:0] = runs
         part.dirty = True
         part.in_commit = None
 
@@ -544,7 +597,7 @@ class WorkerCore:
             error=error if status != "succeeded" else None,
         )
         part.results.append(OutRecord(TopicKind.RESULTS, run.schedule_id.encode(), value))
-        part.deadlines.append(run.deadline_ms)
+        part.runs.append(run)
         self.counts[status] = self.counts.get(status, 0) + 1
         self._finish(part, offset)
 

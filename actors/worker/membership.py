@@ -1,0 +1,666 @@
+"""The worker's membership as a pure state machine: which runs partitions it works on,
+and when it may write for them.
+
+Rules of this file: no asyncio, no Kafka, no clock reads. The executors (the aiokafka
+runtime, ``runtime.py`` with ``committer.py``; the simulation, ``simulation/worker_node.py``)
+report what happened with the time passed in and carry out the actions returned, in
+order. ``WorkerCore`` (``core.py``) decides the runs; this machine decides ownership
+around it and forwards the core's actions.
+
+Theory of operation
+-------------------
+Inputs (methods)                              Outputs
+  assigned(partitions, rejoined)                StartProducer / CloseProducer / CancelJob / Seek
+  rebalance_started                             -
+  producer_started(p, lease)                    ReadCommitted(p, lease)
+  committed_read(p, lease, offset, metadata)    Seek(p, position), Resume(p), Owns
+  adoption_failed(p, lease, reason)             CloseProducer(p, lease), WakeAt
+  fenced(p, lease)                              CancelJob..., CloseProducer(p, lease)
+  records(records)                              StartJob / Discarded
+  job_exited(key, outcome)                      StartJob
+  commit_done / commit_failed / commit_refused  WakeAt
+  commit_unknown                                StartProducer (a fresh producer)
+  heartbeat                                     StartProducer (recovery)
+  tick                                          Write(commit), CancelJob(timeout), LeaseLost,
+                                                StartProducer (a retry), Pause / Resume, WakeAt
+  stop / close                                  Pause everything / CloseProducer everything
+
+Each partition the group assigns to us goes through
+
+    adopting --producer_started--> reading --committed_read--> live
+        |                             |                          |
+        +------adoption_failed--------+--> backoff --tick--> adopting (a new lease)
+                                                                 |
+    live --fenced / lease lost--> lost --heartbeat--> adopting   |
+    live --commit_unknown / too many failed commits--> adopting  +
+
+and leaves the machine when a new assignment no longer has it. Every adoption gets a
+new ``lease`` (a number unique in this process): a producer, a committed-offset read,
+a write and a fence all name the lease they belong to, and an answer naming an older
+lease only closes what that lease started. So a process fenced by its own
+re-adoption (the old producer's late ``ProducerFenced``) never drops the new one,
+and a run delivered again under a new lease is a new ``RunKey``.
+
+Rules:
+- **Fence first, then read, then fetch.** ``StartProducer`` (``init_transactions``
+  of ``{ns}-worker-{p}``) fences the previous owner; only then is the committed
+  offset read (``ReadCommitted``), so it includes every transaction the previous
+  owner completed. The core learns of ``p`` at ``committed_read`` and the same call
+  returns ``Seek(p, where the core wants the next record)``: the executor applies it
+  before it hands the machine any further record of ``p``.
+- **Nothing from a partition that is not live.** A partition being adopted (or lost,
+  or backing off) is paused (``Pause``), and records of it that arrive anyway (a
+  fetch already in flight; aiokafka returns records of a new assignment before the
+  rebalance listener has run) are ignored. They are not lost: the ``Seek`` at
+  ``committed_read`` fetches them again. Without that seek the consumer's position
+  would have moved past them, and the offset tracker would take the first record it
+  sees for the first one there is.
+- **A kept partition is sought again after every rebalance.** The eager protocol
+  revokes everything; aiokafka then restarts a kept partition's fetch from the
+  committed offset, so ``assigned`` seeks each live partition to the core's position.
+- **Adoption failures retry.** ``adoption_failed`` (a coordinator that is loading or
+  moving, a timeout) closes what the attempt started and tries again after a backoff
+  (``ADOPT_RETRY_MS`` doubling to ``ADOPT_RETRY_MAX_MS``) as long as the group
+  assigns ``p`` to us: a partition is never left assigned and dead.
+- **Fenced.** A producer of the current lease fenced means someone adopted ``p``
+  after us: its runs are cancelled and their results dropped. If the group still
+  assigns ``p`` to us (the fence came from our own earlier adoption, or from a
+  zombie view of a newer owner), the next successful heartbeat proves the group
+  has not moved on and ``p`` is adopted afresh; otherwise the coming rebalance says
+  where it went.
+- **Lease (Dropbox ATF's rule).** With no successful heartbeat for
+  ``LeaseRules.lease_loss_ms`` the core drops every partition and cancels its jobs;
+  the partitions are adopted again after the next successful heartbeat. During a
+  rebalance we joined (``rebalance_started`` until ``assigned``) aiokafka sends no
+  heartbeats at all, and the group cannot give our partitions to anyone before the
+  rebalance ends or its timeout passes: the lease then holds until
+  ``last heartbeat + rebalance_timeout_ms - heartbeat_interval_ms``.
+- **Writes.** ``Write(commit)`` carries results and the offset of one partition for
+  one transaction; one is in flight per partition. A failed one (aborted, nothing
+  visible) is taken again after ``COMMIT_RETRY_MS`` doubling to
+  ``COMMIT_RETRY_MAX_MS``; after ``COMMIT_FAILURES_BEFORE_READOPT`` failures in a
+  row, or one whose outcome is unknown, the partition is adopted afresh with a new
+  producer (whose fence settles the old transaction; the committed offset read
+  after it says what made it). A result whose attempt the shard decides itself
+  (``topics.deadlines``) before a write could commit it (``COMMIT_GUARD_MS``) is
+  not written: no retry commits after the shard's ``timed_out``.
+- **Refused records end visibly.** A result record the broker refuses for good (too
+  large for ``{ns}.results``, an invalid record) aborts the transaction (the
+  executor reads every batch's outcome before it commits: aiokafka commits a
+  transaction whose batch failed) and comes back as ``commit_refused``: the result is
+  replaced by a small ``failed`` one with error ``ResultRefused`` (the shard retries
+  or dead-letters it as any failure); if even that is refused, the shard's own
+  ``timed_out`` at the deadline ends the attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from actors.worker.core import (
+    CancelJob,
+    Commit,
+    Discarded,
+    LeaseLost,
+    Outcome,
+    RunKey,
+    StartJob,
+    WorkerCore,
+)
+from topics.deadlines import shard_decides
+from topics.records import InRecord
+
+ADOPT_RETRY_MS = 500
+ADOPT_RETRY_MAX_MS = 10_000
+COMMIT_RETRY_MS = 500
+COMMIT_RETRY_MAX_MS = 5_000
+COMMIT_FAILURES_BEFORE_READOPT = 6
+COMMIT_GUARD_MS = 5_000
+"""How long before the shard's verdict a result stops being written: the room a
+transaction that begins now has to commit (the executor aborts instead of
+committing once it is inside this guard)."""
+LEASE_LOSS_HEARTBEATS = 3
+TRANSACTION_TIMEOUT_MS = 10_000
+"""The workers' ``transaction.timeout.ms``: a transaction left open by a dead process
+blocks read_committed readers of ``{ns}.results`` until the next owner's fence or
+this timeout, whichever comes first (Kafka's default is 60 s)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRules:
+    """The group timings the lease rule is derived from (one place for every executor)."""
+
+    session_timeout_ms: int = 10_000
+    lease_loss_heartbeats: int = LEASE_LOSS_HEARTBEATS
+    """0 turns the lease rule off (fencing alone stops zombies; tests use it)."""
+    rebalance_timeout_ms: int | None = None
+    """Default: twice the session, so a rebalance that waits for a dead member's
+    session to expire ends well inside it."""
+
+    def __post_init__(self) -> None:
+        if self.session_timeout_ms < 500:
+            raise ValueError(f"session_timeout_ms must be >= 500, got {self.session_timeout_ms}")
+        if self.lease_loss_heartbeats < 0:
+            raise ValueError("lease_loss_heartbeats must be >= 0")
+        if self.rebalance_timeout_ms is not None and self.rebalance_timeout_ms < (
+            self.session_timeout_ms
+        ):
+            raise ValueError("rebalance_timeout_ms must be at least session_timeout_ms")
+
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        return max(100, self.session_timeout_ms // 5)
+
+    @property
+    def rebalance_ms(self) -> int:
+        if self.rebalance_timeout_ms is not None:
+            return self.rebalance_timeout_ms
+        return 2 * self.session_timeout_ms
+
+    @property
+    def lease_loss_ms(self) -> int:
+        """Silence after which the partitions are dropped: below the session timeout,
+        so the worker stops before the broker can give its partitions away."""
+        if self.lease_loss_heartbeats <= 0:
+            return NEVER_MS
+        return self.lease_loss_heartbeats * self.heartbeat_interval_ms
+
+    @property
+    def rebalance_hold_ms(self) -> int:
+        """How long after the last heartbeat a rebalance we joined holds the lease."""
+        if self.lease_loss_heartbeats <= 0:
+            return NEVER_MS
+        return self.rebalance_ms - self.heartbeat_interval_ms
+
+
+NEVER_MS = 1 << 62
+
+
+# --- actions --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StartProducer:
+    """Start ``{ns}-worker-{partition}``'s producer (``init_transactions``: fences the
+    previous holder); answer ``producer_started`` or ``adoption_failed``."""
+
+    partition: int
+    lease: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadCommitted:
+    """Read the group's committed offset and metadata of the partition; answer
+    ``committed_read`` or ``adoption_failed``."""
+
+    partition: int
+    lease: int
+
+
+@dataclass(frozen=True, slots=True)
+class Seek:
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Results and offset of ``commit.partition`` in one transaction of the producer
+    of ``commit.lease``; answer ``commit_done``, ``commit_failed`` or ``commit_unknown``.
+    The executor aborts instead of committing from ``abort_from_ms`` on."""
+
+    commit: Commit
+    abort_from_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CloseProducer:
+    """Stop the producer of this lease (bounded; then abandon it), if there is one."""
+
+    partition: int
+    lease: int
+
+
+@dataclass(frozen=True, slots=True)
+class WakeAt:
+    """Call ``tick`` at ``at_ms`` (earlier is harmless)."""
+
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Owns:
+    """The partitions now live here (for the log)."""
+
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something an operator should read (``warning``) or may read."""
+
+    text: str
+    warning: bool = False
+
+
+Action = (
+    StartJob
+    | CancelJob
+    | Discarded
+    | LeaseLost
+    | StartProducer
+    | ReadCommitted
+    | Seek
+    | Pause
+    | Resume
+    | Write
+    | CloseProducer
+    | WakeAt
+    | Owns
+    | Note
+)
+
+ADOPTING = "adopting"
+READING = "reading"
+LIVE = "live"
+BACKOFF = "backoff"
+LOST = "lost"
+
+
+@dataclass(slots=True)
+class _Slot:
+    state: str
+    lease: int = -1
+    producer: bool = False  # a producer of ``lease`` may exist (close it when leaving)
+    since_ms: int = 0  # LOST: when; BACKOFF: when to retry
+    adopt_failures: int = 0
+    commit_failures: int = 0
+    write_after_ms: int = 0
+
+
+@dataclass(slots=True)
+class MembershipCounts:
+    adoptions: int = 0
+    adoption_failures: int = 0
+    fenced: int = 0
+    stale_answers: int = 0
+    ignored_records: int = 0
+    readoptions: int = 0
+    commit_failures: int = 0
+    refused: int = 0
+
+
+class WorkerMachine:
+    """Membership of one worker process around its ``WorkerCore``."""
+
+    def __init__(self, core: WorkerCore, rules: LeaseRules, now_ms: int) -> None:
+        self.core = core
+        self.rules = rules
+        self.counts = MembershipCounts()
+        self._slots: dict[int, _Slot] = {}
+        self._next_lease = 0
+        self._paused: set[int] = set()  # what the executor was told
+        self._live: tuple[int, ...] = ()
+        self._last_heartbeat_ms = now_ms
+        self._rebalancing = False
+        self._stopping = False
+        self._next_wake_ms: int | None = None
+
+    # --- views ----------------------------------------------------------------------
+
+    @property
+    def wanted(self) -> frozenset[int]:
+        """The partitions the group assigns to us."""
+        return frozenset(self._slots)
+
+    def state(self, partition: int) -> str | None:
+        slot = self._slots.get(partition)
+        return None if slot is None else slot.state
+
+    def lease(self, partition: int) -> int | None:
+        slot = self._slots.get(partition)
+        return None if slot is None or slot.state not in (ADOPTING, READING, LIVE) else slot.lease
+
+    @property
+    def live(self) -> tuple[int, ...]:
+        return self._live
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    # --- the group ------------------------------------------------------------------
+
+    def rebalance_started(self, now_ms: int) -> list[Action]:
+        """We are rejoining the group (aiokafka stops heartbeating until it ends)."""
+        self._rebalancing = True
+        self.core.hold_lease_until(self._last_heartbeat_ms + self.rules.rebalance_hold_ms)
+        return self._wake([])
+
+    def assigned(self, partitions: Iterable[int], now_ms: int, *, rejoined: bool) -> list[Action]:
+        """The group's new assignment for us (a rebalance ended; we are heard)."""
+        self._rebalancing = False
+        self._last_heartbeat_ms = max(self._last_heartbeat_ms, now_ms)
+        self.core.lease_renewed(now_ms)
+        wanted = set(partitions)
+        # A new assignment means new partition states in the consumer: unpaused,
+        # fetching from the committed offset.
+        self._paused.clear()
+        actions: list[Action] = []
+        for p in sorted(self._slots):
+            if rejoined or p not in wanted:
+                # Rejoined as a new member: whatever we kept may have been owned by
+                # someone else meanwhile, so nothing is kept.
+                actions.extend(self._drop(p, "rejoined the group" if p in wanted else "revoked"))
+                del self._slots[p]
+        for p in sorted(wanted):
+            slot = self._slots.get(p)
+            if slot is None:
+                self._slots[p] = slot = _Slot(LOST)
+                actions.extend(self._adopt(p, slot))
+            elif slot.state == LIVE:
+                position = self.core.fetch_position(p)
+                if position is not None:
+                    actions.append(Seek(p, position))
+            elif slot.state == LOST:
+                actions.extend(self._adopt(p, slot))
+        return self._settle(actions, now_ms)
+
+    def heartbeat(self, now_ms: int) -> list[Action]:
+        """A group heartbeat succeeded: the group still has us with this assignment."""
+        self._last_heartbeat_ms = max(self._last_heartbeat_ms, now_ms)
+        self.core.lease_renewed(now_ms)
+        actions: list[Action] = []
+        for p, slot in sorted(self._slots.items()):
+            if slot.state == LOST and slot.since_ms < now_ms:
+                actions.append(Note(f"runs partition {p}: the group still assigns it here"))
+                actions.extend(self._adopt(p, slot))
+        return self._settle(actions, now_ms) if actions else []
+
+    # --- adoption -------------------------------------------------------------------
+
+    def producer_started(self, partition: int, lease: int, now_ms: int) -> list[Action]:
+        slot = self._current(partition, lease, ADOPTING)
+        if slot is None:
+            self.counts.stale_answers += 1
+            return [CloseProducer(partition, lease)]
+        slot.state = READING
+        return [ReadCommitted(partition, lease)]
+
+    def committed_read(
+        self, partition: int, lease: int, offset: int, metadata: str | None, now_ms: int
+    ) -> list[Action]:
+        slot = self._current(partition, lease, READING)
+        if slot is None:
+            self.counts.stale_answers += 1
+            return []
+        slot.state = LIVE
+        slot.adopt_failures = 0
+        slot.commit_failures = 0
+        slot.write_after_ms = 0
+        self.counts.adoptions += 1
+        core = self.core
+        core.assign(partition, offset, metadata, now_ms, lease)
+        position = core.fetch_position(partition)
+        actions: list[Action] = [Seek(partition, offset if position is None else position)]
+        return self._settle(actions, now_ms)
+
+    def adoption_failed(self, partition: int, lease: int, reason: str, now_ms: int) -> list[Action]:
+        actions: list[Action] = [CloseProducer(partition, lease)]
+        slot = self._slots.get(partition)
+        if slot is None or slot.lease != lease or slot.state not in (ADOPTING, READING):
+            self.counts.stale_answers += 1
+            return actions
+        self.counts.adoption_failures += 1
+        slot.producer = False
+        slot.adopt_failures += 1
+        delay = min(ADOPT_RETRY_MAX_MS, ADOPT_RETRY_MS << min(slot.adopt_failures - 1, 16))
+        slot.state = BACKOFF
+        slot.since_ms = now_ms + delay
+        actions.append(
+            Note(
+                f"adopting runs partition {partition} failed ({reason}); "
+                f"trying again in {delay} ms",
+                warning=True,
+            )
+        )
+        return self._settle(actions, now_ms)
+
+    def fenced(self, partition: int, lease: int, now_ms: int) -> list[Action]:
+        """The producer of ``lease`` was fenced (a newer ``init_transactions``)."""
+        slot = self._slots.get(partition)
+        if slot is None or slot.lease != lease or slot.state not in (ADOPTING, READING, LIVE):
+            # An older producer of ours, fenced by our own newer adoption: close it only.
+            self.counts.stale_answers += 1
+            return [CloseProducer(partition, lease)]
+        self.counts.fenced += 1
+        actions = self._drop(partition, "fenced")
+        slot.state = LOST
+        slot.since_ms = now_ms
+        actions.append(
+            Note(
+                f"producer of runs partition {partition} was fenced: another worker adopted "
+                "it; its runs here are cancelled and not reported",
+                warning=True,
+            )
+        )
+        return self._settle(actions, now_ms)
+
+    # --- runs -----------------------------------------------------------------------
+
+    def records(self, records: Iterable[InRecord], now_ms: int) -> list[Action]:
+        """Records fetched from ``{ns}.runs``; only a live partition's count."""
+        actions: list[Action] = []
+        core = self.core
+        slots = self._slots
+        for record in records:
+            slot = slots.get(record.partition)
+            if slot is None or slot.state != LIVE:
+                self.counts.ignored_records += 1
+                continue
+            actions.extend(core.receive(record, now_ms))
+        return actions
+
+    def job_exited(self, key: RunKey, outcome: Outcome, now_ms: int) -> list[Action]:
+        return list(self.core.job_exited(key, outcome, now_ms))
+
+    # --- writes ---------------------------------------------------------------------
+
+    def commit_done(self, commit: Commit, now_ms: int) -> list[Action]:
+        self.core.commit_done(commit)
+        slot = self._slots.get(commit.partition)
+        if slot is not None and slot.lease == commit.lease:
+            slot.commit_failures = 0
+        return []
+
+    def commit_failed(self, commit: Commit, reason: str, now_ms: int) -> list[Action]:
+        """The transaction was aborted (nothing of it is visible)."""
+        self.counts.commit_failures += 1
+        self.core.commit_failed(commit, now_ms, COMMIT_GUARD_MS)
+        slot = self._slots.get(commit.partition)
+        if slot is None or slot.lease != commit.lease or slot.state != LIVE:
+            return []
+        slot.commit_failures += 1
+        if slot.commit_failures >= COMMIT_FAILURES_BEFORE_READOPT:
+            why = f"{slot.commit_failures} commits failed in a row ({reason})"
+            return self._readopt(commit.partition, why, now_ms)
+        delay = min(COMMIT_RETRY_MAX_MS, COMMIT_RETRY_MS << (slot.commit_failures - 1))
+        slot.write_after_ms = now_ms + delay
+        return self._wake(
+            [
+                Note(
+                    f"commit of runs partition {commit.partition} failed ({reason}); "
+                    f"retrying in {delay} ms",
+                    warning=True,
+                )
+            ]
+        )
+
+    def commit_refused(
+        self, commit: Commit, refused: Iterable[int], reason: str, now_ms: int
+    ) -> list[Action]:
+        """The transaction was aborted because the broker refused these results'
+        records for good (``commit.results`` indices): too large for ``{ns}.results``,
+        say. Retrying the same records would fail forever; the core replaces them
+        (``WorkerCore.commit_refused``) and the rest is written again at once."""
+        bad = sorted(set(refused))
+        self.counts.refused += len(bad)
+        self.core.commit_refused(commit, bad, reason)
+        return self._wake(
+            [
+                Note(
+                    f"runs partition {commit.partition}: the broker refused {len(bad)} result "
+                    f"records ({reason}); they are written again as ResultRefused failures "
+                    "without the job's error, or left to the shard's timed_out; raise "
+                    "max.message.bytes of the results topic if results are this large",
+                    warning=True,
+                )
+            ]
+        )
+
+    def commit_unknown(self, commit: Commit, reason: str, now_ms: int) -> list[Action]:
+        """The transaction's outcome is unknown (its producer is unusable)."""
+        self.counts.commit_failures += 1
+        slot = self._slots.get(commit.partition)
+        if slot is None or slot.lease != commit.lease or slot.state != LIVE:
+            self.core.commit_failed(commit, now_ms, COMMIT_GUARD_MS)
+            return []
+        return self._readopt(commit.partition, f"commit outcome unknown ({reason})", now_ms)
+
+    # --- time -------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> list[Action]:
+        """Time passed: deadlines, the lease, retries; then writes, pauses, the next wake."""
+        core = self.core
+        actions: list[Action] = list(core.advance(now_ms))
+        if any(isinstance(a, LeaseLost) for a in actions):
+            for p, slot in sorted(self._slots.items()):
+                if slot.state in (ADOPTING, READING, LIVE, BACKOFF):
+                    if slot.producer:
+                        actions.append(CloseProducer(p, slot.lease))
+                    slot.producer = False
+                    slot.state = LOST
+                    slot.since_ms = now_ms
+        for p, slot in sorted(self._slots.items()):
+            if slot.state == BACKOFF and slot.since_ms <= now_ms:
+                actions.extend(self._adopt(p, slot))
+        for p, slot in sorted(self._slots.items()):
+            if slot.state == LIVE and slot.write_after_ms <= now_ms:
+                slot.write_after_ms = 0
+                actions.extend(self._write(p, now_ms))
+        return self._settle(actions, now_ms)
+
+    def stop(self, now_ms: int) -> list[Action]:
+        """Stop fetching (drain): every partition paused; writes go on."""
+        self._stopping = True
+        return self._settle([], now_ms)
+
+    def close(self, now_ms: int) -> list[Action]:
+        """The process ends: cancel everything, close every producer."""
+        actions: list[Action] = []
+        for p in sorted(self._slots):
+            actions.extend(self._drop(p, "worker stopping"))
+        self._slots.clear()
+        self._live = ()
+        return actions
+
+    def next_wake_ms(self) -> int | None:
+        return self._next_wake_ms
+
+    # --- internals --------------------------------------------------------------------
+
+    def _current(self, partition: int, lease: int, state: str) -> _Slot | None:
+        slot = self._slots.get(partition)
+        if slot is None or slot.lease != lease or slot.state != state:
+            return None
+        return slot
+
+    def _adopt(self, partition: int, slot: _Slot) -> list[Action]:
+        self._next_lease += 1
+        slot.lease = self._next_lease
+        slot.state = ADOPTING
+        slot.producer = True
+        return [StartProducer(partition, slot.lease)]
+
+    def _drop(self, partition: int, reason: str) -> list[Action]:
+        """Leave ``partition``: cancel its runs, drop its results, close its producer."""
+        actions: list[Action] = list(self.core.revoke(partition, reason))
+        slot = self._slots.get(partition)
+        if slot is not None and slot.producer:
+            actions.append(CloseProducer(partition, slot.lease))
+            slot.producer = False
+        return actions
+
+    def _readopt(self, partition: int, reason: str, now_ms: int) -> list[Action]:
+        self.counts.readoptions += 1
+        slot = self._slots[partition]
+        actions = self._drop(partition, reason)
+        actions.append(
+            Note(
+                f"runs partition {partition}: {reason}; adopting it afresh with a new producer",
+                warning=True,
+            )
+        )
+        actions.extend(self._adopt(partition, slot))
+        return self._settle(actions, now_ms)
+
+    def _write(self, partition: int, now_ms: int) -> list[Action]:
+        core = self.core
+        commit = core.take_commit(partition)
+        if commit is None:
+            return []
+        if any(shard_decides(d, now_ms + COMMIT_GUARD_MS) for d in commit.deadlines):
+            # Too late for some of them: the shard's verdict comes first. Hand the rest
+            # back and take them again without the late ones.
+            core.commit_failed(commit, now_ms, COMMIT_GUARD_MS)
+            commit = core.take_commit(partition)
+            if commit is None:
+                return []
+        commit_by = commit.commit_by_ms
+        return [Write(commit, None if commit_by is None else commit_by - COMMIT_GUARD_MS)]
+
+    def _settle(self, actions: list[Action], now_ms: int) -> list[Action]:
+        """Append the pause changes, the ``Owns`` change and the next wake-up."""
+        core = self.core
+        full = core.paused()
+        wanted: set[int] = set()
+        for p, slot in self._slots.items():
+            if self._stopping or slot.state != LIVE or p in full:
+                wanted.add(p)
+        for p in sorted(wanted - self._paused):
+            actions.append(Pause(p))
+        for p in sorted(self._paused - wanted):
+            if p in self._slots:
+                actions.append(Resume(p))
+        self._paused = wanted
+        live = tuple(sorted(p for p, s in self._slots.items() if s.state == LIVE))
+        if live != self._live:
+            self._live = live
+            actions.append(Owns(live))
+        return self._wake(actions)
+
+    def _wake(self, actions: list[Action]) -> list[Action]:
+        due = self.core.next_due_ms()
+        for slot in self._slots.values():
+            at = None
+            if slot.state == BACKOFF:
+                at = slot.since_ms
+            elif slot.state == LIVE and slot.write_after_ms:
+                at = slot.write_after_ms
+            if at is not None and (due is None or at < due):
+                due = at
+        self._next_wake_ms = due
+        if due is not None:
+            actions.append(WakeAt(due))
+        return actions
