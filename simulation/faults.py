@@ -37,7 +37,8 @@ class FaultHost(Protocol):
 REPLAN_TICKS = 60  # the longest quiet stretch drawn at once
 
 NODE_KINDS = ("crash", "pause", "skew")
-BROKER_KINDS = ("broker", "refuse")  # faults of the broker as a whole (one target each)
+BROKER_KINDS = ("broker", "refuse", "coordinator_busy", "results_refused")
+"""Faults of the broker as a whole (one target each, named after the kind)."""
 WORKER_KINDS = ("slow_job", "worker_crash_mid_job")
 
 
@@ -117,6 +118,8 @@ class FaultInjector:
         on = {
             "broker": "broker unavailable",
             "refuse": "broker refuses every batch to runs",
+            "coordinator_busy": "coordinators loading (InitProducerId, OffsetFetch)",
+            "results_refused": "result batches refused",
         }.get(kind, f"{kind} on {target}")
         what = f"{on} for {lasts_s:.3f} s (drawn {duration_ms} ms"
         what += f", clock step {value:+d} ms)" if kind == "skew" else ")"

@@ -19,6 +19,11 @@ BROKEN_VARIANTS = (
     "dag-early-release",  # the node takes a DAG task as succeeded the moment it fires it
     "commit-refused-batch",  # the shard commits a transaction one of whose batches was refused
     "no-clock-step-check",  # the scheduler does not notice its wall clock stepping while idle
+    # The worker's fixes undone in its executor (simulation/worker_node.py):
+    "adopt-no-seek",  # the Seek after adoption is ignored (finding 2)
+    "rebalance-not-held",  # a rejoin does not hold the lease (finding 6)
+    "worker-commit-refused-batch",  # a worker commits although a result was refused (1)
+    "unbounded-commit-retry",  # failed commits' results are written however late (finding 8)
 )
 
 
@@ -42,4 +47,16 @@ class Host(Protocol):
 
     def latency_ms(self) -> int:
         """A drawn broker round trip (produce, commit or fetch)."""
+        ...
+
+    def join_ms(self) -> int:
+        """A drawn duration of a worker's rejoin (JoinGroup + SyncGroup)."""
+        ...
+
+    def adopt_delay_ms(self) -> int:
+        """A drawn extra delay of a worker's InitProducerId or committed-offset read."""
+        ...
+
+    def scenario_flag(self, name: str) -> bool:
+        """A boolean knob of the scenario's ``[worker_client]``."""
         ...

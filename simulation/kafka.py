@@ -145,6 +145,7 @@ class SimKafka:
         self.fenced_total = 0
         self.aborted_total = 0
         self.committed_total = 0
+        self.worker_faults = WorkerFaults()
 
     # -- producers -----------------------------------------------------------------
 
@@ -309,6 +310,30 @@ class SimKafka:
                     latest[entry.key] = offset
         return dropped
 
+    # -- the workers' clients (faults: see the section at the end) ---------------------
+
+    def init_for_adoption(self, tx_id: str, now_ms: int) -> int:
+        return _init_for_adoption(self, tx_id, now_ms)
+
+    def committed_for_adoption(
+        self, group: str, kind: TopicKind, partition: int
+    ) -> tuple[int, str | None]:
+        return _committed_for_adoption(self, group, kind, partition)
+
+    def send_result(
+        self,
+        txn: Txn,
+        kind: TopicKind,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        now_ms: int,
+    ) -> tuple[int, int]:
+        return _send_result(self, txn, kind, key, value, partition, now_ms)
+
+    def committed_offset(self, group: str, kind: TopicKind, partition: int) -> int:
+        return _committed_offset(self, group, kind, partition)
+
     def committed_records(self, kind: TopicKind) -> Iterator[tuple[int, int, Entry]]:
         """Every visible record of a topic, as a read_committed reader sees it at the end."""
         for log in self.logs[kind]:
@@ -317,3 +342,70 @@ class SimKafka:
                 entry = log.entries[offset]
                 if entry.visible():
                     yield log.partition, offset, entry
+
+
+# -- worker-side faults ------------------------------------------------------------------
+# Kept apart from the rest of the broker: what the workers' clients meet besides an
+# unavailable broker. The world switches them on and off (`simulation.world`).
+
+
+class CoordinatorBusy(Exception):
+    """COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR: the call did nothing; retry."""
+
+
+class RecordRefused(Exception):
+    """The broker refused a record inside a transaction; only that send failed (the
+    transaction stays open, and committing it would commit everything else)."""
+
+    def __init__(self, message: str, *, for_good: bool) -> None:
+        super().__init__(message)
+        self.for_good = for_good
+
+
+@dataclass(slots=True)
+class WorkerFaults:
+    coordinator_busy: bool = False  # InitProducerId and OffsetFetch answer "loading"
+    results_refused: bool = False  # results batches refused (NOT_ENOUGH_REPLICAS)
+    max_result_bytes: int | None = None  # larger result records: MESSAGE_TOO_LARGE
+
+
+def _worker_faults(kafka: SimKafka) -> WorkerFaults:
+    return kafka.worker_faults
+
+
+def _init_for_adoption(kafka: SimKafka, tx_id: str, now_ms: int) -> int:
+    kafka._check()
+    if _worker_faults(kafka).coordinator_busy:
+        raise CoordinatorBusy(f"InitProducerId({tx_id}): COORDINATOR_LOAD_IN_PROGRESS")
+    return kafka.init_transactions(tx_id, now_ms)
+
+
+def _committed_for_adoption(
+    kafka: SimKafka, group: str, kind: TopicKind, partition: int
+) -> tuple[int, str | None]:
+    kafka._check()
+    if _worker_faults(kafka).coordinator_busy:
+        raise CoordinatorBusy(f"OffsetFetch({group}): COORDINATOR_LOAD_IN_PROGRESS")
+    return kafka.committed(group, kind, partition)
+
+
+def _send_result(
+    kafka: SimKafka,
+    txn: Txn,
+    kind: TopicKind,
+    key: bytes | None,
+    value: bytes | None,
+    partition: int | None,
+    now_ms: int,
+) -> tuple[int, int]:
+    faults = _worker_faults(kafka)
+    if faults.max_result_bytes is not None and len(value or b"") > faults.max_result_bytes:
+        raise RecordRefused("MESSAGE_TOO_LARGE", for_good=True)
+    if faults.results_refused:
+        raise RecordRefused("NOT_ENOUGH_REPLICAS", for_good=False)
+    return kafka.send(txn, kind, key, value, partition, now_ms)
+
+
+def _committed_offset(kafka: SimKafka, group: str, kind: TopicKind, partition: int) -> int:
+    """Where a consumer given ``partition`` starts (no fault: the client's own fetch)."""
+    return kafka._group_offsets.get((group, kind, partition), (0, None))[0]

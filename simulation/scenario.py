@@ -62,6 +62,8 @@ FAULT_KINDS = (
     "skew",  # one node's clock jumps by up to skew_max_ms for the duration
     "slow_job",  # jobs started on one worker run slow_factor times longer
     "worker_crash_mid_job",  # a worker running a job dies; restarted after the duration
+    "coordinator_busy",  # InitProducerId and OffsetFetch answer COORDINATOR_LOAD_IN_PROGRESS
+    "results_refused",  # the broker refuses workers' result batches (NOT_ENOUGH_REPLICAS)
 )
 SCRIPT_ACTIONS = (
     "crash",
@@ -74,6 +76,10 @@ SCRIPT_ACTIONS = (
     "leave",
     "start",
     "crash_job_worker",  # kill the worker running ``job`` (restarted ``restart_after_s`` later)
+    "coordinator_busy",  # worker faults on (see FAULT_KINDS) ...
+    "coordinator_ok",  # ... and off again
+    "results_refused",
+    "results_ok",
 )
 
 
@@ -123,6 +129,22 @@ class ScriptStep:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerClient:
+    """How the workers' Kafka client behaves (``[worker_client]``; defaults: promptly)."""
+
+    join_ms: tuple[int, int] = (0, 0)
+    """How long a rejoin (JoinGroup + SyncGroup) takes, drawn per rebalance: while it
+    lasts no heartbeat is sent (a join waiting for a dead member's session)."""
+    adopt_delay_ms: tuple[int, int] = (0, 0)
+    """Extra time InitProducerId and the committed-offset read take, drawn per call."""
+    fetch_during_adoption: bool = False
+    """Records of a partition still being adopted are handed over (aiokafka returns
+    records of a new assignment before the rebalance listener has run)."""
+    max_result_bytes: int | None = None
+    """Result records larger than this are refused (MESSAGE_TOO_LARGE)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
     story: str
@@ -143,6 +165,7 @@ class Scenario:
     skew_max_ms: int = 5_000
     slow_factor: float = 10.0
     compact_every_ms: int = 3_600_000
+    worker_client: WorkerClient = WorkerClient()
     path: str = ""
 
     @property
@@ -240,6 +263,7 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         faults[kind] = FaultKnob(float(knob["p"]), int(float(knob["min_s"]) * 1000))
     shards = int(data.get("shards", 6))
     return Scenario(
+        worker_client=_worker_client(dict(data.get("worker_client", {}))),
         name=str(data["name"]),
         story=str(data.get("story", "")),
         start_ms=_instant(data["start"], "start"),
@@ -260,4 +284,31 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         slow_factor=slow_factor,
         compact_every_ms=int(float(data.get("compact_every_s", 3600)) * 1000),
         path=path,
+    )
+
+
+def _seconds_range(value: Any, name: str) -> tuple[int, int]:
+    """``2`` or ``[1, 3]`` seconds as a (low, high) range of milliseconds."""
+    if isinstance(value, list | tuple):
+        if len(value) != 2:
+            raise ScenarioError(f"worker_client.{name}: give [low, high] seconds, got {value!r}")
+        low, high = (int(float(v) * 1000) for v in value)
+    else:
+        low = high = int(float(value) * 1000)
+    if not 0 <= low <= high:
+        raise ScenarioError(f"worker_client.{name}: need 0 <= low <= high, got {value!r}")
+    return low, high
+
+
+def _worker_client(data: dict[str, Any]) -> WorkerClient:
+    known = {"join_s", "adopt_delay_s", "fetch_during_adoption", "max_result_bytes"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ScenarioError(f"worker_client: unknown keys {unknown}; known: {sorted(known)}")
+    max_bytes = data.get("max_result_bytes")
+    return WorkerClient(
+        join_ms=_seconds_range(data.get("join_s", 0), "join_s"),
+        adopt_delay_ms=_seconds_range(data.get("adopt_delay_s", 0), "adopt_delay_s"),
+        fetch_during_adoption=bool(data.get("fetch_during_adoption", False)),
+        max_result_bytes=None if max_bytes is None else int(max_bytes),
     )

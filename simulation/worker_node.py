@@ -1,20 +1,39 @@
-"""A simulated worker process running the REAL `actors.worker.core.WorkerCore`.
+"""A simulated worker process: the REAL `actors.worker.membership.WorkerMachine` (with
+its `WorkerCore`) executed over the simulated Kafka.
 
-Shaped like `actors.worker.runtime`: consumer group ``{ns}-workers`` on
-``{ns}.runs`` (read_committed); on assignment of partition p a producer
-``{ns}-worker-{p}`` whose ``init_transactions`` fences the previous owner, then the
-committed offset and its metadata are read and handed to ``core.assign``; each
-partition's results and offset go out in ONE transaction (``take_commit``). A
-fenced producer revokes its partition. The runtime reports successful heartbeats
-with ``lease_renewed``; while the broker does not answer they stop, and the core's
-lease rule drops everything; when the broker answers again the worker adopts its
-partitions afresh, as the runtime does.
+This file decides nothing about ownership, lease, retries or writes: as
+`actors.worker.runtime` does on aiokafka, it turns the simulated consumer group and
+broker into the machine's inputs and carries out its actions. What it models of
+the client:
+
+- **The consumer.** Consumer group ``{ns}-workers`` on ``{ns}.runs``
+  (read_committed). A member learns of a new generation at its next poll and then
+  rejoins: from ``rebalance_started`` to ``assigned`` it sends no heartbeats (as
+  aiokafka), for the scenario's ``join_ms`` (a JoinGroup that waits for a dead
+  member's session: the fault of finding 6). A new assignment starts every
+  partition's fetch at the group's committed offset, unpaused (aiokafka's new
+  partition states). ``Seek``, ``Pause`` and ``Resume`` act on that position. With
+  the scenario's ``fetch_during_adoption`` the consumer hands over records of a
+  partition still being adopted, paused or not (aiokafka returns records of a new
+  assignment before the rebalance listener has run).
+- **Adoption.** ``StartProducer`` and ``ReadCommitted`` answer a broker round trip
+  later (plus the scenario's ``adopt_delay_ms``); the broker may answer with a
+  coordinator error (`simulation.kafka` worker faults) or not at all.
+- **Writes.** A ``Write`` begins a transaction, sends the results and the offsets,
+  checks every send's answer (a refused record aborts: the rule of
+  ``actors.worker.committer``) and commits a round trip later; the outcome goes
+  back as ``commit_done``, ``commit_failed``, ``commit_refused`` or ``fenced``.
+- **Heartbeats.** Each poll while the broker answers, the member is in the group
+  and not rejoining counts as a successful heartbeat.
 
 Jobs take simulated time (`simulation.jobs`): a started job's exit is an event at
 its drawn end; a job asked to stop (timeout, revoked) exits a few ms later. A job
 performs its side effect just before it returns success, so a crash between the
 effect and the commit re-runs an attempt whose effect already happened: exactly
 the case idempotency keys are for.
+
+Broken variants (test-only, ``simulation.host.BROKEN_VARIANTS``) undo one fix each
+here, in the executor, so a checker must catch the machine's rule missing.
 """
 
 from __future__ import annotations
@@ -22,7 +41,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from actors.worker.core import (
-    Action,
     CancelJob,
     Commit,
     Discarded,
@@ -32,17 +50,31 @@ from actors.worker.core import (
     StartJob,
     WorkerCore,
 )
+from actors.worker.membership import (
+    Action,
+    CloseProducer,
+    LeaseRules,
+    Note,
+    Owns,
+    Pause,
+    ReadCommitted,
+    Resume,
+    Seek,
+    StartProducer,
+    WakeAt,
+    WorkerMachine,
+    Write,
+)
 from simulation.clock import NodeClock
 from simulation.host import Host
 from simulation.jobs import Jobs
-from simulation.kafka import BrokerUnavailable, ProducerFenced
+from simulation.kafka import BrokerUnavailable, CoordinatorBusy, ProducerFenced, RecordRefused
 from topics.messages import Run
 from topics.names import TopicKind
 
-LEASE_LOSS_MS = 6_000  # 3 heartbeats of a 10 s session / 5, as the runtime's default
 MAX_FETCH = 500
 CANCEL_EXIT_MS = 5
-UNAVAILABLE_RETRY_MS = 1_000
+PAUSED_RETRY_MS = 100
 
 
 @dataclass(slots=True)
@@ -61,27 +93,36 @@ class WorkerNode:
         self.clock = clock
         self.jobs = jobs
         self.concurrency = concurrency
+        self.rules = LeaseRules(session_timeout_ms=host.worker_group.session_timeout_ms)
         self.state = "down"
         self.incarnation = 0
         self.member_id: str | None = None
         self.generation = -1
-        self.assigned: frozenset[int] = frozenset()
-        self.epochs: dict[int, int] = {}
+        self.joining_until_ms: int | None = None  # true ms: a rejoin in progress
+        self.assigned: frozenset[int] = frozenset()  # the consumer's assignment
         self.positions: dict[int, int] = {}
+        self.paused: set[int] = set()
+        self.producers: dict[tuple[int, int], int] = {}  # (partition, lease) -> epoch
         self.running: dict[RunKey, _Job] = {}
         self.slow_factor = 1.0
-        self.core = self._new_core(0)
+        self.false_lease_losses: list[tuple[int, str]] = []  # (true ms, why it was false)
+        self.machine = self._new_machine(0)
         self._wake_ms: int | None = None
-        self._commits: set[int] = set()
+        self._unbounded: dict[int, tuple[Commit, ...]] = {}  # broken variant only
 
-    def _new_core(self, now_ms: int) -> WorkerCore:
-        return WorkerCore(
+    @property
+    def core(self) -> WorkerCore:
+        return self.machine.core
+
+    def _new_machine(self, now_ms: int) -> WorkerMachine:
+        core = WorkerCore(
             worker=self.name,
             concurrency=self.concurrency,
             known_job=self.jobs.known,
             now_ms=now_ms,
-            lease_loss_ms=LEASE_LOSS_MS,
+            lease_loss_ms=self.rules.lease_loss_ms,
         )
+        return WorkerMachine(core, self.rules, now_ms)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -91,9 +132,11 @@ class WorkerNode:
         now = self.host.time.true_ms
         self.state = "up"
         self.incarnation += 1
-        self.core = self._new_core(self.clock.now_ms())
-        self.running, self.epochs, self.positions, self._commits = {}, {}, {}, set()
+        self.machine = self._new_machine(self.clock.now_ms())
+        self.running, self.producers, self.positions, self.paused = {}, {}, {}, set()
         self.assigned, self.generation, self._wake_ms = frozenset(), -1, None
+        self.joining_until_ms = None
+        self._unbounded = {}
         self.member_id = self.host.worker_group.join(self.name)
         self._log(now, "start", f"process started, joined the worker group as {self.member_id}")
         self.wake(now)
@@ -156,68 +199,79 @@ class WorkerNode:
     def turn(self) -> None:
         host = self.host
         kafka = host.kafka
-        true_ms = host.time.true_ms
         now_ms = self.clock.now_ms()
         if kafka.available:
-            assert self.member_id is not None
-            host.worker_group.heard(self.member_id)
-            self.core.lease_renewed(now_ms)
-            self._sync_membership(true_ms, now_ms)
-            for p in sorted(self.core.assigned - self.core.paused()):
-                position = self.positions.get(p)
-                if position is None:
-                    continue
-                records, self.positions[p] = kafka.fetch(TopicKind.RUNS, p, position, MAX_FETCH)
-                for record in records:
-                    self._act(self.core.receive(record, now_ms))
+            self._poll_group(now_ms)
+            self._fetch(now_ms)
         else:
             # Heartbeats (in the background, in the real runtime) succeeded until the
             # broker stopped answering; the lease runs out from that instant.
             self.core.lease_renewed(self.clock.local_ms(kafka.unavailable_since_ms))
-        self._act(self.core.advance(now_ms))
-        if kafka.available:
-            for p in sorted(self.core.assigned):
-                self._commit(p, true_ms)
+        self._act(self.machine.tick(now_ms))
         self._schedule_next()
 
-    def _sync_membership(self, true_ms: int, now_ms: int) -> None:
+    def _poll_group(self, now_ms: int) -> None:
+        """Heartbeat and rebalance, as aiokafka's coordinator does it in the background."""
         group = self.host.worker_group
+        true_ms = self.host.time.true_ms
         assert self.member_id is not None
-        if group.assigned(self.member_id) is None:
-            # Rejoining as a new member: whatever it kept may have been owned by someone
-            # else meanwhile, so nothing is kept (as the runtime's ``rebalanced``).
-            self._log(
-                true_ms,
-                "kicked",
-                "found itself out of the worker group; drops "
-                f"runs partitions {sorted(self.core.assigned)} and rejoins",
-            )
-            for p in sorted(self.core.assigned):
-                self._act(self.core.revoke(p, "rejoined the group"))
-                self.positions.pop(p, None)
+        if self.joining_until_ms is not None:
+            if true_ms < self.joining_until_ms:
+                return  # still in JoinGroup/SyncGroup: no heartbeat
+            self.joining_until_ms = None
+            self._join_done(now_ms)
+            return
+        rejoin = group.assigned(self.member_id) is None
+        if rejoin or group.generation != self.generation:
+            join_ms = self.host.join_ms()
+            if join_ms > 0 and not rejoin:
+                self.joining_until_ms = true_ms + join_ms
+                if "rebalance-not-held" not in self.host.broken:
+                    self._act(self.machine.rebalance_started(now_ms))
+                self.wake(self.joining_until_ms)
+                return
+            self._join_done(now_ms)
+            return
+        group.heard(self.member_id)
+        self._act(self.machine.heartbeat(now_ms))
+
+    def _join_done(self, now_ms: int) -> None:
+        group = self.host.worker_group
+        true_ms = self.host.time.true_ms
+        assert self.member_id is not None
+        rejoined = group.assigned(self.member_id) is None
+        if rejoined:
+            self._log(true_ms, "kicked", "found itself out of the worker group; rejoins")
             self.member_id = group.join(self.name)
-        if group.generation != self.generation:
-            self.generation = group.generation
-            assigned = group.assigned(self.member_id) or frozenset()
-            for p in sorted(self.core.assigned - assigned):
-                self._act(self.core.revoke(p))
-                self.positions.pop(p, None)
-            self.assigned = assigned
-            self._log(
-                true_ms, "own", f"generation {group.generation}: runs partitions {sorted(assigned)}"
-            )
-        # Adopt what is ours but not in the core (new, or dropped on a lost lease/fence).
-        for p in sorted(self.assigned - self.core.assigned):
-            tx_id = self.host.settings.worker_transactional_id(p)
-            try:
-                self.epochs[p] = self.host.kafka.init_transactions(tx_id, true_ms)
-                committed, metadata = self.host.kafka.committed(
-                    self.host.settings.worker_group, TopicKind.RUNS, p
-                )
-            except BrokerUnavailable:
+        group.heard(self.member_id)
+        self.generation = group.generation
+        assigned = group.assigned(self.member_id) or frozenset()
+        # New partition states: fetch from the committed offset, unpaused.
+        self.positions = {
+            p: self.host.kafka.committed_offset(self.host.settings.worker_group, TopicKind.RUNS, p)
+            for p in assigned
+        }
+        self.paused = set()
+        self.assigned = assigned
+        self._log(
+            true_ms, "own", f"generation {group.generation}: runs partitions {sorted(assigned)}"
+        )
+        self._act(self.machine.assigned(assigned, now_ms, rejoined=rejoined))
+
+    def _fetch(self, now_ms: int) -> None:
+        kafka = self.host.kafka
+        machine = self.machine
+        during_adoption = self.host.scenario_flag("fetch_during_adoption")
+        for p in sorted(self.assigned):
+            position = self.positions.get(p)
+            if position is None:
                 continue
-            self.core.assign(p, committed, metadata, now_ms)
-            self.positions[p] = self.core.fetch_position(p) or committed
+            adopting = machine.state(p) in ("adopting", "reading")
+            if p in self.paused and not (during_adoption and adopting):
+                continue
+            records, self.positions[p] = kafka.fetch(TopicKind.RUNS, p, position, MAX_FETCH)
+            if records:
+                self._act(machine.records(records, now_ms))
 
     def _act(self, actions: list[Action]) -> None:
         host = self.host
@@ -241,15 +295,98 @@ class WorkerNode:
                             "cancel",
                             f"{running.run.run_id} attempt {running.run.attempt}: {action.reason}",
                         )
+            elif isinstance(action, Write):
+                self._write(action)
+            elif isinstance(action, WakeAt):
+                pass  # _schedule_next asks the machine after every event
+            elif isinstance(action, Seek):
+                if "adopt-no-seek" not in host.broken and action.partition in self.assigned:
+                    self.positions[action.partition] = action.offset
+            elif isinstance(action, Pause):
+                self.paused.add(action.partition)
+            elif isinstance(action, Resume):
+                self.paused.discard(action.partition)
+                self.wake(true_ms)
+            elif isinstance(action, StartProducer):
+                self._start_producer(action.partition, action.lease)
+            elif isinstance(action, ReadCommitted):
+                self._read_committed(action.partition, action.lease)
+            elif isinstance(action, CloseProducer):
+                self.producers.pop((action.partition, action.lease), None)
+            elif isinstance(action, Owns):
+                self._log(true_ms, "live", f"works on runs partitions {list(action.partitions)}")
+            elif isinstance(action, Note):
+                if action.warning:
+                    self._log(true_ms, "note", action.text)
             elif isinstance(action, LeaseLost):
-                self._log(
-                    true_ms,
-                    "lease",
-                    f"no heartbeat for {action.silent_ms} ms: drops runs "
-                    f"partitions {list(action.partitions)} and cancels their jobs",
-                )
+                self._lease_lost(action, true_ms)
             elif isinstance(action, Discarded):
                 self._log(true_ms, "discard", action.reason)
+
+    def _lease_lost(self, action: LeaseLost, true_ms: int) -> None:
+        self._log(
+            true_ms,
+            "lease",
+            f"no heartbeat for {action.silent_ms} ms: drops runs "
+            f"partitions {list(action.partitions)} and cancels their jobs",
+        )
+        group = self.host.worker_group
+        member = None if self.member_id is None else group.members.get(self.member_id)
+        if self.host.kafka.available and member is not None and member.silent_since_ms is None:
+            # The group never stopped counting us: nobody could have taken them.
+            why = "rejoining" if self.joining_until_ms is not None else "heard by the group"
+            self.false_lease_losses.append((true_ms, why))
+
+    # -- adoption ---------------------------------------------------------------------
+
+    def _later(self, delay_ms: int, step: object) -> None:
+        incarnation = self.incarnation
+        host = self.host
+
+        def run() -> None:
+            if incarnation != self.incarnation:
+                return  # the process died meanwhile
+            if self.state == "paused":
+                host.at(host.time.true_ms + PAUSED_RETRY_MS, run)
+                return
+            step()  # type: ignore[operator]
+            self._schedule_next()
+
+        host.at(host.time.true_ms + delay_ms, run)
+
+    def _start_producer(self, p: int, lease: int) -> None:
+        host = self.host
+
+        def answer() -> None:
+            now_ms = self.clock.now_ms()
+            tx_id = host.settings.worker_transactional_id(p)
+            try:
+                epoch = host.kafka.init_for_adoption(tx_id, host.time.true_ms)
+            except (BrokerUnavailable, CoordinatorBusy) as exc:
+                self._act(self.machine.adoption_failed(p, lease, str(exc), now_ms))
+                return
+            self.producers[(p, lease)] = epoch
+            self._act(self.machine.producer_started(p, lease, now_ms))
+
+        self._later(host.latency_ms() + host.adopt_delay_ms(), answer)
+
+    def _read_committed(self, p: int, lease: int) -> None:
+        host = self.host
+
+        def answer() -> None:
+            now_ms = self.clock.now_ms()
+            try:
+                committed, metadata = host.kafka.committed_for_adoption(
+                    host.settings.worker_group, TopicKind.RUNS, p
+                )
+            except (BrokerUnavailable, CoordinatorBusy) as exc:
+                self._act(self.machine.adoption_failed(p, lease, str(exc), now_ms))
+                return
+            self._act(self.machine.committed_read(p, lease, committed, metadata, now_ms))
+
+        self._later(host.latency_ms() + host.adopt_delay_ms(), answer)
+
+    # -- jobs -------------------------------------------------------------------------
 
     def _at_exit(self, true_ms: int, key: RunKey, job: _Job) -> None:
         incarnation = self.incarnation
@@ -259,103 +396,137 @@ class WorkerNode:
         if incarnation != self.incarnation or self.running.get(key) is not job:
             return
         if self.state == "paused":  # a frozen process finishes nothing; try again later
-            self._at_exit(self.host.time.true_ms + 100, key, job)
+            self._at_exit(self.host.time.true_ms + PAUSED_RETRY_MS, key, job)
             return
         del self.running[key]
         if job.outcome.status == "succeeded":
             self.jobs.effect(job.run)
-        self._act(self.core.job_exited(key, job.outcome, self.clock.now_ms()))
+        self._act(self.machine.job_exited(key, job.outcome, self.clock.now_ms()))
         self.wake(self.host.time.true_ms)
 
-    def _commit(self, p: int, true_ms: int) -> None:
-        if p in self._commits:
-            return
-        commit = self.core.take_commit(p)
-        if commit is None:
-            return
+    # -- writes -----------------------------------------------------------------------
+
+    def _write(self, action: Write) -> None:
         host = self.host
         kafka = host.kafka
+        commit = action.commit
+        p = commit.partition
+        true_ms = host.time.true_ms
+        epoch = self.producers.get((p, commit.lease))
+        machine = self.machine
+        if epoch is None:
+            self._act(machine.commit_failed(commit, "producer closed", self.clock.now_ms()))
+            return
+        results = list(commit.results)
+        if "unbounded-commit-retry" in host.broken:
+            # The fix undone: results of failed commits are written again whenever the
+            # next commit goes, however late (the old retry-forever loop).
+            for old in self._unbounded.pop(p, ()):
+                results.extend(old.results)
         tx_id = host.settings.worker_transactional_id(p)
+        refused: dict[int, RecordRefused] = {}
         try:
-            txn = kafka.begin(tx_id, self.epochs[p], true_ms)
-            for r in commit.results:
-                kafka.send(txn, r.topic, r.key, r.value, r.partition, true_ms)
+            txn = kafka.begin(tx_id, epoch, true_ms)
+            for i, r in enumerate(results):
+                try:
+                    kafka.send_result(txn, r.topic, r.key, r.value, r.partition, true_ms)
+                except RecordRefused as exc:
+                    refused[i] = exc
             kafka.send_offsets(
                 txn,
                 host.settings.worker_group,
                 {(TopicKind.RUNS, p): (commit.offset, commit.metadata)},
             )
         except ProducerFenced:
-            self._fenced(p, commit, true_ms)
+            self._act(machine.fenced(p, commit.lease, self.clock.now_ms()))
             return
-        except BrokerUnavailable:
-            self.core.commit_failed(commit)
+        except BrokerUnavailable as exc:
+            self._failed(commit, str(exc))
             return
-        self._commits.add(p)
+        if refused and "commit-refused-batch" not in host.broken:
+            # Every send's answer is read before the commit (``committer``'s rule).
+            kafka.abort(txn, true_ms)
+            now_ms = self.clock.now_ms()
+            for_good = [i for i, exc in refused.items() if exc.for_good and i < len(commit.results)]
+            if len(for_good) == len(refused):
+                self._act(machine.commit_refused(commit, for_good, "MESSAGE_TOO_LARGE", now_ms))
+            else:
+                self._failed(commit, f"results refused ({next(iter(refused.values()))})")
+            return
         incarnation = self.incarnation
 
         def done() -> None:
             if incarnation != self.incarnation:
                 return  # crashed meanwhile: the open transaction is aborted later
             if self.state == "paused":
-                host.at(host.time.true_ms + 100, done)
+                host.at(host.time.true_ms + PAUSED_RETRY_MS, done)
                 return
-            self._commits.discard(p)
             now = host.time.true_ms
+            local = self.clock.now_ms()
+            if (
+                action.abort_from_ms is not None
+                and local >= action.abort_from_ms
+                and "unbounded-commit-retry" not in host.broken
+            ):
+                kafka.abort(txn, now)
+                self._failed(commit, "too close to the shard's timed_out verdict")
+                self._schedule_next()
+                return
             try:
                 kafka.commit(txn, now)
             except ProducerFenced:
-                self._fenced(p, commit, now)
+                self._act(machine.fenced(p, commit.lease, local))
+                self._schedule_next()
                 return
-            except BrokerUnavailable:
-                self.core.commit_failed(commit)
-                self.wake(now + UNAVAILABLE_RETRY_MS)
+            except BrokerUnavailable as exc:
+                self._failed(commit, str(exc))
+                self._schedule_next()
                 return
-            self.core.commit_done(commit)
-            if commit.results:
+            self._act(machine.commit_done(commit, local))
+            if results:
                 self._log(
                     now,
                     "result",
-                    f"runs[{p}]: {len(commit.results)} results and offset "
-                    f"{commit.offset} committed",
+                    f"runs[{p}]: {len(results)} results and offset {commit.offset} committed",
                 )
             host.arrived(txn.first, now)
             self.wake(now)
 
         host.at(true_ms + host.latency_ms(), done)
 
-    def _fenced(self, p: int, commit: Commit, true_ms: int) -> None:
-        self.core.commit_failed(commit)
-        self._act(self.core.revoke(p, "fenced"))
-        self.positions.pop(p, None)
-        # Still ours by the group? Then the next turn adopts it afresh (the runtime's
-        # recovery once a heartbeat is heard); if not, the rebalance tells us so.
-        self._log(
-            true_ms,
-            "fenced",
-            f"runs[{p}]: ProducerFenced — another worker owns it; "
-            f"{len(commit.results)} results discarded, their runs will run again there",
-        )
+    def _failed(self, commit: Commit, reason: str) -> None:
+        if "unbounded-commit-retry" in self.host.broken and commit.results:
+            self._unbounded[commit.partition] = (*self._unbounded.get(commit.partition, ()), commit)
+        self._act(self.machine.commit_failed(commit, reason, self.clock.now_ms()))
 
     def _schedule_next(self) -> None:
+        if self.state != "up":
+            return
         true_ms = self.host.time.true_ms
         due: list[int] = []
-        # While the broker answers, heartbeats renew the lease (each turn says so);
-        # waking only to find that out would cost a turn every few seconds.
-        local_due = self.core.next_due_ms(lease=not self.host.kafka.available)
+        kafka = self.host.kafka
+        group = self.host.worker_group
+        # While heartbeats succeed (each turn makes one) the lease holds; waking only
+        # to find that out would cost a turn every few seconds.
+        heard = (
+            kafka.available
+            and self.joining_until_ms is None
+            and self.member_id is not None
+            and group.assigned(self.member_id) is not None
+        )
+        local_due = self.machine.next_wake_ms(lease=not heard)
         if local_due is not None:
             due.append(self.clock.true_ms_at(local_due))
-        logs = self.host.kafka.logs[TopicKind.RUNS]
-        paused = self.core.paused()
         # Records it has not fetched yet: fetch at once, but only while the broker
         # answers (a turn without a broker fetches nothing, and waking for them
         # again at the same instant would never end); the broker's return wakes it.
-        if self.host.kafka.available:
+        if kafka.available:
+            logs = kafka.logs[TopicKind.RUNS]
             for p, position in self.positions.items():
-                if p not in paused and logs[p].has_data(position):
+                if p not in self.paused and logs[p].has_data(position):
                     due.append(true_ms)
-        if self.assigned - self.core.assigned:
-            due.append(true_ms + UNAVAILABLE_RETRY_MS)
+        if self.joining_until_ms is not None:
+            due.append(self.joining_until_ms)
         if due:
             self.wake(max(true_ms, min(due)))
 

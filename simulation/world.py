@@ -65,6 +65,7 @@ class World:
             },
             fencing="no-fencing" not in self.broken,
         )
+        self.kafka.worker_faults.max_result_bytes = scenario.worker_client.max_result_bytes
         self.scheduler_group = Group(self.settings.scheduler_group, n, scenario.session_timeout_ms)
         self.worker_group = Group(
             self.settings.worker_group, scenario.runs_partitions, scenario.session_timeout_ms
@@ -110,6 +111,17 @@ class World:
     def latency_ms(self) -> int:
         return self.rng.randint(*LATENCY_MS)
 
+    def join_ms(self) -> int:
+        low, high = self.scenario.worker_client.join_ms
+        return 0 if high == 0 else self.rng.randint(low, high)
+
+    def adopt_delay_ms(self) -> int:
+        low, high = self.scenario.worker_client.adopt_delay_ms
+        return 0 if high == 0 else self.rng.randint(low, high)
+
+    def scenario_flag(self, name: str) -> bool:
+        return bool(getattr(self.scenario.worker_client, name))
+
     # -- the FaultHost interface ------------------------------------------------------
 
     def now(self) -> int:
@@ -133,6 +145,9 @@ class World:
             return
         if kind == "refuse":
             self.kafka.refusing = frozenset({TopicKind.RUNS}) if start else frozenset()
+            return
+        if kind in ("coordinator_busy", "results_refused"):
+            self._worker_fault(kind, start)
             return
         assert node is not None
         target = self.nodes[node]
@@ -175,6 +190,21 @@ class World:
             self.timeline.add(now, "broker", "broker", "stops answering (every call fails)")
             for node in self.nodes.values():  # their leases start running out
                 node.wake(now)
+
+    def _worker_fault(self, kind: str, on: bool) -> None:
+        faults = self.kafka.worker_faults
+        if getattr(faults, kind) == on:
+            return
+        if kind == "coordinator_busy":
+            faults.coordinator_busy = on
+            text = "coordinators loading" if on else "coordinators answer again"
+        else:
+            faults.results_refused = on
+            text = "refuses result batches" if on else "accepts result batches again"
+        self.timeline.add(self.time.true_ms, "broker", kind, text)
+        if not on:
+            for node in self.nodes.values():
+                node.wake(self.time.true_ms)
 
     # -- running -----------------------------------------------------------------
 
@@ -264,6 +294,10 @@ class World:
                 self._broker(up=False)
             elif action == "broker_up":
                 self._broker(up=True)
+            elif action in ("coordinator_busy", "coordinator_ok"):
+                self._worker_fault("coordinator_busy", action == "coordinator_busy")
+            elif action in ("results_refused", "results_ok"):
+                self._worker_fault("results_refused", action == "results_refused")
             else:
                 assert node is not None
                 target = self.nodes[node]
@@ -314,6 +348,8 @@ class World:
         now = self.time.true_ms
         healed = self.faults.heal_all()
         self._broker(up=True)
+        self._worker_fault("coordinator_busy", False)
+        self._worker_fault("results_refused", False)
         for node in self.nodes.values():
             if node.state == "paused":
                 node.resume()

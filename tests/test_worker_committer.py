@@ -1,10 +1,12 @@
-"""The committer's failure handling, over aiokafka's own transaction state machine.
+"""One worker transaction's outcomes, over aiokafka's own transaction state machine.
 
 ``TxnProducer`` stands in for the one partition producer with the transactional
-calls the committer makes; every state change goes through aiokafka's real
+calls ``write_commit`` makes; every state change goes through aiokafka's real
 ``TransactionManager``, so an abort from the wrong state trips the same assertion
-it does in a live producer. No broker: these are the failure paths a broker only
-shows under faults.
+it does in a live producer, and a batch refused by the broker fails only its own
+future, as in aiokafka (``Sender`` calls ``batch.failure``; the transaction stays
+open and its commit would succeed). No broker: these are the failure paths a
+broker only shows under faults.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aiokafka.errors import KafkaTimeoutError, ProducerFenced
+from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, ProducerFenced
 from aiokafka.producer.transaction_manager import TransactionManager, TransactionState
 from test_worker_core import T0, make_core, results_of, run_record
 
-from actors.worker.committer import CommitStats, Committer
+from actors.worker.committer import WriteOutcome, write_commit
 from actors.worker.core import Commit, Outcome, WorkerCore
-from topics.messages import parse_result
 from topics.names import Settings
+from topics.partitioner import murmur2_partition
 
 
 class _Batch:
@@ -34,10 +36,13 @@ class _Batch:
 class TxnProducer:
     """Transactions in aiokafka's state machine; ``failures`` sends raise first."""
 
-    def __init__(self, failures: list[BaseException]) -> None:
+    def __init__(
+        self, failures: list[BaseException], refusals: list[BaseException | None] | None = None
+    ) -> None:
         self._txn_manager = TransactionManager("kafkron-test-worker-0", 60_000)
         self._txn_manager.set_pid_and_epoch(1, 0)
         self.failures = failures
+        self.refusals = refusals or []  # per batch: the broker's answer (None: appended)
         self.pending: list[bytes | None] = []
         self.committed: list[bytes | None] = []
         self.offsets: list[int] = []
@@ -64,9 +69,13 @@ class TxnProducer:
                 self._txn_manager.fatal_error(exc)
                 self._txn_manager.wait_for_transaction_end().exception()  # seen here
             raise exc
-        self.pending.extend(value for _, value in batch.records)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        fut.set_result(None)
+        refusal = self.refusals.pop(0) if self.refusals else None
+        if refusal is None:
+            self.pending.extend(value for _, value in batch.records)
+            fut.set_result(None)
+        else:
+            fut.set_exception(refusal)  # only the future: the transaction stays open
         return fut
 
     async def send_offsets_to_transaction(
@@ -100,58 +109,72 @@ def _finished_core(runs: int) -> WorkerCore:
     return core
 
 
-async def _commit_with(
-    producer: TxnProducer, core: WorkerCore, until: Any
-) -> tuple[list[Committer], list[Commit]]:
-    lost: list[Committer] = []
-    done: list[Commit] = []
-    committer = Committer(
-        partition=0,
-        producer=producer,
-        core=core,
-        settings=Settings(namespace="committer-test"),
-        stats=CommitStats(),
-        on_lost=lost.append,
-        on_committed=done.append,
+async def _write(
+    producer: TxnProducer, commit: Commit, *, abort_from_ms: int | None = None
+) -> WriteOutcome:
+    return await write_commit(
+        producer,  # type: ignore[arg-type]
+        Settings(namespace="committer-test"),
+        commit,
+        abort_from_ms=abort_from_ms,
+        now_ms=lambda: T0 + 10,
     )
-    committer.wake()
-    for _ in range(400):  # the retry waits COMMIT_RETRY_S; a few turns are enough
-        if until() or lost:
-            break
-        await asyncio.sleep(0.01)
-    await committer.close()
-    return lost, done
 
 
-async def test_a_failed_send_is_aborted_once_and_the_same_results_are_written_again() -> None:
-    core = _finished_core(3)
+def _commit(core: WorkerCore) -> Commit:
+    commit = core.take_commit(0)
+    assert commit is not None
+    return commit
+
+
+async def test_results_and_offset_commit_together() -> None:
+    producer = TxnProducer([])
+    outcome = await _write(producer, _commit(_finished_core(3)))
+    assert outcome.kind == "done" and producer.offsets == [3] and len(producer.committed) == 3
+
+
+async def test_a_failed_send_is_aborted_once_and_nothing_is_visible() -> None:
     producer = TxnProducer([KafkaTimeoutError("no answer from the leader")])
-    lost, done = await _commit_with(producer, core, lambda: producer.offsets)
-    assert lost == [], "a passing send failure must not give the partition up"
+    outcome = await _write(producer, _commit(_finished_core(3)))
+    assert outcome.kind == "failed" and "KafkaTimeoutError" in outcome.reason
     assert producer.aborts == 1 and producer.state is TransactionState.READY
-    assert producer.offsets == [3] and core.committed_offset(0) == 3
-    assert sorted(parse_result(v or b"").schedule_id for v in producer.committed) == [
-        "s0",
-        "s1",
-        "s2",
-    ]
-    assert [len(c.results) for c in done] == [3]
+    assert producer.committed == [] and producer.offsets == []
 
 
-async def test_failures_in_a_row_are_retried_until_the_write_succeeds() -> None:
-    core = _finished_core(2)
-    producer = TxnProducer([KafkaTimeoutError("one"), KafkaTimeoutError("two")])
-    lost, _ = await _commit_with(producer, core, lambda: producer.offsets)
-    assert lost == [] and producer.aborts == 2 and producer.offsets == [2]
-    assert len(producer.committed) == 2
+async def test_a_batch_refused_by_the_broker_aborts_instead_of_committing_the_offset() -> None:
+    """Finding 1: aiokafka fails the batch's future but would commit the transaction."""
+    core = _finished_core(3)
+    producer = TxnProducer([], refusals=[MessageSizeTooLargeError()])
+    commit = _commit(core)
+    outcome = await _write(producer, commit)
+    # The first batch holds the results bound for the first result's partition.
+    first = murmur2_partition(commit.results[0].key or b"", 3)
+    expected = tuple(
+        i for i, r in enumerate(commit.results) if murmur2_partition(r.key or b"", 3) == first
+    )
+    assert outcome.kind == "refused" and outcome.refused == expected
+    assert producer.offsets == [] and producer.committed == [] and producer.aborts == 1
 
 
-async def test_a_fenced_producer_gives_the_partition_up_without_retrying() -> None:
-    core = _finished_core(1)
+async def test_a_passing_refusal_is_a_failure_to_retry() -> None:
+    producer = TxnProducer([], refusals=[KafkaTimeoutError("leader moved")])
+    outcome = await _write(producer, _commit(_finished_core(1)))
+    assert outcome.kind == "failed" and outcome.refused == ()
+    assert producer.offsets == [] and producer.aborts == 1
+
+
+async def test_a_fenced_producer_is_reported_fenced_without_retrying() -> None:
     producer = TxnProducer([ProducerFenced()])
-    lost, done = await _commit_with(producer, core, lambda: False)
-    assert len(lost) == 1 and lost[0].partition == 0
-    assert producer.committed == [] and producer.offsets == [] and done == []
+    outcome = await _write(producer, _commit(_finished_core(1)))
+    assert outcome.kind == "fenced"
+    assert producer.committed == [] and producer.offsets == []
+
+
+async def test_a_write_too_close_to_the_shards_verdict_is_aborted() -> None:
+    producer = TxnProducer([])
+    outcome = await _write(producer, _commit(_finished_core(1)), abort_from_ms=T0 + 10)
+    assert outcome.kind == "failed" and "verdict" in outcome.reason
+    assert producer.offsets == [] and producer.aborts == 1
 
 
 def test_results_of_a_failed_commit_stay_in_the_core_until_committed() -> None:

@@ -575,8 +575,23 @@ class WorkerMachine:
         self._live = ()
         return actions
 
-    def next_wake_ms(self) -> int | None:
-        return self._next_wake_ms
+    def next_wake_ms(self, *, lease: bool = True) -> int | None:
+        """When ``tick`` next has something to do (None: nothing pending).
+
+        ``lease=False`` leaves out the lease check: an executor that knows heartbeats
+        are succeeding (the simulation, while its member is heard) needs no wake-up
+        just to find that out.
+        """
+        due = self.core.next_due_ms(lease=lease)
+        for slot in self._slots.values():
+            at = None
+            if slot.state == BACKOFF:
+                at = slot.since_ms
+            elif slot.state == LIVE and slot.write_after_ms:
+                at = slot.write_after_ms
+            if at is not None and (due is None or at < due):
+                due = at
+        return due
 
     # --- internals --------------------------------------------------------------------
 
@@ -651,15 +666,7 @@ class WorkerMachine:
         return self._wake(actions)
 
     def _wake(self, actions: list[Action]) -> list[Action]:
-        due = self.core.next_due_ms()
-        for slot in self._slots.values():
-            at = None
-            if slot.state == BACKOFF:
-                at = slot.since_ms
-            elif slot.state == LIVE and slot.write_after_ms:
-                at = slot.write_after_ms
-            if at is not None and (due is None or at < due):
-                due = at
+        due = self.next_wake_ms()
         self._next_wake_ms = due
         if due is not None:
             actions.append(WakeAt(due))
