@@ -75,7 +75,12 @@ class FaultInjector:
         for _, _, p in self._pairs():
             quiet *= 1.0 - p
         if quiet >= 1.0 or quiet <= 0.0:  # nothing eligible now: look again next tick
-            ticks = 1
+            # (plan again then, not start one then: a single target busy under its own
+            # fault would otherwise get the next one the moment this one ends)
+            replan_ms = now + tick_ms
+            if replan_ms < scenario.heal_ms:
+                self.host.at(replan_ms, lambda: self._plan(replan_ms))
+            return
         else:
             u = 1.0 - self.host.draw_float()  # in (0, 1]
             ticks = 1 + int(math.log(u) / math.log(quiet))

@@ -71,6 +71,7 @@ from simulation.jobs import Jobs
 from simulation.kafka import BrokerUnavailable, CoordinatorBusy, ProducerFenced, RecordRefused
 from topics.messages import Run
 from topics.names import TopicKind
+from topics.records import OutRecord
 
 MAX_FETCH = 500
 CANCEL_EXIT_MS = 5
@@ -108,7 +109,7 @@ class WorkerNode:
         self.false_lease_losses: list[tuple[int, str]] = []  # (true ms, why it was false)
         self.machine = self._new_machine(0)
         self._wake_ms: int | None = None
-        self._unbounded: dict[int, tuple[Commit, ...]] = {}  # broken variant only
+        self._unbounded: dict[int, dict[bytes | None, OutRecord]] = {}  # broken variant only
 
     @property
     def core(self) -> WorkerCore:
@@ -223,6 +224,10 @@ class WorkerNode:
             return
         rejoin = group.assigned(self.member_id) is None
         if rejoin or group.generation != self.generation:
+            if not rejoin:
+                # Heartbeats flowed in the background until the rebalance began (each
+                # turn stands for them); the last one was at most an interval ago.
+                self._act(self.machine.heartbeat(now_ms - self.rules.heartbeat_interval_ms))
             join_ms = self.host.join_ms()
             if join_ms > 0 and not rejoin:
                 self.joining_until_ms = true_ms + join_ms
@@ -418,11 +423,12 @@ class WorkerNode:
             self._act(machine.commit_failed(commit, "producer closed", self.clock.now_ms()))
             return
         results = list(commit.results)
-        if "unbounded-commit-retry" in host.broken:
-            # The fix undone: results of failed commits are written again whenever the
-            # next commit goes, however late (the old retry-forever loop).
-            for old in self._unbounded.pop(p, ()):
-                results.extend(old.results)
+        unbounded = "unbounded-commit-retry" in host.broken
+        if unbounded:
+            # The fix undone: every result of a failed commit is written with the next
+            # one, however late (the old retry-forever loop).
+            mine = {r.value for r in results}
+            results.extend(r for v, r in self._unbounded.get(p, {}).items() if v not in mine)
         tx_id = host.settings.worker_transactional_id(p)
         refused: dict[int, RecordRefused] = {}
         try:
@@ -441,7 +447,7 @@ class WorkerNode:
             self._act(machine.fenced(p, commit.lease, self.clock.now_ms()))
             return
         except BrokerUnavailable as exc:
-            self._failed(commit, str(exc))
+            self._failed(commit, str(exc), results)
             return
         if refused and "commit-refused-batch" not in host.broken:
             # Every send's answer is read before the commit (``committer``'s rule).
@@ -451,7 +457,7 @@ class WorkerNode:
             if len(for_good) == len(refused):
                 self._act(machine.commit_refused(commit, for_good, "MESSAGE_TOO_LARGE", now_ms))
             else:
-                self._failed(commit, f"results refused ({next(iter(refused.values()))})")
+                self._failed(commit, f"results refused ({next(iter(refused.values()))})", results)
             return
         incarnation = self.incarnation
 
@@ -463,13 +469,9 @@ class WorkerNode:
                 return
             now = host.time.true_ms
             local = self.clock.now_ms()
-            if (
-                action.abort_from_ms is not None
-                and local >= action.abort_from_ms
-                and "unbounded-commit-retry" not in host.broken
-            ):
+            if action.abort_from_ms is not None and local >= action.abort_from_ms and not unbounded:
                 kafka.abort(txn, now)
-                self._failed(commit, "too close to the shard's timed_out verdict")
+                self._failed(commit, "too close to the shard's timed_out verdict", results)
                 self._schedule_next()
                 return
             try:
@@ -479,9 +481,10 @@ class WorkerNode:
                 self._schedule_next()
                 return
             except BrokerUnavailable as exc:
-                self._failed(commit, str(exc))
+                self._failed(commit, str(exc), results)
                 self._schedule_next()
                 return
+            self._unbounded.pop(p, None)
             self._act(machine.commit_done(commit, local))
             if results:
                 self._log(
@@ -494,9 +497,9 @@ class WorkerNode:
 
         host.at(true_ms + host.latency_ms(), done)
 
-    def _failed(self, commit: Commit, reason: str) -> None:
-        if "unbounded-commit-retry" in self.host.broken and commit.results:
-            self._unbounded[commit.partition] = (*self._unbounded.get(commit.partition, ()), commit)
+    def _failed(self, commit: Commit, reason: str, written: list[OutRecord]) -> None:
+        if "unbounded-commit-retry" in self.host.broken:
+            self._unbounded[commit.partition] = {r.value: r for r in written}
         self._act(self.machine.commit_failed(commit, reason, self.clock.now_ms()))
 
     def _schedule_next(self) -> None:

@@ -194,7 +194,7 @@ def test_png_without_matplotlib_says_how_to_get_it(tmp_path: Path) -> None:
 
 
 def test_nightly_billing_dag_runs_in_order_and_stops_downstream_of_a_dead_task() -> None:
-    outcome = _run("nightly-billing-dag", 1)
+    outcome = _run("nightly-billing-dag", 2)
     assert outcome.ok, outcome.text()
     order = next(v for v in outcome.verdicts if v.name == "dag-order")
     assert order.checked >= 20

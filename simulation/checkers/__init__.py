@@ -12,6 +12,7 @@ from simulation.checkers import (
     effects,
     exactly_once,
     lateness,
+    lease,
     never_early,
     nothing_missed,
     overlap,
@@ -26,6 +27,7 @@ CHECKERS = (
     overlap.check,
     effects.check,
     dag_order.check,
+    lease.check,
     converged.check,
 )
 

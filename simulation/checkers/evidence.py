@@ -80,6 +80,9 @@ class Evidence:
     idempotent_runs: set[str]
     owners: dict[str, dict[int, list[str]]]  # group -> partition -> live owners at the end
     partitions: dict[str, int]
+    # Workers that dropped their partitions for a lost lease while the group still
+    # counted them as live members: (worker, true ms, what they were doing).
+    false_lease_losses: list[tuple[str, int, str]] = field(default_factory=list)
 
     def folded_ranges(self) -> dict[str, list[tuple[int, int]]]:
         """Per schedule, the [first, last] ranges that folded missed/skipped results cover."""
@@ -168,7 +171,13 @@ def gather(world: Any) -> Evidence:
         for p in node.held():
             owners[node.role].setdefault(p, []).append(node.name)
     ledger = world.jobs.ledger
+    false_losses = [
+        (node.name, at_ms, why)
+        for node in world.nodes.values()
+        for at_ms, why in getattr(node, "false_lease_losses", ())
+    ]
     return Evidence(
+        false_lease_losses=sorted(false_losses, key=lambda f: f[1]),
         runs=runs,
         results=results,
         dead=dead,

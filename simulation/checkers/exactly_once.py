@@ -1,7 +1,10 @@
 """Each occurrence is emitted to runs exactly once (docs/DESIGN.md §3.1).
 
 No (run_id, attempt) appears twice in the read_committed view of ``{ns}.runs``,
-and no occurrence is both fired and reported missed or skipped.
+no occurrence is both fired and reported missed or skipped, and no attempt has two
+visible results, a worker's and the shard's ``timed_out`` say (the one documented
+exception: ``overlap: cancel_other``, whose old attempt the shard marks
+``cancelled`` while its worker, which cannot know, reports how it ended).
 """
 
 from __future__ import annotations
@@ -25,7 +28,19 @@ def check(evidence: Evidence) -> Verdict:
         else:
             seen[key] = run.append_ms
     fired = {run_id for run_id, attempt in seen if attempt == 1}
+    decided: dict[tuple[str, int], str] = {}
     for result in evidence.results:
-        if result.status in ("missed", "skipped") and result.run_id in fired:
-            verdict.fail(f"{result.run_id} was fired and also reported {result.status}")
+        if result.status in ("missed", "skipped"):
+            if result.run_id in fired:
+                verdict.fail(f"{result.run_id} was fired and also reported {result.status}")
+            continue
+        key = (result.run_id, result.attempt)
+        earlier = decided.get(key)
+        if earlier is None:
+            decided[key] = result.status
+        elif "cancelled" not in (earlier, result.status):
+            verdict.fail(
+                f"{result.run_id} attempt {result.attempt} has two results: {earlier} "
+                f"and {result.status} (at {format_ms(result.append_ms)}, by {result.worker})"
+            )
     return verdict
