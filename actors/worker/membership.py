@@ -660,7 +660,9 @@ class WorkerMachine:
                 actions.append(Resume(p))
         self._paused = wanted
         live = tuple(sorted(p for p, s in self._slots.items() if s.state == LIVE))
-        if live != self._live:
+        settled = all(s.state not in (ADOPTING, READING) for s in self._slots.values())
+        if live != self._live and (settled or not set(self._live) <= set(live)):
+            # Said once the adoptions under way have ended (or when one is lost).
             self._live = live
             actions.append(Owns(live))
         return self._wake(actions)
