@@ -21,6 +21,7 @@ BROKEN_VARIANTS = (
     "no-clock-step-check",  # the scheduler does not notice its wall clock stepping while idle
     # The worker's fixes undone in its executor (simulation/worker_node.py):
     "adopt-no-seek",  # the Seek after adoption is ignored (finding 2)
+    "adoption-failure-lost",  # a failed adoption is never retried (finding 4)
     "rebalance-not-held",  # a rejoin does not hold the lease (finding 6)
     "worker-commit-refused-batch",  # a worker commits although a result was refused (1)
     "unbounded-commit-retry",  # failed commits' results are written however late (finding 8)

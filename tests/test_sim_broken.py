@@ -48,6 +48,36 @@ def test_broken_variant_is_caught_by_a_checker(variant: str, checker: str) -> No
     assert simulate(scenario, caught.seed).ok
 
 
+# The worker's fixes of issue 12, each undone in the simulated worker's executor, on
+# the scenario built for it, and the checker that must catch it.
+WORKER_VARIANTS = [
+    ("adopt-no-seek", "workers-churn-under-burst", "converged"),  # finding 2
+    ("adoption-failure-lost", "worker-coordinators-loading", "converged"),  # finding 4
+    ("rebalance-not-held", "worker-slow-rejoin", "lease"),  # finding 6
+    ("commit-refused-batch", "worker-results-refused", "converged"),  # finding 1
+    ("unbounded-commit-retry", "worker-results-refused", "exactly-once"),  # finding 8
+]
+
+
+@pytest.mark.parametrize(("variant", "scenario_name", "checker"), WORKER_VARIANTS)
+def test_undone_worker_fixes_are_caught_by_a_checker(
+    variant: str, scenario_name: str, checker: str
+) -> None:
+    scenario = load(ROOT / "simulation" / "scenarios" / f"{scenario_name}.toml")
+    caught = None
+    for seed in range(1, 5):
+        outcome = simulate(scenario, seed, broken=[variant])
+        if not outcome.ok:
+            caught = outcome
+            break
+    assert caught is not None, f"{variant}: no seed in 1..4 caught it on {scenario_name}"
+    failed = {v.name for v in caught.verdicts if not v.ok}
+    assert checker in failed, failed
+    print(f"{variant} caught by {sorted(failed)} with seed {caught.seed}: {caught.replay()}")
+    assert caught.replay().endswith(f"--seed {caught.seed} --break {variant}")
+    assert simulate(scenario, caught.seed).ok
+
+
 def test_dag_early_release_is_caught_by_the_dag_order_checker() -> None:
     scenario = load(DAG_SCENARIO)
     caught = None

@@ -29,6 +29,10 @@ SWEEPS = {
     "refused-batches": 4,
     "rebalance-gives-shards-back": 3,
     "clock-jumps-ahead": 8,
+    "worker-slow-rejoin": 6,
+    "worker-results-refused": 4,
+    "worker-coordinators-loading": 4,
+    "workers-churn-under-burst": 2,
 }
 
 
