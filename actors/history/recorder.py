@@ -36,6 +36,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
+from actors.closing import bounded
 from actors.history.store import (
     AttemptFinished,
     AttemptFired,
@@ -272,7 +273,7 @@ class Recorder:
                     written.update(positions)
                     await self._commit(consumer, positions)
         finally:
-            await consumer.stop()
+            await bounded(consumer.stop(), "stopping the recorder's consumer")
 
     async def _commit(
         self, consumer: AIOKafkaConsumer, positions: Mapping[tuple[str, int], int]
@@ -315,7 +316,7 @@ async def end_offsets(settings: Settings) -> dict[tuple[str, int], int]:
         ends = await consumer.end_offsets(tps)
         return {(tp.topic, tp.partition): int(offset) for tp, offset in ends.items()}
     finally:
-        await consumer.stop()
+        await bounded(consumer.stop(), "stopping the end-offsets consumer")
 
 
 async def caught_up(settings: Settings, store: HistoryStore) -> bool:

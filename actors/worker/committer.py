@@ -36,8 +36,6 @@ What this relies on in aiokafka 0.14 (read in its source):
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -57,12 +55,8 @@ from actors.worker.core import Commit
 from topics.names import Settings, TopicKind
 from topics.partitioner import murmur2_partition
 
-log = logging.getLogger("kafkron.worker")
-
 STEP_TIMEOUT_S = 30.0
 """Longest wait for one step of a transaction (sends, offsets, commit, abort)."""
-CLOSE_TIMEOUT_S = 5.0
-"""Longest wait for a client's ``stop()``; after it the client is abandoned."""
 
 # Refusals that the same records meet again on every retry.
 _REFUSED_FOR_GOOD = (
@@ -247,23 +241,3 @@ def transaction_state(producer: AIOKafkaProducer) -> TransactionState | None:
     manager = getattr(producer, "_txn_manager", None)
     state = getattr(manager, "state", None)
     return state if isinstance(state, TransactionState) else None
-
-
-async def close_client(client: object, what: str) -> None:
-    """Stop an aiokafka client, waiting at most ``CLOSE_TIMEOUT_S``; then abandon it.
-
-    aiokafka's ``stop()`` can wait without end (a fetcher task stuck on a fetch that is
-    never answered, a sender waiting for a coordinator): a process must not hang on it.
-    """
-    stop = getattr(client, "stop", None) or getattr(client, "close", None)
-    if stop is None:
-        return
-    started = time.monotonic()
-    try:
-        await asyncio.wait_for(stop(), timeout=CLOSE_TIMEOUT_S)
-    except TimeoutError:
-        log.warning(
-            "%s did not stop within %.0f s; abandoning it", what, time.monotonic() - started
-        )
-    except Exception as exc:
-        log.debug("stopping %s failed: %r", what, exc)

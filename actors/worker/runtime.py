@@ -33,8 +33,9 @@ What this relies on in aiokafka 0.14 (read in its source):
   paused, so neither the session nor ``max_poll_interval_ms`` expires while a job
   runs for hours. aiokafka has no public hook for heartbeats, so
   ``_do_heartbeat`` is wrapped to report each success to the machine.
-- Every client ``stop()`` is bounded (``committer.close_client``) and the client
-  abandoned after it: aiokafka's stop can wait without end on an unanswered fetch.
+- Every client ``stop()`` is bounded and the client abandoned after it
+  (``actors.closing``): aiokafka's stop can wait without end on an
+  unanswered fetch.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from actors.worker.committer import CommitStats, close_client, write_commit
+from actors.closing import bounded
+from actors.worker.committer import CommitStats, write_commit
 from actors.worker.core import (
     CancelJob,
     Commit,
@@ -286,8 +288,8 @@ class WorkerRuntime:
         if self._background:
             # Every task here is bounded (adoption steps, writes, closes).
             await asyncio.gather(*self._background, return_exceptions=True)
-        await close_client(consumer, "the runs consumer")
-        await close_client(admin, "the admin client")
+        await bounded(consumer.stop(), "stopping the runs consumer")
+        await bounded(admin.close(), "closing the admin client")
 
     # --- inputs ------------------------------------------------------------------------
 
@@ -472,7 +474,8 @@ class WorkerRuntime:
     def _close_producer(self, partition: int, lease: int) -> None:
         producer = self._producers.pop((partition, lease), None)
         if producer is not None:
-            self._spawn(close_client(producer, f"the producer of runs partition {partition}"))
+            what = f"stopping the producer of runs partition {partition}"
+            self._spawn(bounded(producer.stop(), what))
 
     async def _write(self, action: Write) -> None:
         commit = action.commit
