@@ -209,6 +209,8 @@ def test_a_rebalance_we_joined_holds_the_lease_past_the_heartbeat_rule() -> None
     assert of(m.tick(T0 + 9_000), LeaseLost) == []
     m.assigned([0], T0 + 11_000, rejoined=False)
     assert m.core.running == 1 and m.state(0) == LIVE
+    # Once the rebalance is over, the heartbeat rule alone applies again.
+    assert of(m.tick(T0 + 11_000 + RULES.lease_loss_ms + 1), LeaseLost)
 
 
 def test_a_rebalance_that_outlasts_its_timeout_loses_the_lease() -> None:

@@ -376,8 +376,8 @@ class WorkerCore:
 
     def hold_lease_until(self, until_ms: int) -> None:
         """The lease holds until ``until_ms`` whatever the heartbeats (a rebalance we
-        joined: the group cannot give our partitions away before then)."""
-        self._lease_held_until_ms = max(self._lease_held_until_ms, until_ms)
+        joined: the group cannot give our partitions away before then); 0 ends a hold."""
+        self._lease_held_until_ms = until_ms
 
     def _lease_expires_ms(self) -> int:
         return max(self._lease_renewed_ms + self._lease_loss_ms, self._lease_held_until_ms)

@@ -313,7 +313,6 @@ class WorkerMachine:
         self._paused: set[int] = set()  # what the executor was told
         self._live: tuple[int, ...] = ()
         self._last_heartbeat_ms = now_ms
-        self._rebalancing = False
         self._stopping = False
         self._next_wake_ms: int | None = None
 
@@ -344,15 +343,14 @@ class WorkerMachine:
 
     def rebalance_started(self, now_ms: int) -> list[Action]:
         """We are rejoining the group (aiokafka stops heartbeating until it ends)."""
-        self._rebalancing = True
         self.core.hold_lease_until(self._last_heartbeat_ms + self.rules.rebalance_hold_ms)
         return self._wake([])
 
     def assigned(self, partitions: Iterable[int], now_ms: int, *, rejoined: bool) -> list[Action]:
         """The group's new assignment for us (a rebalance ended; we are heard)."""
-        self._rebalancing = False
         self._last_heartbeat_ms = max(self._last_heartbeat_ms, now_ms)
         self.core.lease_renewed(now_ms)
+        self.core.hold_lease_until(0)  # heartbeats count again from here
         wanted = set(partitions)
         # A new assignment means new partition states in the consumer: unpaused,
         # fetching from the committed offset.
