@@ -109,7 +109,7 @@ async def _write(
 ) -> WriteOutcome:
     results_topic = settings.topic(TopicKind.RESULTS)
     try:
-        count = len(await producer.partitions_for(results_topic))
+        count = len(await asyncio.wait_for(producer.partitions_for(results_topic), STEP_TIMEOUT_S))
         await _bounded(producer.begin_transaction())
         futures = await _send_results(producer, results_topic, count, commit)
         await _bounded(
