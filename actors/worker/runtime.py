@@ -53,7 +53,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient
 
 from actors.closing import bounded
-from actors.worker.committer import CommitStats, write_commit
+from actors.observe import metrics
+from actors.worker.committer import CommitStats, within, write_commit
 from actors.worker.core import (
     CancelJob,
     Commit,
@@ -443,7 +444,7 @@ class WorkerRuntime:
         )
         self._producers[(partition, lease)] = producer
         try:
-            await asyncio.wait_for(producer.start(), timeout=ADOPT_STEP_TIMEOUT_S)
+            await within(producer.start(), ADOPT_STEP_TIMEOUT_S)
         except Exception as exc:  # the coordinator loading or moving, a timeout, ...
             self._apply(self.machine.adoption_failed(partition, lease, _describe(exc), now_ms()))
             return
@@ -454,17 +455,15 @@ class WorkerRuntime:
         admin, consumer = self._admin, self._consumer
         assert admin is not None and consumer is not None
         try:
-            committed = await asyncio.wait_for(
+            committed = await within(
                 admin.list_consumer_group_offsets(self.settings.worker_group, partitions=[tp]),
-                timeout=ADOPT_STEP_TIMEOUT_S,
+                ADOPT_STEP_TIMEOUT_S,
             )
             found = committed.get(tp)
             if found is not None and found.offset >= 0:
                 start, metadata = found.offset, found.metadata
             else:
-                beginning = await asyncio.wait_for(
-                    consumer.beginning_offsets([tp]), timeout=ADOPT_STEP_TIMEOUT_S
-                )
+                beginning = await within(consumer.beginning_offsets([tp]), ADOPT_STEP_TIMEOUT_S)
                 start, metadata = beginning[tp], None
         except Exception as exc:
             self._apply(self.machine.adoption_failed(partition, lease, _describe(exc), now_ms()))
@@ -495,6 +494,7 @@ class WorkerRuntime:
         machine = self.machine
         if outcome.kind == "done":
             self._apply(machine.commit_done(commit, now))
+            metrics.worker_committed(time.perf_counter() - began)
             stats = self._commit_stats
             stats.transactions += 1
             stats.results += len(commit.results)
@@ -502,6 +502,7 @@ class WorkerRuntime:
             if self.on_result_committed is not None:
                 self.on_result_committed(commit)
         elif outcome.kind == "fenced":
+            metrics.worker_fenced()
             self._apply(machine.fenced(commit.partition, commit.lease, now))
         elif outcome.kind == "refused":
             log.error(
