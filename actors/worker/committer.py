@@ -164,8 +164,7 @@ async def _send_results(
     batch futures with the indices of ``commit.results`` each carries."""
     groups: dict[int, list[int]] = {}
     for i, record in enumerate(commit.results):
-        key = record.key or b""
-        groups.setdefault(murmur2_partition(key, partitions), []).append(i)
+        groups.setdefault(_partition_of(record.key or b"", partitions), []).append(i)
     sent: list[tuple[asyncio.Future[object], list[int]]] = []
     for partition, indices in groups.items():
         batch = producer.create_batch()
@@ -185,6 +184,21 @@ async def _send_results(
             future = await producer.send_batch(batch, topic, partition=partition)
             sent.append((future, in_batch))
     return sent
+
+
+_PARTITIONS: dict[tuple[bytes, int], int] = {}
+_PARTITIONS_MAX = 100_000
+
+
+def _partition_of(key: bytes, partitions: int) -> int:
+    """murmur2 in Python costs ~15 µs and a schedule's results recur: remember it
+    (dropped wholesale past a cap)."""
+    found = _PARTITIONS.get((key, partitions))
+    if found is None:
+        if len(_PARTITIONS) >= _PARTITIONS_MAX:
+            _PARTITIONS.clear()
+        found = _PARTITIONS[(key, partitions)] = murmur2_partition(key, partitions)
+    return found
 
 
 class _TooLarge(Exception):
