@@ -457,7 +457,7 @@ class WorkerNode:
         except BrokerUnavailable as exc:
             self._failed(commit, str(exc), results)
             return
-        if refused and "commit-refused-batch" not in host.broken:
+        if refused and "worker-commit-refused-batch" not in host.broken:
             # Every send's answer is read before the commit (``committer``'s rule).
             kafka.abort(txn, true_ms)
             now_ms = self.clock.now_ms()

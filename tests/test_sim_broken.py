@@ -54,7 +54,7 @@ WORKER_VARIANTS = [
     ("adopt-no-seek", "workers-churn-under-burst", "converged"),  # finding 2
     ("adoption-failure-lost", "worker-coordinators-loading", "converged"),  # finding 4
     ("rebalance-not-held", "worker-slow-rejoin", "lease"),  # finding 6
-    ("commit-refused-batch", "worker-results-refused", "converged"),  # finding 1
+    ("worker-commit-refused-batch", "worker-results-refused", "converged"),  # finding 1
     ("unbounded-commit-retry", "worker-results-refused", "exactly-once"),  # finding 8
 ]
 
