@@ -44,3 +44,23 @@ async def bounded(awaitable: Awaitable[Any], what: str, timeout_s: float = CLOSE
 def _retrieve(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()
+
+
+async def stop_producer(producer: Any, what: str, timeout_s: float = CLOSE_TIMEOUT_S) -> bool:
+    """``producer.stop()``, bounded; if abandoned, end its sender and connections too.
+
+    aiokafka's producer stop waits for its accumulator to drain before it cancels the
+    sender task and closes the client; abandoned there, both would live on (one
+    producer per re-adoption during a long outage). aiokafka keeps them private
+    (``_sender.sender_task``, ``client``), hence the getattr.
+    """
+    if await bounded(producer.stop(), what, timeout_s):
+        return True
+    sender = getattr(producer, "_sender", None)
+    task = getattr(sender, "sender_task", None)
+    if isinstance(task, asyncio.Task):
+        task.cancel()
+    client = getattr(producer, "client", None)
+    if client is not None:
+        await bounded(client.close(), f"{what}: closing its connections", timeout_s)
+    return False

@@ -35,3 +35,30 @@ async def test_a_close_that_finishes_or_fails_reports_finished() -> None:
 
     assert await bounded(ok(), "ok", 1.0) is True
     assert await bounded(fails(), "fails", 1.0) is True
+
+
+async def test_an_abandoned_producer_stop_ends_its_sender_and_connections() -> None:
+    from actors.closing import stop_producer
+
+    class Client:
+        closed = False
+
+        async def close(self) -> None:
+            Client.closed = True
+
+    class Sender:
+        def __init__(self) -> None:
+            self.sender_task = asyncio.ensure_future(asyncio.Event().wait())
+
+    class Producer:
+        def __init__(self) -> None:
+            self._sender = Sender()
+            self.client = Client()
+
+        async def stop(self) -> None:  # waits for an accumulator that never drains
+            await asyncio.Event().wait()
+
+    producer = Producer()
+    assert await stop_producer(producer, "a stuck producer", 0.05) is False
+    await asyncio.sleep(0)
+    assert producer._sender.sender_task.cancelled() and Client.closed

@@ -52,7 +52,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from actors.closing import bounded
+from actors.closing import bounded, stop_producer
 from actors.observe import metrics
 from actors.worker.committer import CommitStats, within, write_commit
 from actors.worker.core import (
@@ -474,7 +474,7 @@ class WorkerRuntime:
         producer = self._producers.pop((partition, lease), None)
         if producer is not None:
             what = f"stopping the producer of runs partition {partition}"
-            self._spawn(bounded(producer.stop(), what))
+            self._spawn(stop_producer(producer, what))
 
     async def _write(self, action: Write) -> None:
         commit = action.commit
