@@ -38,9 +38,11 @@ from __future__ import annotations
 import argparse
 import gc
 import heapq
+import sys
 import time
 import tracemalloc
 
+import measured
 import orjson
 
 from actors.shard import ShardCore
@@ -202,6 +204,16 @@ def main() -> None:
         f"restore_records_per_s={restore_rate:.0f} restore_target_met={restore_rate >= 200_000} "
         f"orjson_loads_per_s={count / loads_s:.0f} restore_vs_loads={loads_s / restore_s:.3f} "
         f"bytes_per_schedule={per_schedule_b:.0f}"
+    )
+    measured.record(
+        "shard_core",
+        {
+            "schedules": count,
+            "advance_due_per_s": round(advance_rate),
+            "restore_records_per_s": round(restore_rate),
+            "bytes_per_schedule": round(per_schedule_b),
+        },
+        argv=sys.argv[1:],
     )
 
 

@@ -350,9 +350,13 @@ def write(outcome: Outcome, path: str | Path) -> None:
         # zorder 0: the shading of the faulty phase stays behind the data.
         axis.axvspan(0, (sc.heal_ms - sc.start_ms) / 60_000, color="#fde8e8", zorder=0)
         for at_ms, what, _ in marks(outcome):  # as the SVG's lane: kills and restarts
-            colour = {"crash": CRASH, "restart": RESTART}.get(what)
-            if colour is not None:
-                axis.axvline((at_ms - sc.start_ms) / 60_000, color=colour, alpha=0.3, zorder=1)
+            if what in ("crash", "restart"):
+                axis.axvline(
+                    (at_ms - sc.start_ms) / 60_000,
+                    color=CRASH if what == "crash" else RESTART,
+                    alpha=0.3,
+                    zorder=1,
+                )
     fig.suptitle(f"{sc.name}, seed {outcome.seed}")
     fig.savefig(path, dpi=100)
     plt.close(fig)
