@@ -67,7 +67,7 @@ Fleet-sized worlds (``internet-midnight``) use four more keys::
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -375,3 +375,17 @@ def _rolling_restart(table: dict[str, Any], nodes: list[NodeSpec]) -> list[Scrip
         steps.append(ScriptStep(killed_ms, "crash", name))
         steps.append(ScriptStep(killed_ms + down_ms, "start", name))
     return steps
+
+
+def shrunk(scenario: Scenario, divisor: int) -> Scenario:
+    """The same world with each schedule group's count divided by ``divisor`` (at least 1).
+
+    Everything else (nodes, faults, script, sample, herd) is kept: the small version
+    of a fleet-sized scenario, for fast tests of its determinism and its broken variants.
+    """
+    if divisor < 1:
+        raise ScenarioError(f"shrunk: divisor {divisor} must be at least 1")
+    groups = tuple(
+        ScheduleGroup(g.id, max(1, g.count // divisor), g.command) for g in scenario.schedules
+    )
+    return replace(scenario, schedules=groups, name=f"{scenario.name} (1/{divisor})")
