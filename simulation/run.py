@@ -40,6 +40,8 @@ class Outcome:
     def replay(self) -> str:
         """The exact command that replays this run."""
         extra = "".join(f" --break {b}" for b in self.broken)
+        if self.scenario.shrink > 1:
+            extra += f" --shrink {self.scenario.shrink}"
         return f"kafkron simulate {self.scenario.path} --seed {self.seed}{extra}"
 
     def figures(self) -> dict[str, Any]:

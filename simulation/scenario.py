@@ -204,6 +204,7 @@ class Scenario:
     compact_every_ms: int = 3_600_000
     sample: Sample | None = None
     herd: Herd | None = None
+    shrink: int = 1  # every schedule group's count was divided by this (`shrunk`)
     path: str = ""
 
     @property
@@ -388,4 +389,9 @@ def shrunk(scenario: Scenario, divisor: int) -> Scenario:
     groups = tuple(
         ScheduleGroup(g.id, max(1, g.count // divisor), g.command) for g in scenario.schedules
     )
-    return replace(scenario, schedules=groups, name=f"{scenario.name} (1/{divisor})")
+    return replace(
+        scenario,
+        schedules=groups,
+        name=f"{scenario.name} (1/{divisor})",
+        shrink=scenario.shrink * divisor,
+    )
