@@ -133,9 +133,9 @@ class Plan:
             f"  worker processes             {self.workers:>12,}   (no-op jobs: the floor)",
             f"  memory per scheduler process {self.memory_per_scheduler_bytes / 2**30:>12,.1f} GiB",
             f"  expected takeover            {self.takeover_s:>12,.1f} s",
-            f"  broker load at the herd      {self.broker_records_per_s:>12,.0f} records/s of "
-            f"{self.broker_capacity_per_s:,.0f} planned capacity ({self.brokers} broker(s)",
-            "                               at one producer's measured rate each: a floor)",
+            f"  broker load at the herd      {self.broker_records_per_s:>12,.0f} records/s",
+            f"  broker capacity planned      {self.broker_capacity_per_s:>12,.0f} records/s   "
+            f"({self.brokers} x one producer's measured rate, derated: a floor)",
         ]
         if self.brokers_needed > self.brokers:
             lines.append(
