@@ -42,6 +42,7 @@ def test_small_version_is_deterministic_and_holds_every_invariant() -> None:
     assert first.ok, first.text()
     assert first.text().encode() == second.text().encode()
     assert dumps(first.as_json()) == dumps(second.as_json())
+    assert first.replay().endswith("internet-midnight.toml --seed 3 --shrink 2000")
     # Only the sampled shards' schedules were submitted, all of them.
     expected = sum(
         1
