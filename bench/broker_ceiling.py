@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import measured
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import NewTopic
 
@@ -154,6 +155,11 @@ async def main(argv: list[str]) -> int:
         f" txn1000_msgs_s={txn.msgs_per_s:.0f} txn1000_mb_s={txn.mb_per_s:.1f}"
         f" batched_vs_send={batched.msgs_per_s / send.msgs_per_s:.2f}"
         f" txn_vs_batched={txn.msgs_per_s / batched.msgs_per_s:.2f}"
+    )
+    measured.record(
+        "broker_ceiling",
+        {"txn1000_msgs_s": round(txn.msgs_per_s), "batched_msgs_s": round(batched.msgs_per_s)},
+        argv=argv,
     )
     return 0
 

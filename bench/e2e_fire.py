@@ -38,6 +38,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import measured
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -391,6 +392,18 @@ async def main(argv: list[str]) -> int:
         f" steady_p99_ms={steady['steady_p99_ms']} restore_100k_s={restore_s:.2f}"
         f" failover_first_fire_s={steady['failover_first_fire_s']}"
         f" failover_budget_s={steady['failover_budget_s']}"
+    )
+    measured.record(
+        "e2e_fire",
+        {
+            "schedules": args.schedules,
+            "max_runs_s": round(max_runs),
+            "ceiling_msgs_s": round(ceiling),
+            "restore_s": round(restore_s, 2),
+            "failover_first_fire_s": steady["failover_first_fire_s"],
+            "session_timeout_ms": args.session_timeout_ms,
+        },
+        argv=argv,
     )
     return 0
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import measured
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -419,6 +420,16 @@ async def main() -> None:
         f"steady_p99_ms={f['p99_ms']:.0f} apscheduler_fires_per_s={base_rate:.0f} "
         f"ratio_vs_apscheduler={f['burst_runs_per_s'] / base_rate:.2f} "
         f"workers_alone_runs_per_s={f['drain_runs_per_s']:.0f}"
+    )
+    measured.record(
+        "e2e_work",
+        {
+            "workers": args.workers,
+            "concurrency": args.concurrency,
+            "workers_alone_runs_per_s": round(f["drain_runs_per_s"]),
+            "burst_runs_per_s": round(f["burst_runs_per_s"]),
+        },
+        argv=sys.argv[1:],
     )
 
 

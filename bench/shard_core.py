@@ -45,6 +45,7 @@ import sys
 import time
 import tracemalloc
 
+import measured
 import orjson
 
 from actors.shard import ShardCore
@@ -271,6 +272,16 @@ def main() -> None:
         f"orjson_loads_per_s={restored / loads_s:.0f} "
         f"restore_vs_loads={loads_s / restore_s:.3f} "
         f"bytes_per_schedule={per_schedule_b:.0f}"
+    )
+    measured.record(
+        "shard_core",
+        {
+            "schedules": count,
+            "advance_due_per_s": round(advance_rate),
+            "restore_records_per_s": round(restore_rate),
+            "bytes_per_schedule": round(per_schedule_b),
+        },
+        argv=sys.argv[1:],
     )
 
 

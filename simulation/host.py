@@ -9,8 +9,22 @@ from typing import Protocol
 from simulation.clock import WorldTime
 from simulation.group import Group
 from simulation.kafka import SimKafka
+from simulation.ownership import Ownership
 from simulation.timeline import Timeline
 from topics.names import Settings, TopicKind
+
+
+def exact_bytes(value: bytes) -> bytes:
+    """A copy of ``value`` that owns no spare capacity.
+
+    orjson 3.13 returns ``dumps`` output in a buffer of at least
+    4 KiB however short the JSON is, and keeps it: a record of 300 bytes held in a
+    simulated log costs 4 KiB of memory. The simulated broker keeps every record
+    of the run, so what it stores is copied to its exact size first (a real
+    broker keeps bytes on disk, not a producer's buffers).
+    """
+    return memoryview(value).tobytes()
+
 
 # Broken variants (test-only switches): the checkers must catch each of them.
 BROKEN_VARIANTS = (
@@ -37,6 +51,7 @@ class Host(Protocol):
     scheduler_group: Group
     worker_group: Group
     broken: frozenset[str]
+    ownership: Ownership
 
     def at(self, true_ms: int, action: Callable[[], None]) -> None:
         """Run ``action`` when true time reaches ``true_ms``."""

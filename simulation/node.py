@@ -50,7 +50,7 @@ from actors.scheduler.probe import CLOCK_PROBE_KEY, CLOCK_PROBE_VALUE
 from actors.scheduler.skew import SkewEstimator
 from actors.shard import ShardCore
 from simulation.clock import NodeClock
-from simulation.host import Host
+from simulation.host import Host, exact_bytes
 from simulation.kafka import BrokerUnavailable, ProducerFenced, Txn
 from topics.messages import parse_run, result_value
 from topics.names import TopicKind
@@ -107,6 +107,7 @@ class SchedulerNode:
         self._pending: _Pending | None = None
         self._wake_ms: int | None = None
         self._stale = False
+        self._served: frozenset[int] = frozenset()
 
     def _new_machine(self) -> SchedulerMachine:
         return SchedulerMachine(
@@ -148,6 +149,7 @@ class SchedulerNode:
         self.machine = self._new_machine()
         self.producers, self._pending = {}, None
         self._log(now, "crash", f"process died holding shards {lost}; its memory is gone")
+        self._track()
 
     def pause(self) -> None:
         if self.state != "up":
@@ -157,6 +159,7 @@ class SchedulerNode:
             self.host.scheduler_group.silent(self.member_id, now)
         self.state = "paused"
         self._log(now, "pause", f"process frozen holding shards {self.held()}")
+        self._track()
 
     def resume(self) -> None:
         if self.state != "paused":
@@ -240,6 +243,14 @@ class SchedulerNode:
             self._send(writes, true_ms)
         else:
             self._schedule_next()
+        self._track()
+
+    def _track(self) -> None:
+        """Tell the world's ownership record which shards this process serves now."""
+        served = frozenset(self.machine.live()) if self.state == "up" else frozenset()
+        if served != self._served:
+            self._served = served
+            self.host.ownership.serving(self.name, set(served), self.host.time.true_ms)
 
     def _sync_membership(self, true_ms: int) -> None:
         group = self.host.scheduler_group
@@ -374,7 +385,8 @@ class SchedulerNode:
                     if outside and r.topic is TopicKind.SCHEDULES:
                         kafka.append(r.topic, r.key, r.value, r.partition, true_ms)
                         continue
-                    kafka.send(txn, r.topic, r.key, r.value, r.partition, true_ms, r.timestamp_ms)
+                    value = None if r.value is None else exact_bytes(r.value)
+                    kafka.send(txn, r.topic, r.key, value, r.partition, true_ms, r.timestamp_ms)
                     if r.topic is TopicKind.RUNS:
                         runs_append_ms = true_ms
                 group = host.settings.scheduler_group
@@ -452,6 +464,7 @@ class SchedulerNode:
             self._narrate(p, write.records, true_ms)
         host.arrived(touched, true_ms)
         self._schedule_next()
+        self._track()
 
     def _schedule_next(self) -> None:
         true_ms = self.host.time.true_ms

@@ -15,6 +15,8 @@ from typing import Any
 
 from simulation.checkers import CHECKERS, Verdict
 from simulation.checkers.evidence import Evidence, gather
+from simulation.herd import HerdReport
+from simulation.herd import report as herd_report
 from simulation.scenario import Scenario
 from simulation.world import World
 from topics.timefmt import format_ms
@@ -29,6 +31,7 @@ class Outcome:
     evidence: Evidence
     verdicts: list[Verdict]
     wall_s: float
+    _herd: HerdReport | None = None
 
     @property
     def ok(self) -> bool:
@@ -37,6 +40,8 @@ class Outcome:
     def replay(self) -> str:
         """The exact command that replays this run."""
         extra = "".join(f" --break {b}" for b in self.broken)
+        if self.scenario.shrink > 1:
+            extra += f" --shrink {self.scenario.shrink}"
         return f"kafkron simulate {self.scenario.path} --seed {self.seed}{extra}"
 
     def figures(self) -> dict[str, Any]:
@@ -64,7 +69,14 @@ class Outcome:
             "effects_called_twice": sum(1 for n in ev.ledger_calls.values() if n > 1),
         }
 
+    def herd(self) -> HerdReport | None:
+        """The herd's report (scenarios with a ``[herd]`` table), computed once."""
+        if self._herd is None:
+            self._herd = herd_report(self.scenario, self.evidence, self.world.ownership)
+        return self._herd
+
     def as_json(self) -> dict[str, Any]:
+        self.herd()
         return {
             "v": 1,
             "scenario": self.scenario.name,
@@ -73,6 +85,9 @@ class Outcome:
             "ok": self.ok,
             "replay": self.replay(),
             "figures": self.figures(),
+            "sample": None
+            if self.scenario.sample is None
+            else {"shards": list(self.scenario.sample.shards), "of": self.scenario.sample.total},
             "verdicts": [
                 {
                     "name": v.name,
@@ -84,6 +99,7 @@ class Outcome:
                 }
                 for v in self.verdicts
             ],
+            "herd": None if self._herd is None else self._herd.as_json(),
             "timeline": [e.as_json() for e in self.world.timeline.events],
         }
 
@@ -113,6 +129,18 @@ class Outcome:
         lines.append("figures")
         for key, value in self.figures().items():
             lines.append(f"  {key:<24} {value}")
+        herd = self.herd()
+        if herd is not None:
+            lines.append("")
+            sample = sc.sample
+            if sample is None:
+                lines.append("the herd")
+            else:
+                lines.append(
+                    f"the herd (sampled shards {list(sample.shards)} of {sample.total}; "
+                    "counts are theirs)"
+                )
+            lines.extend(herd.lines(1.0 if sample is None else sample.fraction))
         lines.append("")
         lines.append("invariants")
         for v in self.verdicts:

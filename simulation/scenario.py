@@ -43,12 +43,31 @@ Example (see ``simulation/scenarios/`` for the real ones)::
 
 The ``command`` table is the body of a ``schedule.upsert`` (``v``, ``type`` and
 ``id`` are filled in) and goes through the real `topics.commands.decode_command`.
+
+Fleet-sized worlds (``internet-midnight``) use four more keys::
+
+    [[schedulers]]                    # with count = N: N nodes, "{i}" the index
+    name = "sched-{i:02d}"
+    count = 32
+
+    [rolling_restart]                 # every node of a role, one at a time, in name order:
+    at = "2026-01-14T23:58:00Z"       # kill -9 at at + k * every_s, started again
+    every_s = 15                      # down_s later (a new member of the group)
+    down_s = 5
+    role = "scheduler"
+
+    [sample]                          # simulate only some shards (see `Sample`)
+    shards = 4
+
+    [herd]                            # report the herd due at this instant (`simulation.herd`)
+    at = "2026-01-15T00:00:00Z"
+    window_s = 300
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +99,7 @@ SCRIPT_ACTIONS = (
     "coordinator_ok",  # ... and off again
     "results_refused",
     "results_ok",
+    "pause_owner",  # freeze whoever owns ``shard`` then (resumed ``restart_after_s`` later)
 )
 
 
@@ -125,7 +145,46 @@ class ScriptStep:
     node: str | None = None
     value: int = 0  # skew: milliseconds added to the clock
     job: str | None = None  # crash_job_worker: the job whose worker dies
-    restart_after_ms: int | None = None  # crash_job_worker: when it comes back
+    restart_after_ms: int | None = None  # crash_job_worker, pause_owner: when it comes back
+    shard: int | None = None  # pause_owner: the shard whose owner is frozen
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """Simulate ``shards`` of the scenario's shards, evenly spaced; the rest stay dark.
+
+    A fleet of 10M schedules does not fit one process's memory and CPU when every
+    schedule is a live object in a simulated shard; most of its shards behave
+    alike, though. In a sampled run every shard exists, is assigned, fenced,
+    restored and taken over by the real lifecycle machine, but only the schedules
+    whose murmur2 partition is a sampled shard are submitted (exactly those of
+    the full population: every id is generated and hashed, none is invented), so
+    each sampled shard holds and fires exactly what it would in the full fleet,
+    and every invariant is checked exactly on them. Dark shards are empty.
+
+    Runs of the sampled shards spread over every runs partition, as in the full
+    fleet, so each worker sees ``shards / total`` of its real load; its job slots
+    are scaled by the same fraction (at least one) so that per-slot load, hence
+    queueing and the herd's drain, stay those of the full fleet.
+    """
+
+    shards: tuple[int, ...]
+    total: int
+
+    @property
+    def fraction(self) -> float:
+        return len(self.shards) / self.total
+
+    def slots(self, concurrency: int) -> int:
+        return max(1, round(concurrency * self.fraction))
+
+
+@dataclass(frozen=True, slots=True)
+class Herd:
+    """A herd the report describes: runs scheduled in [at, at + window)."""
+
+    at_ms: int
+    window_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +225,9 @@ class Scenario:
     slow_factor: float = 10.0
     compact_every_ms: int = 3_600_000
     worker_client: WorkerClient = WorkerClient()
+    sample: Sample | None = None
+    herd: Herd | None = None
+    shrink: int = 1  # every schedule group's count was divided by this (`shrunk`)
     path: str = ""
 
     @property
@@ -201,7 +263,7 @@ def _instant(value: Any, name: str) -> int:
 def _scenario(data: dict[str, Any], path: str) -> Scenario:
     nodes = [
         NodeSpec(
-            name=str(n["name"]),
+            name=name,
             role=role,
             offset_ms=int(n.get("clock", {}).get("offset_ms", 0)),
             drift_ppm=float(n.get("clock", {}).get("drift_ppm", 0.0)),
@@ -210,6 +272,7 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         )
         for key, role in (("schedulers", "scheduler"), ("workers", "worker"))
         for n in data.get(key, [])
+        for name in _names(n)
     ]
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
@@ -242,6 +305,9 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         if node is not None and node not in names:
             raise ScenarioError(f"script.node: no node named {node!r} (nodes: {names})")
         restart = step.get("restart_after_s")
+        shard = step.get("shard")
+        if action == "pause_owner" and (shard is None or restart is None):
+            raise ScenarioError("script: pause_owner needs shard and restart_after_s")
         script.append(
             ScriptStep(
                 _instant(step["at"], "script.at"),
@@ -250,8 +316,11 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
                 int(step.get("value", 0)),
                 step.get("job"),
                 None if restart is None else int(float(restart) * 1000),
+                None if shard is None else int(shard),
             )
         )
+    if "rolling_restart" in data:
+        script.extend(_rolling_restart(data["rolling_restart"], nodes))
     raw_faults = dict(data.get("faults", {}))
     tick_ms = int(raw_faults.pop("tick_ms", 1000))
     skew_max_ms = int(raw_faults.pop("skew_max_ms", 5000))
@@ -262,6 +331,20 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
             raise ScenarioError(f"faults.{kind}: unknown fault; known: {FAULT_KINDS}")
         faults[kind] = FaultKnob(float(knob["p"]), int(float(knob["min_s"]) * 1000))
     shards = int(data.get("shards", 6))
+    sample = None
+    if "sample" in data:
+        sampled = int(data["sample"]["shards"])
+        if not 1 <= sampled <= shards:
+            raise ScenarioError(f"sample.shards: {sampled} is not in 1..{shards}")
+        # Evenly spaced, so that no two neighbours of the range assignor are both
+        # sampled (their takeovers would be correlated).
+        sample = Sample(tuple(k * shards // sampled for k in range(sampled)), shards)
+    herd = None
+    if "herd" in data:
+        herd = Herd(
+            _instant(data["herd"]["at"], "herd.at"),
+            int(float(data["herd"].get("window_s", 60)) * 1000),
+        )
     return Scenario(
         worker_client=_worker_client(dict(data.get("worker_client", {}))),
         name=str(data["name"]),
@@ -283,6 +366,8 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         skew_max_ms=skew_max_ms,
         slow_factor=slow_factor,
         compact_every_ms=int(float(data.get("compact_every_s", 3600)) * 1000),
+        sample=sample,
+        herd=herd,
         path=path,
     )
 
@@ -311,4 +396,53 @@ def _worker_client(data: dict[str, Any]) -> WorkerClient:
         adopt_delay_ms=_seconds_range(data.get("adopt_delay_s", 0), "adopt_delay_s"),
         fetch_during_adoption=bool(data.get("fetch_during_adoption", False)),
         max_result_bytes=None if max_bytes is None else int(max_bytes),
+    )
+
+
+def _names(node: dict[str, Any]) -> list[str]:
+    """A node's name, or with ``count = N`` the names of N nodes (``{i}`` the index)."""
+    count = int(node.get("count", 1))
+    name = str(node["name"])
+    if count == 1:
+        return [name]
+    if "{i" not in name:
+        raise ScenarioError(f"{name}: a node with count = {count} needs '{{i}}' in its name")
+    return [name.format(i=i) for i in range(count)]
+
+
+def _rolling_restart(table: dict[str, Any], nodes: list[NodeSpec]) -> list[ScriptStep]:
+    """kill -9 each node of the role in name order, every ``every_s``; back ``down_s`` later."""
+    role = str(table.get("role", "scheduler"))
+    at_ms = _instant(table["at"], "rolling_restart.at")
+    every_ms = int(float(table["every_s"]) * 1000)
+    down_ms = int(float(table["down_s"]) * 1000)
+    if every_ms <= 0 or down_ms <= 0:
+        raise ScenarioError("rolling_restart: every_s and down_s must be positive")
+    chosen = sorted(n.name for n in nodes if n.role == role)
+    if not chosen:
+        raise ScenarioError(f"rolling_restart.role: no {role} nodes to restart")
+    steps = []
+    for k, name in enumerate(chosen):
+        killed_ms = at_ms + k * every_ms
+        steps.append(ScriptStep(killed_ms, "crash", name))
+        steps.append(ScriptStep(killed_ms + down_ms, "start", name))
+    return steps
+
+
+def shrunk(scenario: Scenario, divisor: int) -> Scenario:
+    """The same world with each schedule group's count divided by ``divisor`` (at least 1).
+
+    Everything else (nodes, faults, script, sample, herd) is kept: the small version
+    of a fleet-sized scenario, for fast tests of its determinism and its broken variants.
+    """
+    if divisor < 1:
+        raise ScenarioError(f"shrunk: divisor {divisor} must be at least 1")
+    groups = tuple(
+        ScheduleGroup(g.id, max(1, g.count // divisor), g.command) for g in scenario.schedules
+    )
+    return replace(
+        scenario,
+        schedules=groups,
+        name=f"{scenario.name} (1/{divisor})",
+        shrink=scenario.shrink * divisor,
     )

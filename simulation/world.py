@@ -14,6 +14,7 @@ every due occurrence accounted for, every run ended, lateness back within bound.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import random
 from collections.abc import Callable, Iterable
@@ -22,14 +23,17 @@ from dataclasses import dataclass
 from simulation.clock import NodeClock, WorldTime
 from simulation.faults import FaultInjector, Target
 from simulation.group import Group
+from simulation.host import exact_bytes
 from simulation.jobs import Jobs
 from simulation.kafka import SimKafka
 from simulation.node import SchedulerNode
-from simulation.scenario import Scenario, ScheduleGroup
+from simulation.ownership import Ownership
+from simulation.scenario import Sample, Scenario, ScheduleGroup
 from simulation.timeline import Timeline
 from simulation.worker_node import WorkerNode
 from topics.codec import dumps
 from topics.names import Settings, TopicKind
+from topics.partitioner import murmur2_partition
 
 Node = SchedulerNode | WorkerNode
 REBALANCE_NOTICE_MS = (100, 3_000)  # members learn of a rebalance at their next heartbeat
@@ -71,6 +75,7 @@ class World:
             self.settings.worker_group, scenario.runs_partitions, scenario.session_timeout_ms
         )
         self.timeline = Timeline()
+        self.ownership = Ownership()
         self.jobs = Jobs(scenario.jobs, self.rng)
         self.nodes: dict[str, Node] = {}
         for spec in scenario.nodes:
@@ -84,9 +89,10 @@ class World:
                     max_fires_per_turn=scenario.max_fires_per_turn,
                 )
             else:
-                self.nodes[spec.name] = WorkerNode(
-                    self, spec.name, clock, self.jobs, spec.concurrency
-                )
+                slots = spec.concurrency
+                if scenario.sample is not None:
+                    slots = scenario.sample.slots(slots)
+                self.nodes[spec.name] = WorkerNode(self, spec.name, clock, self.jobs, slots)
         self.faults = FaultInjector(self, scenario)
         self.submitted: list[Submitted] = []
         self._heap: list[tuple[int, int, Callable[[], None]]] = []
@@ -218,6 +224,9 @@ class World:
         for step in scenario.script:
             if step.action == "crash_job_worker":
                 self.at(step.at_ms, self._crash_job_worker(step.job, step.restart_after_ms))
+            elif step.action == "pause_owner":
+                assert step.shard is not None and step.restart_after_ms is not None
+                self.at(step.at_ms, self._pause_owner(step.shard, step.restart_after_ms))
             else:
                 self.at(step.at_ms, self._scripted(step.action, step.node, step.value))
         self.faults.install()
@@ -271,14 +280,25 @@ class World:
 
     def _submit(self) -> None:
         now = self.time.true_ms
+        sample = self.scenario.sample
         for group in self.scenario.schedules:
-            for schedule_id, body in _commands(group):
+            for schedule_id, body in _commands(group, sample):
                 key = schedule_id.encode()
-                value = dumps(body)
+                value = exact_bytes(dumps(body))
                 self.kafka.append(TopicKind.COMMANDS, key, value, None, now)
                 self.submitted.append(Submitted(schedule_id, key, value, now))
+        sampled = ""
+        if sample is not None:
+            population = sum(g.count for g in self.scenario.schedules)
+            sampled = (
+                f" (the schedules of sampled shards {list(sample.shards)}"
+                f" of {sample.total}, out of {population:,})"
+            )
         self.timeline.add(
-            now, "client", "submit", f"{len(self.submitted):,} schedule.upsert commands sent"
+            now,
+            "client",
+            "submit",
+            f"{len(self.submitted):,} schedule.upsert commands sent{sampled}",
         )
         self.arrived(((TopicKind.COMMANDS, p) for p in range(self.scenario.shards)), now)
 
@@ -313,6 +333,27 @@ class World:
                 elif action == "skew":
                     target.clock.step(value)
                     target.wake(self.time.true_ms)
+
+        return step
+
+    def _pause_owner(self, shard: int, resume_after_ms: int) -> Callable[[], None]:
+        """Freeze the process serving ``shard`` now (a GC pause, a frozen VM)."""
+
+        def step() -> None:
+            now = self.time.true_ms
+            for node in self.nodes.values():
+                if isinstance(node, SchedulerNode) and node.state == "up" and shard in node.held():
+                    self.timeline.add(
+                        now,
+                        "script",
+                        "fault",
+                        f"pause {node.name} (it serves shard {shard}) for "
+                        f"{resume_after_ms / 1000:g} s",
+                    )
+                    node.pause()
+                    self.at(now + resume_after_ms, node.resume)
+                    return
+            self.timeline.add(now, "script", "fault", f"nobody serves shard {shard}: no pause")
 
         return step
 
@@ -385,7 +426,34 @@ class World:
         self.at(self.time.true_ms + self.scenario.compact_every_ms, self._compact)
 
 
-def _commands(group: ScheduleGroup) -> Iterable[tuple[str, dict[str, object]]]:
-    for i in range(group.count):
-        schedule_id = group.id.format(i=i) if group.count > 1 else group.id
+def _commands(
+    group: ScheduleGroup, sample: Sample | None
+) -> Iterable[tuple[str, dict[str, object]]]:
+    ids: Iterable[str]
+    if sample is None:
+        ids = (_schedule_id(group, i) for i in range(group.count))
+    else:
+        ids = _sampled_ids(group.id, group.count, sample)
+    for schedule_id in ids:
         yield schedule_id, {"v": 1, "type": "schedule.upsert", "id": schedule_id, **group.command}
+
+
+def _schedule_id(group: ScheduleGroup, i: int) -> str:
+    return group.id.format(i=i) if group.count > 1 else group.id
+
+
+@functools.lru_cache(maxsize=64)
+def _sampled_ids(template: str, count: int, sample: Sample) -> tuple[str, ...]:
+    """The ids of a group whose owner is a sampled shard: every id is hashed.
+
+    Cached per process: the ids depend on the scenario alone, never on the seed,
+    and hashing ten million ids costs half a minute.
+    """
+    shards = frozenset(sample.shards)
+    total = sample.total
+    out = []
+    for i in range(count):
+        schedule_id = template.format(i=i) if count > 1 else template
+        if murmur2_partition(schedule_id.encode(), total) in shards:
+            out.append(schedule_id)
+    return tuple(out)

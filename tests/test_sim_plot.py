@@ -17,9 +17,10 @@ from collections import Counter
 from pathlib import Path
 
 from simulation.checkers.evidence import RunRecord
-from simulation.plot import COLUMNS, LEFT, PANEL_H, RIGHT, TOP1, WIDTH, svg
+from simulation.plot import COLUMNS, CRASH, LEFT, PANEL_H, RESTART, RIGHT, TOP1, WIDTH, svg
 from simulation.run import Outcome, simulate
 from simulation.scenario import load
+from topics.timefmt import parse_instant
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "simulation" / "scenarios"
@@ -124,3 +125,38 @@ def test_cli_plot_png_with_matplotlib_or_a_clear_error_without(tmp_path: Path) -
     else:
         assert done.returncode == 2
         assert "PNG needs matplotlib" in done.stderr and "or name a .svg file" in done.stderr
+
+
+def test_svg_marks_the_reboot_and_bands_the_owners() -> None:
+    # midnight-reboot: the only scheduler is killed at 23:58 and started at 00:03.
+    outcome = _run("midnight-reboot", 7)
+    sc = outcome.scenario
+    root = ET.fromstring(svg(outcome))
+    plot_w = WIDTH - LEFT - RIGHT
+    span_ms = sc.end_ms - sc.start_ms
+
+    def x_of(instant_ms: int) -> float:
+        return LEFT + (instant_ms - sc.start_ms) * plot_w / span_ms
+
+    crash_ms = parse_instant("2026-03-04T23:58:00Z")
+    start_ms = parse_instant("2026-03-05T00:03:00Z")
+    crosses = [p for p in root.iter(f"{NS}path") if p.attrib.get("stroke") == CRASH]
+    assert len(crosses) == 1
+    assert crosses[0].attrib["d"].startswith(f"M{x_of(crash_ms) - 3:.1f},")
+    triangles = [p for p in root.iter(f"{NS}polygon") if p.attrib.get("fill") == RESTART]
+    assert len(triangles) == 1
+    assert triangles[0].attrib["points"].startswith(f"{x_of(start_ms):.1f},")
+    # The band: one rect per interval in which sched-a served a shard; none of them
+    # covers the reboot, when nobody served any shard.
+    band = [r for r in root.iter(f"{NS}rect") if r.attrib.get("fill", "").startswith("hsl(")]
+    intervals = outcome.world.ownership.intervals
+    assert len(band) == len(intervals) and {i.node for i in intervals} == {"sched-a"}
+    assert {i.shard for i in intervals} == set(range(sc.shards))
+    for interval in intervals:
+        end_ms = sc.end_ms if interval.end_ms is None else interval.end_ms
+        assert end_ms <= crash_ms or interval.start_ms >= start_ms
+    # Every axis label fits left of the panels (none is clipped at the image's edge):
+    # at 12 px, a label takes at most 7 px per character.
+    for text in root.iter(f"{NS}text"):
+        if text.attrib.get("text-anchor") == "end" and float(text.attrib["x"]) <= LEFT:
+            assert len(text.text or "") * 7 <= float(text.attrib["x"]), text.text

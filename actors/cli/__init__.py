@@ -36,6 +36,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "simulate_cmd",
     "users_cmd",
     "acl_cmd",
+    "plan_cmd",
 )
 
 # Commands that talk to Kafka: before they run, one connection checks this process's

@@ -24,6 +24,7 @@ examples:
   kafkron simulate simulation/scenarios/leader-paused-15s.toml --sweep 50
   kafkron simulate simulation/scenarios/midnight-20k.toml --seed 3 --plot night.svg
   kafkron simulate simulation/scenarios/fx-rates-90s.toml --seed 1 --json > run.json
+  kafkron simulate simulation/scenarios/internet-midnight.toml --shrink 100 --plot herd.svg
 
 --sweep K runs seeds SEED .. SEED+K-1 and prints one line per seed (no story).
 """
@@ -43,6 +44,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--sweep", type=int, metavar="K", help="run K seeds from --seed on")
     parser.add_argument("--plot", metavar="FILE", help="write fires/s and lateness (.svg/.png)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the story")
+    parser.add_argument(
+        "--shrink",
+        type=int,
+        metavar="N",
+        help="divide every schedule group's count by N (a quick look at a fleet-sized scenario)",
+    )
     # Test-only: the deliberately broken variants the checkers must catch.
     parser.add_argument(
         "--break", dest="broken", action="append", default=[], help=argparse.SUPPRESS
@@ -53,13 +60,18 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from simulation.host import BROKEN_VARIANTS
     from simulation.run import simulate
-    from simulation.scenario import ScenarioError, load
+    from simulation.scenario import ScenarioError, load, shrunk
 
     try:
         scenario = load(args.scenario)
     except ScenarioError as error:
         print(f"kafkron simulate: {error}", file=sys.stderr)
         return EXIT_USAGE
+    if args.shrink is not None:
+        if args.shrink < 1:
+            print("kafkron simulate: --shrink needs a divisor of at least 1", file=sys.stderr)
+            return EXIT_USAGE
+        scenario = shrunk(scenario, args.shrink)
     unknown = [b for b in args.broken if b not in BROKEN_VARIANTS]
     if unknown:
         print(f"kafkron simulate: --break {unknown[0]}: one of {BROKEN_VARIANTS}", file=sys.stderr)

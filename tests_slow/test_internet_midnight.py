@@ -1,0 +1,49 @@
+"""internet-midnight in full: 10M schedules, three seeds, and fencing off caught.
+
+Not part of CI (``tests/run.sh`` and ``.ci/run`` collect ``tests/`` only): each
+seed costs minutes of CPU (hashing ten million ids, two sampled shards of 78k
+schedules restored on every takeover of the rolling restart). Run it with::
+
+    python -m pytest -q tests_slow
+
+Wall time and peak memory per seed go to stderr (``-s`` shows them); they are
+reported, never asserted. The small version runs in CI (tests/test_sim_internet.py).
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulation.run import simulate
+from simulation.scenario import load
+
+SCENARIO = Path(__file__).resolve().parent.parent / "simulation/scenarios/internet-midnight.toml"
+SEEDS = (1, 2, 3)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_every_invariant_holds(seed: int) -> None:
+    outcome = simulate(load(SCENARIO), seed)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    herd = outcome.herd()
+    assert herd is not None
+    print(
+        f"internet-midnight seed {seed}: {outcome.wall_s:.0f} s wall, peak RSS {peak_mb:,} MB, "
+        f"herd of {herd.herd_runs:,} (sampled) all ended after {herd.drained_s} s",
+        file=sys.stderr,
+    )
+    assert outcome.ok, outcome.text()
+    assert herd.herd_runs > 0 and herd.drained_s is not None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_fencing_off_is_caught() -> None:
+    outcome = simulate(load(SCENARIO), 1, broken=["no-fencing"])
+    assert "exactly-once" in {v.name for v in outcome.verdicts if not v.ok}
