@@ -51,6 +51,7 @@ def kafkron_app(
     if partitions < 1:
         raise ValueError(f"partitions: expected the namespace's shard count, got {partitions}")
     if data_dir is not None:
+        Path(data_dir).mkdir(parents=True, exist_ok=True)  # Faust's worker expects it
         options["datadir"] = str(data_dir)
     return faust.App(
         app_id,
