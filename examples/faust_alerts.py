@@ -15,23 +15,19 @@ Three agents on one namespace (`KAFKRON_NAMESPACE`, brokers `KAFKRON_BOOTSTRAP`)
    once even when Faust delivers its result again (a second table remembers them).
 3. **replay**: dead letters of one job (``KAFKRON_REPLAY_JOB``, the job name) are
    replayed with a ``dlq.replay`` command once the health check passes (HTTP 2xx from
-   ``KAFKRON_HEALTH_URL``, polled every 5 s). While it waits, the letter stays
-   unacknowledged, so its offset is not committed: a restart reads it again and
-   still replays it. A letter already replayed is remembered and not replayed twice.
-
-Faust waits, by default, for every event in flight to be processed before it
-rebalances or stops (``stream_wait_empty``); an agent that waits for an upstream
-would hold every rebalance of the group for as long. The app turns that off: a
-rebalance or a stop leaves the waiting letter unacknowledged, and whoever owns the
-partition next reads it again (at least once; a second ``dlq.replay`` of a run
-already running again is rejected by its shard, and alerts are deduplicated by
-the table above).
+   ``KAFKRON_HEALTH_URL``, checked every 5 s). A letter waiting for the upstream is
+   kept in a table, not held in the stream: Faust waits for every record in flight
+   before a rebalance or a stop, so an agent blocked on an upstream would stall the
+   whole group. Every 5 s the leader sends a tick to each partition of an internal
+   topic partitioned like ``{ns}.dlq``; the owner of that partition checks health and
+   replays the letters waiting there. A letter already replayed is remembered and not
+   replayed twice.
 
 Run it against the local broker, from the checkout, with the extra installed
 (``pip install -e '.[faust]'``)::
 
     KAFKRON_REPLAY_JOB=billing.always_fails KAFKRON_HEALTH_URL=http://127.0.0.1:8000/ \\
-        python -m examples.faust_alerts worker -l info
+        python -m examples.faust_alerts worker -l info --without-web
 
 Tests build the same agents with `build` and their own alert sink and health check.
 """
@@ -159,7 +155,6 @@ def build(
     ``replay_job`` None leaves the replay agent idle; ``healthy`` None means always.
     ``options`` go to ``faust.App`` (tests pass ``web_enabled=False``).
     """
-    options.setdefault("stream_wait_empty", False)  # see the module docstring
     app = kafkron_app(
         app_id or f"{settings.namespace}-alerts",
         settings,
@@ -183,6 +178,7 @@ def build(
     # Keyed by letter id; the value is only "present".
     alerted = app.Table("alerted", default=bool)
     replayed = app.Table("replayed", default=bool)
+    pending = app.Table("pending-replays", default=None)
     state = AlertsApp(app, topics, failures, alerted, replayed)
 
     @app.agent(topics.dlq, name="alert")
@@ -207,21 +203,40 @@ def build(
             counted[attempt_id] = True
             failures[failure_key(result)] += 1
 
+    # Replays wait for the health check without holding the dlq stream: a letter to
+    # replay is written to the `pending` table (in the letter's partition, so its owner
+    # keeps it across restarts); the leader sends one tick per partition every
+    # `health_poll_s` to a topic partitioned like the dlq, and the owner of that
+    # partition replays its pending letters once the upstream is healthy.
+    ticks = app.topic(
+        f"{app.conf.id}-replay-ticks", internal=True, partitions=partitions, value_type=int
+    )
+
     @app.agent(topics.dlq, name="replay")
     async def replay_agent(letters: faust.StreamT[DeadLetterRecord]) -> None:
-        # Manual acks: Faust acks the current event when an agent is cancelled (a stop,
-        # a rebalance), which would commit a letter still waiting for its replay.
-        async for event in letters.noack().events():
-            letter: DeadLetterRecord = event.value
+        async for letter in letters:
             wanted = replay_job is not None and letter.job.name == replay_job
-            if wanted and not replayed[letter.letter_id]:
-                while healthy is not None and not await healthy():
-                    await asyncio.sleep(health_poll_s)
-                await send_command(topics.commands, dlq_replay(letter.run_id))
-                print(f"REPLAY {letter.run_id} ({letter.job.name}): upstream healthy", flush=True)
-                replayed[letter.letter_id] = True
-                state.replays_sent.append(letter.letter_id)
-            await letters.ack(event)
+            event = letters.current_event
+            if wanted and event is not None and not replayed[letter.letter_id]:
+                pending[letter.letter_id] = [letter.run_id, event.message.partition]
+
+    @app.timer(health_poll_s, on_leader=True)
+    async def tick() -> None:
+        for partition in range(partitions):
+            await ticks.send(value=partition, partition=partition)
+
+    @app.agent(ticks, name="replay_when_healthy")
+    async def replay_pending(stream: faust.StreamT[int]) -> None:
+        async for partition in stream:
+            waiting = [(k, run_id) for k, (run_id, p) in pending.items() if p == partition]
+            if not waiting or (healthy is not None and not await healthy()):
+                continue
+            for letter_id, run_id in waiting:
+                await send_command(topics.commands, dlq_replay(run_id))
+                print(f"REPLAY {run_id}: upstream healthy", flush=True)
+                replayed[letter_id] = True
+                del pending[letter_id]
+                state.replays_sent.append(letter_id)
 
     return state
 
