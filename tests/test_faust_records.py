@@ -14,7 +14,6 @@ from faust.exceptions import ValueDecodeError
 from faust.serializers.registry import Registry
 from faust.transport import by_url
 
-from actors.cli.submit_cmd import encode
 from actors.faust import (
     DeadLetterRecord,
     RejectedRecord,
@@ -40,6 +39,7 @@ from actors.faust.serializers import (
     run_codec,
 )
 from actors.faust.transport import ISOLATION_LEVEL, ReadCommittedConsumerThread, Transport
+from actors.sending import encode
 from topics import messages
 from topics.command_types import Job
 from topics.names import Settings

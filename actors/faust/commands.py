@@ -1,7 +1,7 @@
 """Commands from a Faust agent, validated exactly as ``kafkron submit`` validates them.
 
 `send_command` runs the shard's own decoder on the command first
-(`actors.cli.submit_cmd.encode`, the function behind ``kafkron schedule``,
+(`actors.sending.encode`, the function behind ``kafkron schedule``,
 ``submit`` and ``dlq replay``), so a mistake raises ``ValueError`` with the
 shard's reason in the agent, at once, instead of landing in ``{ns}.rejected``.
 The record is keyed by the schedule id, so the owning shard reads it.
@@ -21,7 +21,7 @@ from typing import Any
 
 import faust
 
-from actors.cli.submit_cmd import encode
+from actors.sending import encode
 from topics.messages import parse_run_id
 
 
