@@ -13,6 +13,7 @@ namespace's topics are deleted at teardown.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -23,6 +24,12 @@ from topics.admin import create_topics, delete_topics
 from topics.names import Settings
 
 DEFAULT_TEST_PARTITIONS = 3
+
+# The Faust tests need the faust extra, which cannot share an environment with the other
+# tests (its mode-streaming pins croniter<6, whose DST mistakes the oracle tests catch);
+# CI runs them in an environment of their own (.ci/run). Elsewhere they are not collected.
+if importlib.util.find_spec("faust") is None:
+    collect_ignore_glob = ["test_faust_*.py"]
 _KAFKA_FIXTURES = frozenset({"kafka_settings", "make_kafka_settings"})
 _broker_seen_up = False
 

@@ -1,0 +1,61 @@
+"""Consuming kafkron's topics from Faust agents (the optional extra ``kafkron[faust]``).
+
+The firing path does not use Faust; the consuming side is where it fits: alert on
+dead letters, count failures in windowed tables, replay when the upstream is back.
+This package gives such an app what kafkron's topics require:
+
+- `kafkron_app`: a ``faust.App`` whose consumer reads ``read_committed`` (results of
+  aborted transactions never reach an agent) with Faust's at-least-once processing.
+- `declare_topics`: the namespace's topics, keys and values typed with the Faust
+  models of `actors.faust.records`, decoded through the codec's own parsers.
+- `send_command` (and `dlq_replay`, `schedule_trigger`, ...): commands validated by
+  the shard's decoder before they are produced, as the command line does.
+
+``examples/faust_alerts.py`` puts them together.
+"""
+
+from __future__ import annotations
+
+try:
+    import faust  # noqa: F401
+except ImportError as error:  # pragma: no cover - depends on the install
+    raise ImportError("actors.faust needs Faust: pip install 'kafkron[faust]'") from error
+
+from actors.faust.app import NamespaceTopics, broker_urls, declare_topics, kafkron_app
+from actors.faust.commands import (
+    dlq_replay,
+    schedule_pause,
+    schedule_resume,
+    schedule_trigger,
+    send_command,
+    validated,
+)
+from actors.faust.records import (
+    DeadLetterRecord,
+    ErrorRecord,
+    IntervalRecord,
+    JobRecord,
+    RejectedRecord,
+    ResultRecord,
+    RunRecord,
+)
+
+__all__ = [
+    "DeadLetterRecord",
+    "ErrorRecord",
+    "IntervalRecord",
+    "JobRecord",
+    "NamespaceTopics",
+    "RejectedRecord",
+    "ResultRecord",
+    "RunRecord",
+    "broker_urls",
+    "declare_topics",
+    "dlq_replay",
+    "kafkron_app",
+    "schedule_pause",
+    "schedule_resume",
+    "schedule_trigger",
+    "send_command",
+    "validated",
+]

@@ -1,0 +1,121 @@
+"""A Faust app on kafkron's broker, and the namespace's topics declared on it.
+
+`kafkron_app` makes a ``faust.App`` whose consumer reads committed records only
+(`actors.faust.transport`) with Faust's default at-least-once processing, so
+offsets are committed after the agents handled the records. `declare_topics`
+declares ``{ns}.runs``, ``results``, ``dlq``, ``rejected`` and ``commands`` with the
+key and value serializers of the contract: the schedule id as a UTF-8 string key
+(a rejection keeps its original key as bytes), the values as the typed records of
+`actors.faust.records`, commands as the exact bytes `actors.faust.commands` checked.
+
+Faust tables must be partitioned like the streams that update them (a table's
+changelog partition is the partition of the event that changed it), so give the
+app the namespace's shard count (`topics.admin.shard_count`) as
+``topic_partitions``; `kafkron_app` takes it as ``partitions``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import faust
+
+from actors.faust import transport
+from actors.faust.records import DeadLetterRecord, RejectedRecord, ResultRecord, RunRecord
+from actors.faust.serializers import dead_letter_codec, rejected_codec, result_codec, run_codec
+from topics.names import Settings, TopicKind
+
+
+def broker_urls(settings: Settings) -> list[str]:
+    """``kafkron://host:port`` per bootstrap server: the read-committed transport."""
+    hosts = [host.strip() for host in settings.bootstrap.split(",") if host.strip()]
+    return [f"{transport.SCHEME}://{host}" for host in hosts]
+
+
+def kafkron_app(
+    app_id: str,
+    settings: Settings,
+    *,
+    partitions: int,
+    data_dir: str | Path | None = None,
+    **options: Any,
+) -> faust.App:
+    """A Faust app reading ``settings``' broker with read_committed isolation.
+
+    ``app_id`` is the consumer group and prefixes the app's own topics (table
+    changelogs); ``partitions`` is the namespace's shard count. ``options`` go to
+    ``faust.App`` as they are (``web_enabled=False``, ``store=...``, ...).
+    """
+    if partitions < 1:
+        raise ValueError(f"partitions: expected the namespace's shard count, got {partitions}")
+    if data_dir is not None:
+        Path(data_dir).mkdir(parents=True, exist_ok=True)  # Faust's worker expects it
+        options["datadir"] = str(data_dir)
+    return faust.App(
+        app_id,
+        broker=broker_urls(settings),
+        topic_partitions=partitions,
+        **options,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceTopics:
+    """The namespace's topics as Faust topics (subscribe agents to them, send to them)."""
+
+    runs: faust.TopicT
+    """Values: `RunRecord`. Runs of aborted transactions (clock probes) are never seen."""
+    results: faust.TopicT
+    """Values: `ResultRecord`; one visible result per (run_id, attempt)."""
+    dlq: faust.TopicT
+    """Values: `DeadLetterRecord`."""
+    rejected: faust.TopicT
+    """Keys: the refused record's original key (bytes). Values: `RejectedRecord`."""
+    commands: faust.TopicT
+    """Keys and values as bytes: send through `actors.faust.commands.send_command`."""
+
+
+def declare_topics(app: faust.App, settings: Settings) -> NamespaceTopics:
+    """Declare the namespace's topics on ``app``; refuses an app that reads uncommitted.
+
+    Isolation is a property of the app's consumer, not of a topic, so the app must
+    come from `kafkron_app` or name its broker ``kafkron://...``.
+    """
+    scheme = app.conf.broker_consumer[0].scheme
+    if scheme != transport.SCHEME:
+        raise ValueError(
+            f"broker: the app reads {scheme}://, which Faust consumes read_uncommitted "
+            "(results of aborted transactions would reach your agents); make the app with "
+            "actors.faust.kafkron_app(...) or give it broker='kafkron://host:port'"
+        )
+
+    def typed(kind: TopicKind, model: type[faust.Record], codec: Any) -> faust.TopicT:
+        return app.topic(
+            settings.topic(kind),
+            key_type=str,
+            key_serializer="raw",
+            value_type=model,
+            value_serializer=codec,
+        )
+
+    return NamespaceTopics(
+        runs=typed(TopicKind.RUNS, RunRecord, run_codec),
+        results=typed(TopicKind.RESULTS, ResultRecord, result_codec),
+        dlq=typed(TopicKind.DLQ, DeadLetterRecord, dead_letter_codec),
+        rejected=app.topic(
+            settings.topic(TopicKind.REJECTED),
+            key_type=bytes,
+            key_serializer="raw",
+            value_type=RejectedRecord,
+            value_serializer=rejected_codec,
+        ),
+        commands=app.topic(
+            settings.topic(TopicKind.COMMANDS),
+            key_type=bytes,
+            key_serializer="raw",
+            value_type=bytes,
+            value_serializer="raw",
+        ),
+    )

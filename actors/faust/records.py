@@ -1,0 +1,155 @@
+"""Faust ``Record`` models of the four records kafkron writes: run, result, dead letter
+and rejection.
+
+Each model mirrors the JSON of its topic field for field, as `topics.messages`
+builds it: the same names, instants kept as the RFC 3339 text on the wire (with a
+``*_ms`` property each, so re-encoding never changes a byte's meaning), ``"v"``
+included. They are decoded through `actors.faust.serializers`, which first runs the
+codec's own strict parser (``"v"`` must be 1, every field its type) and then keeps
+only the fields the model knows, so a record written by a newer kafkron with more
+fields still reads. tests/test_faust_records.py builds every variant of every
+record with the codec's builders and checks that the models hold exactly those
+fields and write them back unchanged: the models cannot drift from the codec
+without that test failing.
+
+``include_metadata=False``: Faust would otherwise add a ``__faust`` key naming the
+Python class to everything it writes, which is not part of the topics' contract.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import faust
+
+from topics.timefmt import parse_instant
+
+
+class JobRecord(faust.Record, include_metadata=False):
+    """``{"name", "args"}``: the registered job and its keyword arguments."""
+
+    name: str
+    args: dict[str, Any]
+
+
+class ErrorRecord(faust.Record, include_metadata=False):
+    """``{"type", "message"}`` of a failed attempt (the exception's type name and text)."""
+
+    type: str
+    message: str
+
+
+class IntervalRecord(faust.Record, include_metadata=False):
+    """``{"start", "end"}`` of the data a DAG run covers (Airflow's data interval)."""
+
+    start: str
+    end: str
+
+
+class RunRecord(faust.Record, include_metadata=False):
+    """One attempt of one occurrence, as ``{ns}.runs`` carries it."""
+
+    v: int
+    run_id: str
+    schedule_id: str
+    scheduled_at: str
+    fired_at: str
+    attempt: int
+    job: JobRecord
+    idempotency_key: str
+    deadline: str
+    task: str | None = None
+    logical_date: str | None = None
+    data_interval: IntervalRecord | None = None
+
+    @property
+    def scheduled_ms(self) -> int:
+        return parse_instant(self.scheduled_at)
+
+    @property
+    def fired_ms(self) -> int:
+        return parse_instant(self.fired_at)
+
+    @property
+    def deadline_ms(self) -> int:
+        return parse_instant(self.deadline)
+
+
+class ResultRecord(faust.Record, include_metadata=False):
+    """The outcome of one attempt, as ``{ns}.results`` carries it."""
+
+    v: int
+    run_id: str
+    schedule_id: str
+    attempt: int
+    status: str
+    """One of `topics.messages.STATUSES`."""
+    scheduled_at: str
+    started_at: str | None
+    """None when the attempt never started (missed, skipped, upstream_failed)."""
+    finished_at: str | None
+    worker: str
+    """A worker's id, or ``shard-{p}`` for the results the shard decides."""
+    task: str | None = None
+    error: ErrorRecord | None = None
+
+    @property
+    def scheduled_ms(self) -> int:
+        return parse_instant(self.scheduled_at)
+
+    @property
+    def finished_ms(self) -> int | None:
+        return None if self.finished_at is None else parse_instant(self.finished_at)
+
+
+class DeadLetterRecord(faust.Record, include_metadata=False):
+    """A run that exhausted its retries, as ``{ns}.dlq`` carries it."""
+
+    v: int
+    run_id: str
+    schedule_id: str
+    job: JobRecord
+    last_error: ErrorRecord | None
+    attempts: list[dict[str, Any]]
+    """The attempt history the shard kept, oldest first (``attempt``, ``status``, ...)."""
+    dead_at: str
+    task: str | None = None
+
+    @property
+    def dead_at_ms(self) -> int:
+        return parse_instant(self.dead_at)
+
+    @property
+    def last_attempt(self) -> int | None:
+        """The number of the attempt that dead-lettered the run, if the history has it."""
+        if not self.attempts:
+            return None
+        number = self.attempts[-1].get("attempt")
+        return number if isinstance(number, int) else None
+
+    @property
+    def letter_id(self) -> str:
+        """Names this dead letter among all of the run's: ``{run_id}#{last attempt}``.
+
+        A replayed run that dies again has a later last attempt, so a new id; the
+        same dead letter read twice (a redelivery) has the same id.
+        """
+        attempt = self.last_attempt
+        return f"{self.run_id}#{self.dead_at if attempt is None else attempt}"
+
+
+class RejectedRecord(faust.Record, include_metadata=False):
+    """A record a shard refused, and why, as ``{ns}.rejected`` carries it."""
+
+    v: int
+    reason: str
+    original: str | None
+    """The refused value, base64; `original_bytes` decodes it."""
+    topic: str
+    partition: int
+    offset: int
+
+    @property
+    def original_bytes(self) -> bytes | None:
+        return None if self.original is None else base64.b64decode(self.original)

@@ -1,0 +1,110 @@
+"""Faust codecs of kafkron's topics: the codec's strict parser first, then the model.
+
+One codec per record kind. Reading, it runs `topics.messages`' parser for that kind
+on the bytes (so ``"v"`` and every field are checked exactly as kafkron's own
+readers check them, and a bad record fails with the field named), then hands Faust
+the decoded object with only the fields the model declares: fields a newer kafkron
+adds are dropped, not refused. Writing, it turns the model back into the JSON the
+codec's builder would have written (optional fields the builder omits when empty
+are omitted) and parses that too, so a Faust agent cannot put a malformed record
+on a kafkron topic.
+
+A record that fails to decode raises inside Faust's decoder: Faust logs it with the
+reason and acknowledges it, and the agent never sees it.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+from faust.serializers import codecs
+
+from actors.faust.records import DeadLetterRecord, RejectedRecord, ResultRecord, RunRecord
+from topics import codec, messages
+
+
+@dataclass(frozen=True, slots=True)
+class WireShape:
+    """How one record kind travels: its model, its strict parser, what may be omitted."""
+
+    model: type[faust.Record]
+    parse: Callable[[bytes], object]
+    """The codec's parser of this kind; raises ``ValueError`` naming the bad field."""
+    omitted_when_none: frozenset[str]
+    """Top-level fields the codec's builder leaves out rather than writing ``null``."""
+
+
+RUN = WireShape(RunRecord, messages.parse_run, frozenset({"task", "logical_date", "data_interval"}))
+RESULT = WireShape(ResultRecord, messages.parse_result, frozenset({"task", "error"}))
+DEAD_LETTER = WireShape(DeadLetterRecord, messages.parse_dlq, frozenset({"task"}))
+REJECTED = WireShape(RejectedRecord, messages.parse_rejected, frozenset())
+
+
+def model_fields(model: type[faust.Record]) -> dict[str, type[faust.Record] | None]:
+    """Each field of ``model``, with the nested model it holds (or None for plain data)."""
+    hints = typing.get_type_hints(model)
+    fields: dict[str, type[faust.Record] | None] = {}
+    for name in model._options.fields:
+        hint = hints[name]
+        candidates = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, faust.Record)]
+        fields[name] = nested[0] if nested else None
+    return fields
+
+
+def known_fields(model: type[faust.Record], data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` restricted to the fields ``model`` declares, nested models included."""
+    kept: dict[str, Any] = {}
+    for name, nested in model_fields(model).items():
+        if name not in data:
+            continue
+        value = data[name]
+        kept[name] = known_fields(nested, value) if nested and isinstance(value, dict) else value
+    return kept
+
+
+def _plain(value: Any) -> Any:
+    """Models (nested too) as JSON objects; everything else as it is."""
+    if isinstance(value, faust.Record):
+        return {name: _plain(item) for name, item in value.asdict().items()}
+    if isinstance(value, dict):
+        return {name: _plain(item) for name, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+class KafkronCodec(codecs.Codec):
+    """The Faust codec of one record kind (see the module docstring)."""
+
+    def __init__(self, shape: WireShape) -> None:
+        super().__init__()
+        self.shape = shape
+
+    def _loads(self, s: bytes) -> Any:
+        self.shape.parse(s)  # raises ValueError naming the field; "v" is checked here
+        return known_fields(self.shape.model, codec.loads(s))
+
+    def _dumps(self, s: Any) -> bytes:
+        plain = _plain(s)
+        if not isinstance(plain, dict):
+            raise ValueError(
+                f"expected a {self.shape.model.__name__} or a JSON object, got {type(s).__name__}"
+            )
+        for name in self.shape.omitted_when_none:
+            if plain.get(name, "") is None:
+                del plain[name]
+        data = codec.dumps(plain)
+        self.shape.parse(data)
+        return data
+
+
+run_codec = KafkronCodec(RUN)
+result_codec = KafkronCodec(RESULT)
+dead_letter_codec = KafkronCodec(DEAD_LETTER)
+rejected_codec = KafkronCodec(REJECTED)
