@@ -270,7 +270,9 @@ def _problems(
         if name not in counts:
             problems.append(f"{name}: missing (run `kafkron topics create`)")
             continue
-        topic_configs = configs.get(name, {})
+        if name not in configs:
+            continue  # configs not readable (no DescribeConfigs ACL): `audit_topics` says so
+        topic_configs = configs[name]
         policy = topic_configs.get("cleanup.policy")
         if policy != spec.cleanup_policy:
             problems.append(
@@ -320,15 +322,31 @@ class Audit:
         return [*self.broken, *self.weakened]
 
 
-async def audit_topics(settings: Settings, partitions: int | None = None) -> Audit:
-    """Every difference, sorted into what breaks a guarantee and what only weakens one."""
+async def audit_topics(
+    settings: Settings,
+    partitions: int | None = None,
+    kinds: tuple[TopicKind, ...] = tuple(TopicKind),
+) -> Audit:
+    """Every difference, sorted into what breaks a guarantee and what only weakens one.
+
+    `kinds` narrows the audit to the topics a process uses (a worker's principal may
+    describe only its own topics).
+    """
     names = [settings.topic(kind) for kind in TopicKind]
     async with admin_client(settings) as admin:
         found = await _describe_all(admin, names)
-    broken = _problems(settings, found.counts, found.configs, partitions)
-    weakened: list[str] = []
+    mine = tuple(f"{settings.topic(kind)}:" for kind in kinds)
+    problems = _problems(settings, found.counts, found.configs, partitions)
+    broken = [p for p in problems if p.startswith(mine)]
+    weakened = [
+        f"{name}: its configs are not readable (no DescribeConfigs ACL), so"
+        " min.insync.replicas, cleanup policy and the like were not checked"
+        for name in sorted(found.counts)
+        if name not in found.configs and name.startswith(tuple(m[:-1] for m in mine))
+    ]
     for finding in guarantees.findings(settings, found.replicas, found.configs, found.brokers):
-        (broken if finding.breaks else weakened).append(str(finding))
+        if f"{finding.topic}:".startswith(mine):
+            (broken if finding.breaks else weakened).append(str(finding))
     return Audit(broken, weakened)
 
 
@@ -343,10 +361,13 @@ async def check_topics(settings: Settings, partitions: int | None = None) -> lis
     return (await audit_topics(settings, partitions)).all
 
 
-async def guard_topics(settings: Settings) -> list[str]:
-    """Raise `TopicsError` naming every difference that breaks a guarantee; return the
-    differences that only weaken one (the caller logs them as warnings and starts)."""
-    audit = await audit_topics(settings)
+async def guard_topics(
+    settings: Settings, kinds: tuple[TopicKind, ...] = tuple(TopicKind)
+) -> list[str]:
+    """Raise `TopicsError` naming every difference that breaks a guarantee on the topics
+    of `kinds`; return the differences that only weaken one (the caller logs them as
+    warnings and starts)."""
+    audit = await audit_topics(settings, kinds=kinds)
     if audit.broken:
         raise TopicsError(
             f"the topics of namespace {settings.namespace!r} break kafkron's guarantees: "

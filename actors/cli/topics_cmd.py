@@ -16,7 +16,7 @@ from topics.admin import (
     create_topics,
     guard_topics,
 )
-from topics.names import Settings
+from topics.names import Settings, TopicKind
 
 log = logging.getLogger("kafkron.topics")
 
@@ -129,12 +129,12 @@ def run_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def guard(actor: str, settings: Settings) -> bool:
+def guard(actor: str, settings: Settings, kinds: tuple[TopicKind, ...] = tuple(TopicKind)) -> bool:
     """Before `actor` (scheduler, worker) starts: False, with the differences printed,
     if its topics break a guarantee; True otherwise, each weakening logged as a warning.
     """
     try:
-        weakened = asyncio.run(guard_topics(settings))
+        weakened = asyncio.run(guard_topics(settings, kinds))
     except TopicsError as exc:
         print(f"kafkron {actor}: {exc}", file=sys.stderr)
         return False

@@ -116,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
         worker_id=args.worker_id or default_worker_id(),
     )
     settings = Settings.from_env()
-    if not guard("worker", settings):
+    # The worker's principal may describe only its own topics (runs in, results out).
+    if not guard("worker", settings, (TopicKind.RUNS, TopicKind.RESULTS)):
         return 1
     runtime = WorkerRuntime(settings, registry, options)
     try:
