@@ -31,7 +31,6 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from actors.cli.tail import read_to_end
 from aiokafka import AIOKafkaConsumer
 from scheduler_kit import (
     REPO,
@@ -45,6 +44,7 @@ from scheduler_kit import (
 )
 from worker_kit import WorkerProcess, wait_until_split
 
+from actors.views.tail import read_to_end
 from broker import quorum
 from broker.cluster import ClusterLayout
 from topics.admin import admin_client
