@@ -21,22 +21,35 @@ write for them), so loading 100k schedules takes seconds, not a command apiece.
 No workers run: runs stay in flight, which is what a scheduler under load sees.
 
     python bench/e2e_fire.py [--schedules 100000] [--phase-s 40] [--session-timeout-ms 10000]
+
+With ``--nodes 3`` it measures replication's cost instead: it starts its own
+single-node broker and its own three-node cluster (``kafkron broker start``'s
+launcher, free ports, a temporary data dir, both stopped at the end), and runs the
+``steady`` and ``max`` phases on each: committed runs/s and lateness on the cluster
+(RF 3, ``min.insync.replicas`` 2, acks from two replicas) against the single node
+in the same run, and their ratio.
+
+    python bench/e2e_fire.py --nodes 3 [--schedules 20000] [--phase-s 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import measured
 import orjson
@@ -44,6 +57,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from actors.scheduler.restore import make_restore_consumer, read_to_end
 from actors.shard import ShardCore
+from broker import cluster as broker_cluster
+from broker.cluster import ClusterLayout
 from topics.admin import create_topics, delete_topics
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
@@ -52,6 +67,29 @@ from topics.timefmt import format_ms, parse_instant
 REPO = Path(__file__).resolve().parent.parent
 RUNS_PARTITIONS = 6
 ANCHOR_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+# aiokafka's close has been seen to hang after a broker went away: bound every close.
+CLOSE_TIMEOUT_S = 30.0
+
+T = TypeVar("T")
+
+
+def progress(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+async def bounded(what: str, awaitable: Awaitable[T], timeout_s: float) -> T:
+    """`awaitable` within `timeout_s`, else exit saying which phase could not be measured."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout_s)
+    except TimeoutError:
+        raise SystemExit(
+            f"bench e2e_fire: could not measure: {what} exceeded {timeout_s:.0f} s"
+        ) from None
+
+
+async def close_quietly(client: AIOKafkaConsumer | AIOKafkaProducer) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(client.stop(), CLOSE_TIMEOUT_S)
 
 
 def now_ms() -> int:
@@ -201,7 +239,7 @@ async def watch_runs(settings: Settings, watch: Watch, stop: asyncio.Event) -> N
                         scheduled = instants[text] = parse_instant(text)
                     seen.append((visible, scheduled, parse_instant(run["fired_at"])))
     finally:
-        await consumer.stop()
+        await close_quietly(consumer)
 
 
 def percentile(values: list[int], q: float) -> int | None:
@@ -241,7 +279,8 @@ class Scheduler:
         return bool(owned) and 0 in orjson.loads(owned[-1])
 
     def restore_ms(self) -> float | None:
-        found = re.findall(r"shard 0 taken on: .* restored in (\d+) ms", self.text())
+        # "shard 0: N changelog records (...) restored in X ms" (older: "shard 0 taken on: ...")
+        found = re.findall(r"shard 0(?: taken on)?: .* restored in (\d+) ms", self.text())
         return float(found[-1]) if found else None
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
@@ -372,7 +411,17 @@ async def main(argv: list[str]) -> int:
     parser.add_argument(
         "--lead-s", type=float, default=60.0, help="seconds between loading and the first fire"
     )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=None,
+        help="measure a cluster of this many local nodes against a single node (own brokers)",
+    )
     args = parser.parse_args(argv)
+    if args.nodes is not None:
+        if args.nodes < 2:
+            parser.error("--nodes must be at least 2 (it is compared with a single node)")
+        return await cluster_vs_single(args)
     with tempfile.TemporaryDirectory(prefix="e2e-fire-") as tmp:
         logs = Path(tmp)
         sample = changelog_records(1, 1, 20, now_ms())[0][1]
@@ -404,6 +453,114 @@ async def main(argv: list[str]) -> int:
             "session_timeout_ms": args.session_timeout_ms,
         },
         argv=argv,
+    )
+    return 0
+
+
+# --- cluster against single node -----------------------------------------------------------
+
+
+def _free_port_block(size: int) -> int:
+    for base in range(21000, 60000, 97):
+        try:
+            with contextlib.ExitStack() as stack:
+                for port in range(base, base + size):
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise SystemExit("bench e2e_fire: no block of free ports")
+
+
+@contextlib.asynccontextmanager
+async def own_brokers(nodes: int, data_dir: Path) -> AsyncIterator[str]:
+    """A local cluster of `nodes` (1: a single broker) for the phase; always stopped.
+
+    The launcher blocks (and runs its own probes' event loops): it runs in a thread.
+    """
+    layout = ClusterLayout(port=_free_port_block(2 * nodes), data_dir=data_dir, nodes=nodes)
+    progress(f"starting {nodes} node(s) on {layout.bootstrap}")
+    try:
+        await asyncio.to_thread(broker_cluster.start, layout, 240)
+        yield layout.bootstrap
+    finally:
+        progress(f"stopping {nodes} node(s)")
+        await asyncio.to_thread(broker_cluster.stop, layout)
+
+
+async def steady(args: argparse.Namespace, logs: Path, tag: str) -> dict[str, float | int | None]:
+    """The steady phase alone: 5k runs/s asked, committed runs/s and lateness."""
+    settings = await new_namespace(args.bootstrap)
+    try:
+        first_fire_ms = now_ms() + int(args.lead_s * 1000)
+        records = changelog_records(args.schedules, 1000, 20, first_fire_ms)
+        await bounded("loading the changelog", produce_changelog(settings, records), 300)
+        watch, stop = Watch(), asyncio.Event()
+        watcher = asyncio.create_task(watch_runs(settings, watch, stop))
+        scheduler = Scheduler(settings, logs / f"steady-{tag}.log", args.session_timeout_ms)
+        try:
+            await wait_for(lambda: scheduler.restore_ms() is not None, 180, "the restore")
+            await asyncio.sleep(max(0.0, (first_fire_ms - now_ms()) / 1000) + 10)
+            start = now_ms()
+            await asyncio.sleep(args.phase_s)
+            end = now_ms()
+        finally:
+            stop.set()
+            await bounded("closing the watcher", watcher, 60)
+            scheduler.stop()
+        window = watch.window(start, end)
+        late = [v - s for v, s, _ in window]
+        return {
+            "runs_s": round(len(window) / ((end - start) / 1000), 1),
+            "p50_ms": percentile(late, 0.50),
+            "p99_ms": percentile(late, 0.99),
+        }
+    finally:
+        await bounded("deleting the topics", delete_topics(settings), 60)
+
+
+async def on_brokers(
+    args: argparse.Namespace, logs: Path, nodes: int
+) -> dict[str, float | int | None]:
+    async with own_brokers(nodes, logs / f"kafka-{nodes}") as bootstrap:
+        args.bootstrap = bootstrap
+        progress(f"{nodes} node(s): steady phase ({args.schedules} schedules every 20 s)")
+        steady_figures = await bounded("steady", steady(args, logs, f"{nodes}"), args.phase_s + 600)
+        progress(f"{nodes} node(s): steady {steady_figures}; max phase (every second)")
+        fastest = await bounded("max", max_rate(args, logs), args.phase_s + 600)
+        progress(f"{nodes} node(s): max {fastest}")
+    return {
+        "steady_runs_s": float(steady_figures["runs_s"] or 0),
+        "steady_p99_ms": steady_figures["p99_ms"],
+        "max_runs_s": float(fastest["max_runs_s"] or 0),
+        "max_p50_ms": fastest["max_p50_ms"],
+    }
+
+
+async def cluster_vs_single(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="e2e-fire-nodes-") as tmp:
+        logs = Path(tmp)
+        single = await on_brokers(args, logs, 1)
+        cluster = await on_brokers(args, logs, args.nodes)
+    print(f"single node: {single}")
+    print(f"{args.nodes} nodes (RF 3, min.insync.replicas 2): {cluster}")
+    single_max, cluster_max = float(single["max_runs_s"] or 0), float(cluster["max_runs_s"] or 0)
+    single_steady = float(single["steady_runs_s"] or 0)
+    cluster_steady = float(cluster["steady_runs_s"] or 0)
+    if not single_max or not single_steady:
+        print("bench e2e_fire: could not measure: the single node committed no runs")
+        return 1
+    ratio_max, ratio_steady = cluster_max / single_max, cluster_steady / single_steady
+    print(
+        f"bench e2e_fire --nodes {args.nodes}: schedules={args.schedules}"
+        f" single_max_runs_s={single_max:.0f} cluster_max_runs_s={cluster_max:.0f}"
+        f" cluster_vs_single_max={ratio_max:.3f}"
+        f" single_steady_runs_s={single_steady:.0f} cluster_steady_runs_s={cluster_steady:.0f}"
+        f" cluster_vs_single_steady={ratio_steady:.3f}"
+        f" single_steady_p99_ms={single['steady_p99_ms']}"
+        f" cluster_steady_p99_ms={cluster['steady_p99_ms']}"
+        f" single_max_p50_ms={single['max_p50_ms']} cluster_max_p50_ms={cluster['max_p50_ms']}"
     )
     return 0
 

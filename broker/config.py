@@ -1,37 +1,71 @@
-"""The single-node KRaft configuration and its log4j2 file.
+"""The KRaft configuration of a local node and its log4j2 file.
 
-One JVM is both controller and broker (``process.roles=broker,controller``) with
-a static voter set of itself, which is all a laptop or a CI runner needs. The
-replication settings of Kafka's internal topics are lowered to 1 because there is
-one node; without that the first transaction or consumer group would wait forever
-for replicas that do not exist.
+Every node is one JVM that is both controller and broker
+(``process.roles=broker,controller``). A single node has a static voter set of
+itself, which is all a laptop or a CI runner needs; the replication settings of
+Kafka's internal topics are lowered to 1 there, since without that the first
+transaction or consumer group would wait forever for replicas that do not exist.
+
+A cluster of N nodes has a static voter set of all N (``controller.quorum.voters``:
+a majority of controllers must be up for the metadata quorum to elect a leader),
+and its internal topics (consumer offsets, transaction state, share-group state)
+get ``min(3, N)`` replicas with ``min.insync.replicas`` 2 from three up: a
+transaction commit marker or a committed offset is then on two disks before it
+is acknowledged, the guarantee kafkron's exactly-once rests on.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from broker.layout import HOST, BrokerLayout
 
 NODE_ID = 1
 
 
-def server_properties(layout: BrokerLayout) -> str:
-    """The ``server.properties`` text for `layout`."""
+def replication_factor(nodes: int) -> int:
+    """Replicas of every topic on a cluster of `nodes` brokers: three at most."""
+    return min(3, nodes)
+
+
+def min_insync_replicas(replicas: int) -> int:
+    """Two in sync from three replicas up (one broker may be down), else one."""
+    return 2 if replicas >= 3 else 1
+
+
+def server_properties(
+    layout: BrokerLayout, node_id: int = NODE_ID, voters: Sequence[BrokerLayout] = ()
+) -> str:
+    """The ``server.properties`` text of node `node_id` at `layout`.
+
+    `voters` lists every node of the cluster, node ``i + 1`` at index ``i``; empty
+    means a single node that votes for itself.
+    """
+    quorum = list(voters) or [layout]
+    replicas = replication_factor(len(quorum))
+    min_isr = min_insync_replicas(replicas)
+    voter_list = ",".join(f"{i}@{HOST}:{node.controller_port}" for i, node in enumerate(quorum, 1))
     settings: dict[str, str | int] = {
         "process.roles": "broker,controller",
-        "node.id": NODE_ID,
-        "controller.quorum.voters": f"{NODE_ID}@{HOST}:{layout.controller_port}",
+        "node.id": node_id,
+        "controller.quorum.voters": voter_list,
         "listeners": f"PLAINTEXT://{HOST}:{layout.port},CONTROLLER://{HOST}:{layout.controller_port}",
         "advertised.listeners": f"PLAINTEXT://{HOST}:{layout.port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "log.dirs": str(layout.log_dirs),
-        # One node: internal topics cannot have more replicas than brokers.
-        "offsets.topic.replication.factor": 1,
-        "transaction.state.log.replication.factor": 1,
-        "transaction.state.log.min.isr": 1,
-        "share.coordinator.state.topic.replication.factor": 1,
-        "share.coordinator.state.topic.min.isr": 1,
+        # Internal topics: as many replicas as the cluster can hold, up to three.
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": min_isr,
+        # Defaults for topics made by hand; kafkron sets both on its own topics.
+        "default.replication.factor": replicas,
+        "min.insync.replicas": min_isr,
+        # Never elect a replica that missed acknowledged writes (Kafka's default, stated).
+        "unclean.leader.election.enable": "false",
         # Fewer internal partitions than the default 50: the first group and the first
         # transaction each create one of these topics, and 50 partitions is seconds.
         "offsets.topic.num.partitions": 10,

@@ -18,7 +18,7 @@ from aiokafka.client import AIOKafkaClient
 
 
 @contextlib.contextmanager
-def _quiet_aiokafka() -> Iterator[None]:
+def quiet_aiokafka() -> Iterator[None]:
     """Silence aiokafka's connection errors: a refused probe is an expected answer."""
     logger = logging.getLogger("aiokafka")
     previous = logger.level
@@ -40,7 +40,7 @@ async def metadata_ok(bootstrap: str, timeout_s: float = 5.0, **security: Any) -
         client_id="kafkron-probe",
         **security,
     )
-    with _quiet_aiokafka():
+    with quiet_aiokafka():
         try:
             await asyncio.wait_for(client.bootstrap(), timeout_s)
             return bool(client.cluster.brokers())

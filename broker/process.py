@@ -98,7 +98,11 @@ def _read_pid(layout: BrokerLayout) -> int | None:
         return None
     if _is_our_broker(pid, layout):
         return pid
-    layout.pid_file.unlink(missing_ok=True)
+    if not _alive(pid):
+        # Only a dead pid's file is removed: a live process whose command line does
+        # not (or not yet: it was seen mid-exec) name this data dir keeps the file,
+        # so a broker is never orphaned by a look at it at the wrong instant.
+        layout.pid_file.unlink(missing_ok=True)
     return None
 
 
@@ -109,6 +113,11 @@ def status(layout: BrokerLayout) -> BrokerStatus:
         pid=pid,
         layout=layout,
     )
+
+
+def new_cluster_id() -> str:
+    """A fresh cluster id in the form ``kafka-storage format -t`` takes."""
+    return _cluster_id()
 
 
 def _cluster_id() -> str:
@@ -126,10 +135,12 @@ _BROKER_JVM = ("-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20")
 _TOOL_JVM = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
-def _java_command(java: str, lib: Path, layout: BrokerLayout, main: str) -> list[str]:
+def _java_command(
+    java: str, lib: Path, layout: BrokerLayout, main: str, broker_jvm: tuple[str, ...] = _BROKER_JVM
+) -> list[str]:
     if main == "kafka.Kafka":
         # Later options win in the JVM, so a user's KAFKRON_BROKER_JAVA_OPTS override ours.
-        jvm = [*_BROKER_JVM, *shlex.split(os.environ.get("KAFKRON_BROKER_JAVA_OPTS", ""))]
+        jvm = [*broker_jvm, *shlex.split(os.environ.get("KAFKRON_BROKER_JAVA_OPTS", ""))]
     else:
         jvm = list(_TOOL_JVM)
     return [
@@ -144,10 +155,12 @@ def _java_command(java: str, lib: Path, layout: BrokerLayout, main: str) -> list
 
 
 def _format_storage(
-    java: str, lib: Path, layout: BrokerLayout, secret_args: Sequence[str] = ()
+    java: str, lib: Path, layout: BrokerLayout, cluster_id: str, secret_args: Sequence[str] = ()
 ) -> None:
     """Format KRaft storage once; a formatted dir (meta.properties) is reused as is.
 
+    The nodes of one cluster are formatted with the same `cluster_id`; a node whose
+    disk was lost is formatted again with it and rebuilt by its peers.
     `secret_args` (the SCRAM users of a secure broker) reach the JVM through a 0600
     argfile, never the command line.
     """
@@ -157,7 +170,7 @@ def _format_storage(
         *_java_command(java, lib, layout, "kafka.tools.StorageTool"),
         "format",
         "-t",
-        _cluster_id(),
+        cluster_id,
         "-c",
         str(layout.server_properties),
     ]
@@ -208,7 +221,23 @@ def start(
         if not already:  # Started by someone else a moment ago: wait for it.
             _wait_until_answering(layout, pid, timeout_s)
         return BrokerStatus(answering=True, pid=pid, layout=layout, already_running=already)
+    pid = launch(layout, config.server_properties(layout), _cluster_id(), secure=secure)
+    _wait_until_answering(layout, pid, timeout_s)
+    return BrokerStatus(answering=True, pid=pid, layout=layout)
 
+
+def launch(
+    layout: BrokerLayout,
+    properties: str,
+    cluster_id: str,
+    jvm: tuple[str, ...] = _BROKER_JVM,
+    secure: bool = False,
+) -> int:
+    """Write `properties`, format storage if new, start the JVM; return its pid at once.
+
+    Does not wait for the broker to answer: the nodes of a cluster answer only once a
+    majority of controllers is up, so a cluster launches every node first.
+    """
     for port in (layout.port, layout.controller_port):
         if probe.port_in_use(HOST, port):
             raise BrokerError(
@@ -220,7 +249,6 @@ def start(
     java = provision.find_java()
     lib = provision.ensure_jars()
     layout.data_dir.mkdir(parents=True, exist_ok=True)
-    properties = config.server_properties(layout)
     if secure:
         broker_secure.refuse_unsecured_storage(layout)
         properties += broker_secure.prepare(layout, java)
@@ -229,10 +257,17 @@ def start(
     layout.server_properties.write_text(properties)
     layout.log4j2_config.write_text(config.log4j2_properties())
     _format_storage(
-        java, lib, layout, broker_secure.scram_format_arguments(layout) if secure else ()
+        java,
+        lib,
+        layout,
+        cluster_id,
+        broker_secure.scram_format_arguments(layout) if secure else (),
     )
 
-    command = [*_java_command(java, lib, layout, "kafka.Kafka"), str(layout.server_properties)]
+    command = [
+        *_java_command(java, lib, layout, "kafka.Kafka", jvm),
+        str(layout.server_properties),
+    ]
     with layout.log_file.open("ab") as log:
         log.write(f"\n=== kafkron broker start {time.strftime('%Y-%m-%dT%H:%M:%S')} ===\n".encode())
         log.flush()
@@ -246,8 +281,20 @@ def start(
         )
     _children[child.pid] = child
     layout.pid_file.write_text(f"{child.pid}\n")
-    _wait_until_answering(layout, child.pid, timeout_s)
-    return BrokerStatus(answering=True, pid=child.pid, layout=layout)
+    return child.pid
+
+
+def wait_until_answering(
+    layout: BrokerLayout, pid: int | None = None, timeout_s: float = DEFAULT_START_TIMEOUT_S
+) -> None:
+    """Wait until the broker of `layout`, already launched (as `pid`, if this process
+    launched it), answers a metadata request."""
+    # The pid `launch` returned is used as is: the pid file is only re-read for a
+    # broker some other command launched.
+    pid = pid if pid is not None else _read_pid(layout)
+    if pid is None:
+        raise BrokerError(f"no broker process runs from {layout.data_dir}; see {layout.log_file}")
+    _wait_until_answering(layout, pid, timeout_s)
 
 
 def _wait_gone(pid: int, timeout_s: float) -> bool:
@@ -281,3 +328,34 @@ def stop(layout: BrokerLayout, grace_s: float = DEFAULT_STOP_GRACE_S) -> int | N
     _terminate(pid, grace_s)
     layout.pid_file.unlink(missing_ok=True)
     return pid
+
+
+def kill(layout: BrokerLayout) -> int | None:
+    """SIGKILL this data dir's broker at once (a crash, for tests); its pid, or None.
+
+    Nothing is flushed: the node comes back through Kafka's log recovery, as after
+    a power cut.
+    """
+    pid = _read_pid(layout)
+    if pid is None:
+        return None
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    if not _wait_gone(pid, 10.0):
+        raise BrokerError(f"broker pid {pid} survived SIGKILL; check it with ps")
+    layout.pid_file.unlink(missing_ok=True)
+    return pid
+
+
+def signal_all(pids: list[int], sig: signal.Signals) -> None:
+    """Send `sig` to each pid that still exists."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def running_pid(layout: BrokerLayout) -> int | None:
+    """The pid of this data dir's broker process if it runs (answering or not)."""
+    return _read_pid(layout)

@@ -13,7 +13,13 @@ Guarantees:
   reported by `check_topics` if they differ from the contract).
 - `create_topics` returns once every topic has a leader for every partition, so a
   producer started right after it does not race the metadata.
-- `check_topics` never raises for a mismatch; it returns one line per problem.
+- `check_topics` never raises for a mismatch; it returns one line per problem,
+  the contract's (existence, cleanup policies, shard count, dead-letter retention)
+  and the cluster guarantees' of `topics.guarantees` (replication factor,
+  ``min.insync.replicas``, unclean election, LogAppendTime on runs,
+  ``max.message.bytes``).
+- `guard_topics` is what the scheduler and worker run before they start: it raises
+  on a difference that breaks a guarantee and returns those that only weaken one.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
+from topics import guarantees
+from topics.clients import admin_kwargs
 from topics.names import SHARDED_KINDS, Settings, TopicKind
-from topics.security import security_kwargs
 
 DEFAULT_PARTITIONS = 6
 DAY_MS = 24 * 3600 * 1000
@@ -89,9 +96,7 @@ class TopicsError(Exception):
 @contextlib.asynccontextmanager
 async def admin_client(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]:
     """A started admin client, closed on exit; `TopicsError` if no broker answers."""
-    client = AIOKafkaAdminClient(
-        bootstrap_servers=settings.bootstrap, client_id="kafkron-admin", **security_kwargs()
-    )
+    client = AIOKafkaAdminClient(**admin_kwargs(settings, "kafkron-admin"))
     aiokafka_log = logging.getLogger("aiokafka")
     level = aiokafka_log.level
     # A refused connection becomes our one-line TopicsError; aiokafka's own error
@@ -124,26 +129,42 @@ def _validate_counts(partitions: int, runs_partitions: int | None) -> int:
 
 
 async def create_topics(
-    settings: Settings, partitions: int = DEFAULT_PARTITIONS, runs_partitions: int | None = None
+    settings: Settings,
+    partitions: int = DEFAULT_PARTITIONS,
+    runs_partitions: int | None = None,
+    replication_factor: int | None = None,
 ) -> list[str]:
     """Create the topics of `settings.namespace` that do not exist yet.
 
     `partitions` is the shard count (commands, schedules, results, and by default
     every other topic); `runs_partitions` lets the work topic have its own count,
-    since workers scale independently of shards. Returns the names created now.
+    since workers scale independently of shards. `replication_factor` defaults to
+    min(3, brokers in the cluster); every topic also gets ``min.insync.replicas``
+    (2 from three replicas up), ``unclean.leader.election.enable=false`` and
+    ``max.message.bytes`` explicitly. Returns the names created now.
     """
     runs_count = _validate_counts(partitions, runs_partitions)
-    new_topics = [
-        NewTopic(
-            settings.topic(kind),
-            runs_count if kind is TopicKind.RUNS else partitions,
-            1,
-            topic_configs={"cleanup.policy": spec.cleanup_policy, **spec.configs},
-        )
-        for kind, spec in TOPIC_SPECS.items()
-    ]
+    if replication_factor is not None and replication_factor < 1:
+        raise ValueError(f"replication factor must be at least 1, got {replication_factor}")
     created: list[str] = []
     async with admin_client(settings) as admin:
+        brokers = await broker_count(admin)
+        rf = replication_factor or guarantees.replication_factor_for(brokers)
+        if rf > brokers:
+            raise TopicsError(
+                f"replication factor {rf} needs {rf} brokers; the cluster at"
+                f" {settings.bootstrap} has {brokers}"
+            )
+        durability = guarantees.topic_configs_for(rf)
+        new_topics = [
+            NewTopic(
+                settings.topic(kind),
+                runs_count if kind is TopicKind.RUNS else partitions,
+                rf,
+                topic_configs={"cleanup.policy": spec.cleanup_policy, **durability, **spec.configs},
+            )
+            for kind, spec in TOPIC_SPECS.items()
+        ]
         response = await admin.create_topics(new_topics)
         for name, error_code, error_message in response.topic_errors:
             if error_code == 0:
@@ -154,6 +175,12 @@ async def create_topics(
                 )
         await wait_for_leaders(admin, [t.name for t in new_topics])
     return sorted(created)
+
+
+async def broker_count(admin: AIOKafkaAdminClient) -> int:
+    """Brokers the cluster lists in its metadata (registered and not fenced)."""
+    described = await admin.describe_cluster()
+    return max(1, len(described["brokers"]))
 
 
 async def wait_for_leaders(
@@ -186,6 +213,27 @@ async def delete_topics(settings: Settings) -> None:
         await admin.delete_topics(names)
 
 
+@dataclass(frozen=True, slots=True)
+class Described:
+    """What the cluster says of the namespace's topics that exist."""
+
+    counts: dict[str, int]  # partitions per topic
+    replicas: dict[str, int]  # smallest replication factor among a topic's partitions
+    configs: dict[str, dict[str, str]]
+    brokers: int
+
+
+async def _describe_all(admin: AIOKafkaAdminClient, names: list[str]) -> Described:
+    counts: dict[str, int] = {}
+    replicas: dict[str, int] = {}
+    for topic in await admin.describe_topics(names):
+        if topic["error_code"] == 0 and topic["partitions"]:
+            counts[topic["topic"]] = len(topic["partitions"])
+            replicas[topic["topic"]] = min(len(p["replicas"]) for p in topic["partitions"])
+    _, configs = await _describe(admin, list(counts))
+    return Described(counts, replicas, configs, await broker_count(admin))
+
+
 async def _describe(
     admin: AIOKafkaAdminClient, names: list[str]
 ) -> tuple[dict[str, int], dict[str, dict[str, str]]]:
@@ -207,7 +255,7 @@ async def _describe(
     return counts, configs
 
 
-_CHECKED_KEYS = ("cleanup.policy", "retention.ms")
+_CHECKED_KEYS = ("cleanup.policy", "retention.ms", *guarantees.GUARANTEE_KEYS)
 
 
 def _problems(
@@ -222,7 +270,9 @@ def _problems(
         if name not in counts:
             problems.append(f"{name}: missing (run `kafkron topics create`)")
             continue
-        topic_configs = configs.get(name, {})
+        if name not in configs:
+            continue  # configs not readable (no DescribeConfigs ACL): `audit_topics` says so
+        topic_configs = configs[name]
         policy = topic_configs.get("cleanup.policy")
         if policy != spec.cleanup_policy:
             problems.append(
@@ -260,17 +310,70 @@ def _majority(values: list[int]) -> int | None:
     return min(set(values), key=lambda v: (-values.count(v), v))
 
 
-async def check_topics(settings: Settings, partitions: int | None = None) -> list[str]:
-    """Every way the namespace's topics differ from the contract; empty means fine.
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """The namespace's topics against the contract and the cluster guarantees."""
 
-    Checks existence, cleanup policy, the dead-letter retention and that the sharded
-    topics share one partition count (`partitions`, if given, or else their most
-    common count, so the odd one out is the one named).
+    broken: list[str]  # a guarantee does not hold: actors refuse to start
+    weakened: list[str]  # a guarantee holds with less margin: actors warn
+
+    @property
+    def all(self) -> list[str]:
+        return [*self.broken, *self.weakened]
+
+
+async def audit_topics(
+    settings: Settings,
+    partitions: int | None = None,
+    kinds: tuple[TopicKind, ...] = tuple(TopicKind),
+) -> Audit:
+    """Every difference, sorted into what breaks a guarantee and what only weakens one.
+
+    `kinds` narrows the audit to the topics a process uses (a worker's principal may
+    describe only its own topics).
     """
     names = [settings.topic(kind) for kind in TopicKind]
     async with admin_client(settings) as admin:
-        counts, configs = await _describe(admin, names)
-    return _problems(settings, counts, configs, partitions)
+        found = await _describe_all(admin, names)
+    mine = tuple(f"{settings.topic(kind)}:" for kind in kinds)
+    problems = _problems(settings, found.counts, found.configs, partitions)
+    broken = [p for p in problems if p.startswith(mine)]
+    weakened = [
+        f"{name}: its configs are not readable (no DescribeConfigs ACL), so"
+        " min.insync.replicas, cleanup policy and the like were not checked"
+        for name in sorted(found.counts)
+        if name not in found.configs and name.startswith(tuple(m[:-1] for m in mine))
+    ]
+    for finding in guarantees.findings(settings, found.replicas, found.configs, found.brokers):
+        if f"{finding.topic}:".startswith(mine):
+            (broken if finding.breaks else weakened).append(str(finding))
+    return Audit(broken, weakened)
+
+
+async def check_topics(settings: Settings, partitions: int | None = None) -> list[str]:
+    """Every way the namespace's topics differ from the contract; empty means fine.
+
+    Checks existence, cleanup policy, the dead-letter retention, that the sharded
+    topics share one partition count (`partitions`, if given, or else their most
+    common count, so the odd one out is the one named), and the cluster guarantees
+    of `topics.guarantees` (what breaks them first, then what only weakens them).
+    """
+    return (await audit_topics(settings, partitions)).all
+
+
+async def guard_topics(
+    settings: Settings, kinds: tuple[TopicKind, ...] = tuple(TopicKind)
+) -> list[str]:
+    """Raise `TopicsError` naming every difference that breaks a guarantee on the topics
+    of `kinds`; return the differences that only weaken one (the caller logs them as
+    warnings and starts)."""
+    audit = await audit_topics(settings, kinds=kinds)
+    if audit.broken:
+        raise TopicsError(
+            f"the topics of namespace {settings.namespace!r} break kafkron's guarantees: "
+            + "; ".join(audit.broken)
+        )
+    return audit.weakened
 
 
 async def shard_count(settings: Settings) -> int:

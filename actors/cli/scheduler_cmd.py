@@ -11,6 +11,7 @@ from aiokafka.errors import KafkaError
 from prometheus_client.registry import Collector
 
 from actors.cli import observe_args, output
+from actors.cli.topics_cmd import guard
 from actors.observe.collectors import SchedulerCollector
 from actors.observe.exposition import MetricsError
 from actors.observe.lag import LagSampler
@@ -124,7 +125,10 @@ def run(args: argparse.Namespace) -> int:
         skew_bound_ms=args.skew_bound_ms,
         figures_interval_s=args.figures_interval_s,
     )
-    runtime = SchedulerRuntime(Settings.from_env(), options)
+    settings = Settings.from_env()
+    if not guard("scheduler", settings):
+        return 1
+    runtime = SchedulerRuntime(settings, options)
     try:
         asyncio.run(_serve(runtime, port))
     except (TopicsError, RuntimeError, MetricsError) as exc:

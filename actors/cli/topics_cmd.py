@@ -4,19 +4,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from typing import Any
 
-from topics.admin import DEFAULT_PARTITIONS, TopicsError, check_topics, create_topics
-from topics.names import Settings
+from topics.admin import (
+    DEFAULT_PARTITIONS,
+    TopicsError,
+    audit_topics,
+    check_topics,
+    create_topics,
+    guard_topics,
+)
+from topics.names import Settings, TopicKind
+
+log = logging.getLogger("kafkron.topics")
 
 _EPILOG = """\
 examples:
   kafkron topics create                   # 6 shards in namespace $KAFKRON_NAMESPACE (kafkron)
   kafkron topics create --partitions 12 --runs-partitions 24
+  kafkron topics create --replication-factor 3
   KAFKRON_NAMESPACE=staging kafkron topics check
 
 The shard count (partitions of commands, schedules and results) is fixed at creation.
+The replication factor defaults to min(3, brokers in the cluster); from 3 replicas up
+every topic gets min.insync.replicas=2 and unclean.leader.election.enable=false.
+`check` also verifies those, LogAppendTime on {ns}.runs and max.message.bytes.
 """
 
 
@@ -47,6 +61,13 @@ def register(subparsers: Any) -> None:
         default=None,
         help="partitions of the runs topic, i.e. worker parallelism (default: --partitions)",
     )
+    create.add_argument(
+        "--replication-factor",
+        type=int,
+        default=None,
+        metavar="N",
+        help="replicas of every partition (default: min(3, brokers in the cluster))",
+    )
     create.set_defaults(func=run_create)
     check = actions.add_parser(
         "check",
@@ -69,19 +90,28 @@ def run_create(args: argparse.Namespace) -> int:
     if partitions < 1 or (args.runs_partitions is not None and args.runs_partitions < 1):
         print("kafkron topics create: partition counts must be at least 1", file=sys.stderr)
         return 2
+    if args.replication_factor is not None and args.replication_factor < 1:
+        print("kafkron topics create: --replication-factor must be at least 1", file=sys.stderr)
+        return 2
     try:
-        created = asyncio.run(create_topics(settings, partitions, args.runs_partitions))
-        problems = asyncio.run(check_topics(settings, args.partitions))
-    except TopicsError as exc:
+        created = asyncio.run(
+            create_topics(settings, partitions, args.runs_partitions, args.replication_factor)
+        )
+        audit = asyncio.run(audit_topics(settings, args.partitions))
+    except (TopicsError, ValueError) as exc:
         print(f"kafkron topics create: {exc}", file=sys.stderr)
         return 1
     for name in created:
         print(f"created {name}")
     if not created:
         print(f"all topics of namespace {settings.namespace!r} already exist")
-    for problem in problems:
+    for problem in audit.broken:
         print(f"mismatch: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+    # A replication factor asked for explicitly is the user's choice: warn, do not fail.
+    explicit = args.replication_factor is not None
+    for problem in audit.weakened:
+        print(f"{'warning' if explicit else 'mismatch'}: {problem}", file=sys.stderr)
+    return 1 if audit.broken or (audit.weakened and not explicit) else 0
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -97,3 +127,17 @@ def run_check(args: argparse.Namespace) -> int:
         return 1
     print(f"topics of namespace {settings.namespace!r} on {settings.bootstrap} match the contract")
     return 0
+
+
+def guard(actor: str, settings: Settings, kinds: tuple[TopicKind, ...] = tuple(TopicKind)) -> bool:
+    """Before `actor` (scheduler, worker) starts: False, with the differences printed,
+    if its topics break a guarantee; True otherwise, each weakening logged as a warning.
+    """
+    try:
+        weakened = asyncio.run(guard_topics(settings, kinds))
+    except TopicsError as exc:
+        print(f"kafkron {actor}: {exc}", file=sys.stderr)
+        return False
+    for problem in weakened:
+        log.warning("starting anyway; this weakens a guarantee: %s", problem)
+    return True

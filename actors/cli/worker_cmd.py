@@ -8,6 +8,7 @@ import signal
 from typing import Any
 
 from actors.cli import observe_args, output
+from actors.cli.topics_cmd import guard
 from actors.observe.collectors import WorkerCollector
 from actors.observe.exposition import MetricsError
 from actors.observe.lag import LagSampler
@@ -114,7 +115,11 @@ def run(args: argparse.Namespace) -> int:
         lease_loss_heartbeats=args.lease_loss_heartbeats,
         worker_id=args.worker_id or default_worker_id(),
     )
-    runtime = WorkerRuntime(Settings.from_env(), registry, options)
+    settings = Settings.from_env()
+    # The worker's principal may describe only its own topics (runs in, results out).
+    if not guard("worker", settings, (TopicKind.RUNS, TopicKind.RESULTS)):
+        return 1
+    runtime = WorkerRuntime(settings, registry, options)
     try:
         asyncio.run(_serve(runtime, port))
     except asyncio.CancelledError:  # a second SIGINT/SIGTERM: stopped without draining

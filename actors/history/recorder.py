@@ -46,8 +46,8 @@ from actors.history.store import (
     Row,
 )
 from topics import messages
+from topics.clients import consumer_kwargs
 from topics.names import Settings, TopicKind
-from topics.security import security_kwargs
 
 log = logging.getLogger("kafkron.recorder")
 
@@ -201,13 +201,9 @@ class Recorder:
 
     def _consumer(self) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(
-            **security_kwargs(),
-            bootstrap_servers=self.settings.bootstrap,
-            group_id=self.settings.recorder_group,
-            client_id=f"{self.settings.namespace}-recorder",
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
+            **consumer_kwargs(
+                self.settings, f"{self.settings.namespace}-recorder", self.settings.recorder_group
+            )
         )
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -300,12 +296,7 @@ async def partitions_of(consumer: AIOKafkaConsumer, topic: str) -> list[int]:
 
 async def end_offsets(settings: Settings) -> dict[tuple[str, int], int]:
     """The read_committed end (last stable offset) of every history topic partition."""
-    consumer = AIOKafkaConsumer(
-        **security_kwargs(),
-        bootstrap_servers=settings.bootstrap,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-    )
+    consumer = AIOKafkaConsumer(**consumer_kwargs(settings, f"{settings.namespace}-recorder-ends"))
     await consumer.start()
     try:
         tps = [

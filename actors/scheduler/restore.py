@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from actors.scheduler.breather import Breather
-from topics.security import security_kwargs
+from topics.clients import consumer_kwargs
+from topics.names import Settings
 
 # Large fetches: a 100k-schedule shard is tens of megabytes of JSON.
 MAX_PARTITION_FETCH_BYTES = 16 * 1024 * 1024
@@ -36,13 +37,7 @@ class RestoreResult:
 def make_restore_consumer(bootstrap: str, client_id: str) -> AIOKafkaConsumer:
     """A consumer outside any group (assign only), read_committed, never committing."""
     return AIOKafkaConsumer(
-        **security_kwargs(),
-        bootstrap_servers=bootstrap,
-        client_id=client_id,
-        group_id=None,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
+        **consumer_kwargs(Settings.from_env(bootstrap=bootstrap), client_id),
         max_partition_fetch_bytes=MAX_PARTITION_FETCH_BYTES,
         fetch_max_bytes=FETCH_MAX_BYTES,
         # The end is known up front; a long poll at the end would only add latency.

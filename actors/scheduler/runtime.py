@@ -81,9 +81,9 @@ from actors.scheduler.shard_runner import (
 )
 from actors.scheduler.skew import DEFAULT_BOUND_MS
 from actors.scheduler.writer import Partitioner
+from topics.clients import consumer_kwargs
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
-from topics.security import security_kwargs
 
 log = logging.getLogger("kafkron.scheduler")
 
@@ -213,13 +213,11 @@ class SchedulerRuntime:
         if self._core_factory is None:
             self._core_factory = default_core_factory(self.settings)
         consumer = AIOKafkaConsumer(
-            **security_kwargs(),
-            bootstrap_servers=self.settings.bootstrap,
-            group_id=self.settings.scheduler_group,
-            client_id=f"{self.settings.namespace}-scheduler",
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
+            **consumer_kwargs(
+                self.settings,
+                f"{self.settings.namespace}-scheduler",
+                self.settings.scheduler_group,
+            ),
             partition_assignment_strategy=(RangePartitionAssignor,),
             session_timeout_ms=self.options.session_timeout_ms,
             heartbeat_interval_ms=self.options.heartbeat_ms,

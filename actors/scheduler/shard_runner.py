@@ -50,9 +50,9 @@ from actors.scheduler.writer import (
     refused,
     send_plan,
 )
+from topics.clients import transactional_producer_kwargs
 from topics.names import Settings, TopicKind
 from topics.records import OutRecord
-from topics.security import security_kwargs
 
 # LogAppendTime (timestamp_type 1) is what makes a produce ack carry the broker clock.
 _LOG_APPEND_TIME = 1
@@ -108,13 +108,13 @@ class ShardRunner:
     async def fence(self) -> None:
         """Start this shard's producer: its ``init_transactions`` fences every earlier owner."""
         producer = AIOKafkaProducer(
-            **security_kwargs(),
-            bootstrap_servers=self._settings.bootstrap,
-            client_id=self.transactional_id,
-            transactional_id=self.transactional_id,
-            transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
-            max_batch_size=MAX_BATCH_BYTES,
-            linger_ms=0,
+            **transactional_producer_kwargs(
+                self._settings,
+                self.transactional_id,
+                self.transactional_id,
+                max_batch_size=MAX_BATCH_BYTES,
+                linger_ms=0,
+            )
         )
         try:
             await producer.start()

@@ -17,9 +17,9 @@ from aiokafka.errors import KafkaError
 
 from actors.history.recorder import partitions_of
 from topics.acl_plan import Operation, ResourceType
+from topics.clients import consumer_kwargs
 from topics.names import Settings
 from topics.refusals import denial_message, topic_denied
-from topics.security import security_kwargs
 
 POLL_TIMEOUT_MS = 500
 
@@ -41,14 +41,7 @@ async def read_to_end(
     settings: Settings, topic: str, *, last_per_partition: int | None = None, timeout_s: float = 60
 ) -> list[Record]:
     """Every committed record of ``topic`` up to its end (or the last N of each partition)."""
-    consumer = AIOKafkaConsumer(
-        **security_kwargs(),
-        bootstrap_servers=settings.bootstrap,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        group_id=None,
-        client_id=f"{settings.namespace}-cli",
-    )
+    consumer = AIOKafkaConsumer(**consumer_kwargs(settings, f"{settings.namespace}-cli"))
     try:
         await consumer.start()
     except KafkaError as exc:

@@ -85,9 +85,9 @@ from actors.worker.membership import (
 )
 from actors.worker.offsets import MAX_OPEN_PER_PARTITION
 from actors.worker.registry import Registry
+from topics.clients import admin_kwargs, consumer_kwargs, transactional_producer_kwargs
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
-from topics.security import security_kwargs
 
 log = logging.getLogger("kafkron.worker")
 
@@ -202,13 +202,9 @@ class WorkerRuntime:
         """Consume and run until ``stop`` is set, then drain and leave the group."""
         opts = self.options
         consumer = AIOKafkaConsumer(
-            **security_kwargs(),
-            bootstrap_servers=self.settings.bootstrap,
-            group_id=self.settings.worker_group,
-            client_id=f"kafkron-worker-{opts.worker_id}",
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
+            **consumer_kwargs(
+                self.settings, f"kafkron-worker-{opts.worker_id}", self.settings.worker_group
+            ),
             session_timeout_ms=opts.session_timeout_ms,
             heartbeat_interval_ms=opts.heartbeat_interval_ms,
             rebalance_timeout_ms=opts.lease_rules.rebalance_ms,
@@ -217,7 +213,9 @@ class WorkerRuntime:
             # transaction is still open; keep the wait short, runs are latency-bound.
             fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
         )
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap, **security_kwargs())
+        admin = AIOKafkaAdminClient(
+            **admin_kwargs(self.settings, f"kafkron-worker-{opts.worker_id}-admin")
+        )
         self._consumer, self._admin = consumer, admin
         try:
             await admin.start()
@@ -431,16 +429,16 @@ class WorkerRuntime:
     async def _start_producer(self, partition: int, lease: int) -> None:
         """``init_transactions`` of ``{ns}-worker-{partition}``: fences the previous owner."""
         producer = AIOKafkaProducer(
-            **security_kwargs(),
-            bootstrap_servers=self.settings.bootstrap,
-            transactional_id=self.settings.worker_transactional_id(partition),
-            enable_idempotence=True,
-            transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
-            # A transaction that starts while the previous one's markers are still
-            # being written is answered CONCURRENT_TRANSACTIONS and retried after this
-            # backoff (aiokafka's default, 100 ms, is most of a commit's latency).
-            retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
-            client_id=f"kafkron-worker-{self.options.worker_id}-{partition}",
+            **transactional_producer_kwargs(
+                self.settings,
+                f"kafkron-worker-{self.options.worker_id}-{partition}",
+                self.settings.worker_transactional_id(partition),
+                transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+                # A transaction that starts while the previous one's markers are still
+                # being written is answered CONCURRENT_TRANSACTIONS and retried after
+                # this backoff (aiokafka's default, 100 ms, is most of a commit's latency).
+                retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
+            )
         )
         self._producers[(partition, lease)] = producer
         try:
