@@ -89,6 +89,8 @@ async def test_every_actor_counts_fires_failures_and_dead_letters(
             return (
                 total(s, "kafkron_scheduler_occurrences_total", outcome="fired") >= 3
                 and total(s, "kafkron_scheduler_dead_letters_total") >= 1
+                # A triggered fire has no lateness: wait for three scheduled ones.
+                and total(s, "kafkron_scheduler_firing_lateness_seconds_count") >= 3
             )
 
         s = await scrape_until(SCHEDULER_PORT, scheduler_ready, 60, alive)

@@ -162,6 +162,7 @@ def test_replaying_a_dead_letter_makes_the_run_succeed(
     browser.find_element(
         By.CSS_SELECTOR, f'tr[data-run="{run_id}"] button[data-action="replay"]'
     ).click()
+    wait_for("the sent note", lambda: bool(browser.find_elements(By.ID, "sent")), 30)
     assert "dlq.replay" in browser.find_element(By.ID, "sent").text
 
     def succeeded() -> bool:
@@ -196,6 +197,8 @@ def test_pausing_from_the_console_stops_the_fires(
     wait_for("pause-me firing", fired, 60)
     _open(browser, console, "/schedules/pause-me")
     browser.find_element(By.CSS_SELECTOR, 'button[data-action="pause"]').click()
+    # The click posts and is redirected; on a busy machine the new page comes later.
+    wait_for("the sent note", lambda: bool(browser.find_elements(By.ID, "sent")), 30)
     assert "schedule.pause pause-me" in browser.find_element(By.ID, "sent").text
 
     def paused() -> bool:
@@ -220,6 +223,7 @@ def test_a_dag_run_page_draws_the_graph_with_task_states(
     tasks = set(dag["tasks"])
     _open(browser, console, "/dags/" + dag["id"])
     browser.find_element(By.CSS_SELECTOR, 'button[data-action="trigger"]').click()
+    wait_for("the sent note", lambda: bool(browser.find_elements(By.ID, "sent")), 30)
     assert "schedule.trigger" in browser.find_element(By.ID, "sent").text
 
     def all_succeeded() -> dict[str, str] | None:
