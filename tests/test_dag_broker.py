@@ -139,7 +139,8 @@ async def test_nightly_billing_runs_in_dependency_order_with_its_data_interval(
             child.stop()
 
     done = _succeeded(found)
-    assert [r.status for r in found] == ["succeeded"] * 4
+    outcomes = [(r.task, r.status, r.error) for r in found]
+    assert [r.status for r in found] == ["succeeded"] * 4, outcomes
     assert {r.attempt for r in found} == {1}
     dag_run_id = done["send-invoices"].run_id.rpartition("/")[0]
     _once_each(runs, dag_run_id, list(done))

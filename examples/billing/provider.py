@@ -19,6 +19,8 @@ from pathlib import Path
 
 import aiosqlite
 
+from examples.billing.store import open_sqlite
+
 DEFAULT_PROVIDER_DB = ".kafkron/provider.db"
 
 _SCHEMA = """
@@ -64,13 +66,7 @@ class PaymentProvider:
         self._db: aiosqlite.Connection | None = None
 
     async def __aenter__(self) -> PaymentProvider:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(self.path, timeout=30.0)
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA busy_timeout=30000")
-        await db.executescript(_SCHEMA)
-        await db.commit()
-        self._db = db
+        self._db = await open_sqlite(self.path, _SCHEMA)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

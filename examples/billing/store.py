@@ -8,12 +8,19 @@ nothing a later attempt relies on.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sqlite3
 from pathlib import Path
 
 import aiosqlite
 
 DEFAULT_BILLING_DB = ".kafkron/billing.db"
+# Switching a new database to WAL needs an exclusive lock, and SQLite answers
+# "database is locked" at once (it skips the busy handler) when two connections
+# race for it: the DAG's two roots open the database together on the first night.
+WAL_SWITCH_ATTEMPTS = 50
+WAL_SWITCH_PAUSE_S = 0.05
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (
@@ -55,11 +62,33 @@ def billing_db_path() -> Path:
 
 
 async def open_billing_db(path: Path | None = None) -> aiosqlite.Connection:
-    path = path or billing_db_path()
+    return await open_sqlite(path or billing_db_path(), _SCHEMA)
+
+
+async def open_sqlite(path: Path, schema: str) -> aiosqlite.Connection:
+    """A connection to ``path`` in WAL mode with ``schema`` applied, safe to call from
+    several jobs at once on a database that does not exist yet."""
     path.parent.mkdir(parents=True, exist_ok=True)
     db = await aiosqlite.connect(path, timeout=30.0)
-    await db.execute("PRAGMA journal_mode=WAL")
-    await db.execute("PRAGMA busy_timeout=30000")
-    await db.executescript(_SCHEMA)
-    await db.commit()
+    # Every pragma's rows are read to the end: a statement left pending keeps its
+    # read lock, and the other root's writer then waits out the whole busy timeout.
+    await db.execute_fetchall("PRAGMA busy_timeout=30000")
+    await _switch_to_wal(db)
+    # BEGIN IMMEDIATE takes the write lock before reading the schema: a deferred
+    # transaction would read it first and then, if the other job created a table
+    # meanwhile, fail at once on its stale snapshot instead of waiting.
+    await db.executescript(f"BEGIN IMMEDIATE;{schema}COMMIT;")
     return db
+
+
+async def _switch_to_wal(db: aiosqlite.Connection) -> None:
+    """WAL lets the jobs read while another writes; it persists in the file once set."""
+    for attempt in range(WAL_SWITCH_ATTEMPTS):
+        try:
+            await db.execute_fetchall("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == WAL_SWITCH_ATTEMPTS - 1:
+                await db.close()
+                raise
+            await asyncio.sleep(WAL_SWITCH_PAUSE_S)
