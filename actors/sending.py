@@ -17,10 +17,10 @@ from aiokafka.errors import KafkaError
 
 from topics import codec
 from topics.acl_plan import Operation
+from topics.clients import producer_kwargs
 from topics.commands import Rejection, decode_command
 from topics.names import Settings, TopicKind
 from topics.refusals import from_error
-from topics.security import security_kwargs
 
 
 class SendError(Exception):
@@ -44,13 +44,7 @@ def encode(command: Mapping[str, Any], now_ms: int) -> tuple[bytes, bytes]:
 
 async def send_commands(settings: Settings, records: Sequence[tuple[bytes, bytes]]) -> None:
     """Produce ``records`` (key, value) to ``{ns}.commands`` and wait for every ack."""
-    producer = AIOKafkaProducer(
-        **security_kwargs(),
-        bootstrap_servers=settings.bootstrap,
-        acks="all",
-        enable_idempotence=True,
-        client_id=f"{settings.namespace}-cli",
-    )
+    producer = AIOKafkaProducer(**producer_kwargs(settings, f"{settings.namespace}-cli"))
     try:
         await producer.start()
     except KafkaError as exc:

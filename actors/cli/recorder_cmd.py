@@ -85,7 +85,7 @@ async def _record(settings: Settings, db: Path, rebuild: bool, metrics_port: int
             log.info("rebuilding %s from the earliest retained records", db)
         recorder = Recorder(settings, store)
         sampler = LagSampler(
-            settings.bootstrap,
+            settings,
             settings.recorder_group,
             [settings.topic(kind) for kind in HISTORY_KINDS],
         )

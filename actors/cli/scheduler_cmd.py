@@ -156,7 +156,7 @@ async def _serve(runtime: SchedulerRuntime, metrics_port: int | None) -> None:
         collectors.append(SchedulerCollector(runtime, lambda: shards))
         samplers.append(
             LagSampler(
-                settings.bootstrap,
+                settings,
                 settings.scheduler_group,
                 [settings.topic(TopicKind.COMMANDS), settings.topic(TopicKind.RESULTS)],
             )

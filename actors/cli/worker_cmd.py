@@ -142,9 +142,7 @@ async def _serve(runtime: WorkerRuntime, metrics_port: int | None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, request_stop)
     settings = runtime.settings
-    sampler = LagSampler(
-        settings.bootstrap, settings.worker_group, [settings.topic(TopicKind.RUNS)]
-    )
+    sampler = LagSampler(settings, settings.worker_group, [settings.topic(TopicKind.RUNS)])
     async with observe_args.maybe_serve_metrics(
         metrics_port, [WorkerCollector(runtime)], [sampler]
     ):

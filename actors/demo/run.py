@@ -42,9 +42,9 @@ from actors.history.store import HistoryError, HistoryStore
 from actors.observe.logs import silence_to_file
 from actors.sending import encode, send_commands
 from topics.admin import create_topics
+from topics.clients import consumer_kwargs, producer_kwargs
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
-from topics.security import security_kwargs
 
 DEMO_PARTITIONS = 3
 WORKERS = 2
@@ -144,7 +144,7 @@ def demo_commands(now_ms: int, say: Any) -> list[tuple[bytes, bytes]]:
 
 
 async def send_broken_command(settings: Settings) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, **security_kwargs())
+    producer = AIOKafkaProducer(**producer_kwargs(settings, f"{settings.namespace}-demo"))
     await producer.start()
     try:
         key, value = catalog.BROKEN_COMMAND
@@ -243,11 +243,7 @@ class Demo:
 
     async def watch(self, children: Children) -> None:
         consumer = AIOKafkaConsumer(
-            **security_kwargs(),
-            bootstrap_servers=self.settings.bootstrap,
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            group_id=None,
+            **consumer_kwargs(self.settings, f"{self.settings.namespace}-demo-view")
         )
         await consumer.start()
         kinds = {self.settings.topic(kind): kind for kind in HISTORY_KINDS}

@@ -29,7 +29,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from actors.observe import metrics as m
-from topics.security import security_kwargs
+from topics.clients import admin_kwargs, consumer_kwargs
+from topics.names import Settings
 
 log = logging.getLogger("kafkron.metrics")
 
@@ -40,8 +41,8 @@ SAMPLE_TIMEOUT_S = 5.0
 class LagSampler(Collector):
     """``kafkron_consumer_lag_records{group, topic, partition}`` of one group's topics."""
 
-    def __init__(self, bootstrap: str, group: str, topics: Sequence[str]) -> None:
-        self._bootstrap = bootstrap
+    def __init__(self, settings: Settings, group: str, topics: Sequence[str]) -> None:
+        self._settings = settings
         self._group = group
         self._topics = tuple(topics)
         self._admin: AIOKafkaAdminClient | None = None
@@ -65,15 +66,8 @@ class LagSampler(Collector):
 
     async def _sample(self) -> dict[TopicPartition, int]:
         if self._admin is None or self._consumer is None:
-            admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, **security_kwargs())
-            consumer = AIOKafkaConsumer(
-                **security_kwargs(),
-                bootstrap_servers=self._bootstrap,
-                group_id=None,
-                enable_auto_commit=False,
-                isolation_level="read_committed",
-                client_id=f"{self._group}-lag",
-            )
+            admin = AIOKafkaAdminClient(**admin_kwargs(self._settings, f"{self._group}-lag"))
+            consumer = AIOKafkaConsumer(**consumer_kwargs(self._settings, f"{self._group}-lag"))
             await admin.start()
             try:
                 await consumer.start()
