@@ -34,7 +34,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
-from actors.closing import bounded
+from actors.closing import bounded, stop_producer
 from actors.observe import metrics
 from actors.observe.events import log_committed
 from actors.scheduler.clock import Clock
@@ -56,8 +56,8 @@ from topics.records import OutRecord
 
 # LogAppendTime (timestamp_type 1) is what makes a produce ack carry the broker clock.
 _LOG_APPEND_TIME = 1
-# A transaction must finish well inside this; the broker aborts it after.
-TRANSACTION_TIMEOUT_MS = 30_000
+# An abort the coordinator does not answer is abandoned after this (see `_abort`).
+ABORT_TIMEOUT_S = 5.0
 
 Mono = Callable[[], int]
 
@@ -119,7 +119,7 @@ class ShardRunner:
         try:
             await producer.start()
         except BaseException:
-            await bounded(producer.stop(), f"stopping the producer of shard {self.partition}")
+            await stop_producer(producer, f"stopping the producer of shard {self.partition}")
             raise
         self._producer = producer
 
@@ -242,9 +242,7 @@ class ShardRunner:
         producer, self._producer = self._producer, None
         if producer is None:
             return
-        what = f"stopping the producer of shard {self.partition}"
-        if not await bounded(producer.stop(), what):
-            await _force_close(producer, what)
+        await stop_producer(producer, f"stopping the producer of shard {self.partition}")
 
     def figures(self) -> dict[str, Any]:
         now_s = time.monotonic()
@@ -264,24 +262,7 @@ async def _abort(producer: AIOKafkaProducer) -> None:
     A fenced or fatal producer refuses the abort; the broker then aborts the
     transaction when the next owner fences us or when it times out.
     """
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(producer.abort_transaction(), 5.0)
-
-
-async def _force_close(producer: AIOKafkaProducer, what: str) -> None:
-    """After an abandoned ``stop()``: end the sender and the connections ourselves.
-
-    aiokafka's stop waits for its accumulator to drain before it cancels the sender
-    task and closes the client; abandoned there, both would live on (a producer per
-    rebuild, during a long outage). aiokafka keeps them private, hence the getattr.
-    """
-    sender = getattr(producer, "_sender", None)
-    task = getattr(sender, "sender_task", None)
-    if isinstance(task, asyncio.Task):
-        task.cancel()
-    client = getattr(producer, "client", None)
-    if client is not None:
-        await bounded(client.close(), f"{what}: closing its connections", 5.0)
+    await bounded(producer.abort_transaction(), "aborting a shard transaction", ABORT_TIMEOUT_S)
 
 
 def _classify(exc: BaseException, what: str) -> Exception:
