@@ -14,6 +14,10 @@ the simulated Kafka and reports back:
   append time is the sample (none if the topic is not LogAppendTime);
 - ``Restore``: ``schedules[p]`` read_committed, the latest record per key (as
   `actors.scheduler.restore`), into a fresh core, then ``finish_restore``;
+- ``Tail``/``Untail``: keep a standby, a core fed ``schedules[p]`` read_committed
+  at the start of every turn (reporting ``standby_caught_up``), or forget it;
+- ``CatchUp``: the standby's core fed from its position to the end (after the
+  fence, so final), then ``finish_restore``: the takeover without a restore;
 - ``Position``: the committed offsets of ``commands[p]``/``results[p]``;
 - ``Write``: one transaction per shard holding its records and consumed offsets,
   committed a drawn round trip later. A process paused in between commits when it
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from actors.scheduler.lifecycle import (
     INPUTS,
     Action,
+    CatchUp,
     ClockSample,
     Close,
     Fence,
@@ -44,10 +49,13 @@ from actors.scheduler.lifecycle import (
     Probe,
     Restore,
     SchedulerMachine,
+    Tail,
+    Untail,
     Write,
 )
 from actors.scheduler.probe import CLOCK_PROBE_KEY, CLOCK_PROBE_VALUE
 from actors.scheduler.skew import SkewEstimator
+from actors.scheduler.warm import WarmShard
 from actors.shard import ShardCore
 from simulation.clock import NodeClock
 from simulation.host import Host, exact_bytes
@@ -92,8 +100,11 @@ class SchedulerNode:
         session_timeout_ms: int,
         *,
         max_fires_per_turn: int = MAX_FIRES_PER_TURN,
+        max_standbys: int = 0,
     ) -> None:
         self.host = host
+        self.max_standbys = max_standbys
+        self.warm: dict[int, WarmShard] = {}  # standbys: cores tailing a changelog
         self.max_fires_per_turn = max_fires_per_turn
         self.name = name
         self.clock = clock
@@ -115,6 +126,8 @@ class SchedulerNode:
             max_fires_per_turn=self.max_fires_per_turn,
             runs_topic=self.host.settings.topic(TopicKind.RUNS),
             detect_clock_steps="no-clock-step-check" not in self.host.broken,
+            shard_count=self.host.kafka.partitions[TopicKind.COMMANDS],
+            max_standbys=self.max_standbys,
         )
 
     @property
@@ -131,7 +144,7 @@ class SchedulerNode:
         self.state = "up"
         self.incarnation += 1
         self.machine = self._new_machine()
-        self.producers = {}
+        self.producers, self.warm = {}, {}
         self._stale = False
         self._pending, self._wake_ms = None, None
         self.member_id = self.host.scheduler_group.join(self.name)
@@ -147,7 +160,7 @@ class SchedulerNode:
         self.state = "down"
         self.incarnation += 1
         self.machine = self._new_machine()
-        self.producers, self._pending = {}, None
+        self.producers, self._pending, self.warm = {}, None, {}
         self._log(now, "crash", f"process died holding shards {lost}; its memory is gone")
         self._track()
 
@@ -217,6 +230,7 @@ class SchedulerNode:
         else:
             self._sync_membership(true_ms)
         machine = self.machine
+        self._tail()
         self._execute(machine.tick(self.clock.mono_ms()))
         self._execute(machine.begin_turn(self.clock.now_ms(), self.clock.mono_ms()))
         now_ms = self.now_ms()
@@ -244,6 +258,16 @@ class SchedulerNode:
         else:
             self._schedule_next()
         self._track()
+
+    def _tail(self) -> None:
+        """Feed every standby what its changelog gained (as `StandbyTailer.run_once`)."""
+        kafka = self.host.kafka
+        for p, warm in sorted(self.warm.items()):
+            records, end = kafka.fetch(TopicKind.SCHEDULES, p, warm.position, 1 << 62)
+            for record in records:
+                warm.feed(record.offset, record.key, record.value)
+            warm.reached(end, self.now_ms())
+            self.machine.standby_caught_up(p, self.clock.mono_ms())
 
     def _track(self) -> None:
         """Tell the world's ownership record which shards this process serves now."""
@@ -280,8 +304,18 @@ class SchedulerNode:
         work = list(actions)
         while work:
             action = work.pop(0)
-            if isinstance(action, Fence | Probe | Restore | Position):
+            if isinstance(action, Fence | Probe | Restore | CatchUp | Position):
                 work[:0] = self._step(action)
+            elif isinstance(action, Tail):
+                kafka = self.host.kafka
+                core = ShardCore(
+                    partition=action.partition,
+                    partitions=kafka.partitions[TopicKind.COMMANDS],
+                    now_ms=self.now_ms(),
+                )
+                self.warm[action.partition] = WarmShard(action.partition, core)
+            elif isinstance(action, Untail):
+                self.warm.pop(action.partition, None)
             elif isinstance(action, Close):
                 producer = self.producers.get(action.partition)
                 if producer is not None and producer.token == action.token:
@@ -293,7 +327,7 @@ class SchedulerNode:
             else:
                 raise AssertionError(f"unexpected action outside a turn: {action!r}")
 
-    def _step(self, action: Fence | Probe | Restore | Position) -> list[Action]:
+    def _step(self, action: Fence | Probe | Restore | CatchUp | Position) -> list[Action]:
         host, machine = self.host, self.machine
         kafka = host.kafka
         p, token = action.partition, action.token
@@ -315,6 +349,18 @@ class SchedulerNode:
             if isinstance(action, Restore):
                 core, unwritten = self._restore(p)
                 return machine.restore_done(p, token, core, unwritten)
+            if isinstance(action, CatchUp):
+                warm = self.warm.pop(p, None)
+                if warm is None:
+                    return machine.step_failed(
+                        p, token, fenced=False, error="no standby core", mono_ms=mono_ms
+                    )
+                # After the fence: the end read now is final (as `read_to_end`).
+                records, _ = kafka.fetch(TopicKind.SCHEDULES, p, warm.position, 1 << 62)
+                for record in records:
+                    warm.feed(record.offset, record.key, record.value)
+                core = warm.core
+                return machine.restore_done(p, token, core, core.finish_restore(self.now_ms()))
             group = host.settings.scheduler_group
             producer.positions = {kind: kafka.committed(group, kind, p)[0] for kind in INPUTS}
             return machine.position_done(p, token)

@@ -11,6 +11,7 @@ Example (see ``simulation/scenarios/`` for the real ones)::
     runs_partitions = 6
     lateness_bound_ms = 1000          # on-time bound once healed
     max_fires_per_turn = 5000         # the scheduler runtime's bound per shard and turn
+    standbys = 0                      # shards each scheduler keeps warm (not owned)
 
     [[schedulers]]
     name = "sched-a"
@@ -221,6 +222,7 @@ class Scenario:
     fault_tick_ms: int = 1000
     faults: dict[str, FaultKnob] = field(default_factory=dict)
     max_fires_per_turn: int = 5_000
+    standbys: int = 0
     skew_max_ms: int = 5_000
     slow_factor: float = 10.0
     compact_every_ms: int = 3_600_000
@@ -357,6 +359,7 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         lateness_bound_ms=int(data.get("lateness_bound_ms", 1000)),
         session_timeout_ms=int(data.get("session_timeout_ms", 10_000)),
         max_fires_per_turn=int(data.get("max_fires_per_turn", 5_000)),
+        standbys=_standbys(data.get("standbys", 0)),
         nodes=tuple(nodes),
         schedules=schedules,
         jobs=jobs,
@@ -370,6 +373,12 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         herd=herd,
         path=path,
     )
+
+
+def _standbys(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ScenarioError(f"standbys: a number of shards, 0 or more, got {value!r}")
+    return value
 
 
 def _seconds_range(value: Any, name: str) -> tuple[int, int]:

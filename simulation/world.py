@@ -87,6 +87,7 @@ class World:
                     clock,
                     scenario.session_timeout_ms,
                     max_fires_per_turn=scenario.max_fires_per_turn,
+                    max_standbys=scenario.standbys,
                 )
             else:
                 slots = spec.concurrency

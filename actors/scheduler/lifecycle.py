@@ -25,6 +25,7 @@ event carrying an old token is answered by closing what it opened)::
     WAITING      tick past not_before    FENCING        Fence     (init_transactions)
     FENCING      fence_done              PROBING        Probe     (aborted one-record txn)
     PROBING      probe_done, new         RESTORING      Restore   (changelog to its end)
+    PROBING      probe_done, warm        RESTORING      CatchUp   (standby's core to the end)
     PROBING      probe_done, resumed     POSITIONING    Position  (committed offsets)
     RESTORING    restore_done            POSITIONING    Position
     POSITIONING  position_done           LIVE           (records flow; turns write)
@@ -34,6 +35,9 @@ event carrying an old token is answered by closing what it opened)::
     building     step_failed             WAITING(+backoff)  Close + Pause
     LIVE         revoked                 PARKED         (core and producer kept)
     PARKED       assigned again          PROBING        Probe     (resume: no fence, no restore)
+    (not owned)  assigned, wanted warm   (standby)      Tail      (tail its changelog)
+    (standby)    assigned, not wanted    (none)         Untail
+    (standby)    assigned to us          WAITING        (its core waits for the probe)
     PARKED       assigned, not given     (none)         Close
     other        revoked                 (none)         Close (if it opened anything)
 
@@ -60,6 +64,16 @@ Why each rule:
   the changelog is the truth, so the shard is rebuilt from it. A fenced write
   means another process believes it owns p: this process waits a session timeout
   before building again (by then one of the two has lost the assignment).
+- **A warm standby replaces the restore, never the fence.** With
+  ``max_standbys`` > 0 the process keeps the shards it does not own, nearest
+  after its own in ring order, warm: the executor tails their changelog
+  partitions into cores and reports each time one reached the end
+  (``standby_caught_up``). Assigned such a shard, the process still fences and
+  probes first; then, if the standby caught up within ``standby_max_staleness_ms``,
+  a `CatchUp` feeds its core from its position to the end (final after the
+  fence: a standby that fell behind catches up before it fires) instead of a
+  full `Restore`. A standby never caught up, or too stale, is dropped (`Untail`)
+  and the shard restored in full.
 - **Revocation parks.** Eager rebalancing revokes every shard on every membership
   change and usually gives most back; a parked shard keeps its core and producer
   and, given back, only probes and re-positions.
@@ -80,6 +94,7 @@ from typing import Any, Protocol
 
 from actors.scheduler.oversize import end_oversized_runs
 from actors.scheduler.skew import DEFAULT_BOUND_MS, SkewEstimator
+from actors.scheduler.warm import MAX_STALENESS_MS, standby_partitions
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
 
@@ -189,7 +204,32 @@ class Note:
     text: str
 
 
-Action = Pause | Fence | Probe | Restore | Position | Write | Close | Note
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """Keep shard ``partition`` warm: tail its changelog into a fresh core, and report
+    each time it reached the end (``standby_caught_up``)."""
+
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class Untail:
+    """Stop keeping ``partition`` warm and forget its core (no-op if not kept)."""
+
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUp:
+    """Build from the standby of ``partition``: feed its core from its position to the
+    changelog's end (read after the fence, so final), ``finish_restore``, and report
+    ``restore_done`` as a `Restore` does. No standby core at hand is a failed step."""
+
+    partition: int
+    token: int
+
+
+Action = Pause | Fence | Probe | Restore | CatchUp | Position | Write | Close | Note | Tail | Untail
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +266,9 @@ class Slot:
     out: list[OutRecord] = field(default_factory=list)
     offsets: dict[TopicKind, int] = field(default_factory=dict)
     held: list[InRecord] = field(default_factory=list)  # fed while fires are held
+    # This attempt may take over from a standby; its last catch-up (mono_ms), None: never.
+    standby: bool = False
+    standby_caught_up_ms: int | None = None
 
 
 class SchedulerMachine:
@@ -242,8 +285,25 @@ class SchedulerMachine:
         runs_limit_bytes: int | None = None,
         runs_topic: str = "runs",
         detect_clock_steps: bool = True,
+        shard_count: int = 0,
+        max_standbys: int = 0,
+        standby_max_staleness_ms: int = MAX_STALENESS_MS,
     ) -> None:
-        """``detect_clock_steps=False`` exists for the simulation's broken variant only."""
+        """``detect_clock_steps=False`` exists for the simulation's broken variant only.
+
+        ``shard_count``: the number of shards (0 while unknown: no standbys are kept);
+        ``max_standbys``: how many shards not owned to keep warm (each holds its state).
+        """
+        if max_standbys < 0 or shard_count < 0:
+            raise ValueError(
+                f"max_standbys and shard_count must not be negative, got {max_standbys}"
+                f" and {shard_count}"
+            )
+        self.shard_count = shard_count
+        self.max_standbys = max_standbys
+        self.standby_max_staleness_ms = standby_max_staleness_ms
+        # Shards kept warm and not owned -> their last catch-up (mono_ms), None: never.
+        self.warm: dict[int, int | None] = {}
         self.detect_clock_steps = detect_clock_steps
         self.session_timeout_ms = session_timeout_ms
         self.max_fires_per_turn = max_fires_per_turn
@@ -276,13 +336,16 @@ class SchedulerMachine:
         for p in sorted(wanted):
             slot = self.slots.get(p)
             if slot is None:
-                self.slots[p] = Slot(p, Phase.WAITING, self._next_token(), mono_ms)
+                slot = self.slots[p] = Slot(p, Phase.WAITING, self._next_token(), mono_ms)
+                if p in self.warm:  # the standby's core now waits for this attempt
+                    slot.standby, slot.standby_caught_up_ms = True, self.warm.pop(p)
             elif slot.phase is Phase.PARKED:
                 slot.phase, slot.resumed, slot.writing = Phase.PROBING, True, False
                 slot.out, slot.offsets, slot.held = [], {}, []
                 actions.append(Probe(p, slot.token))
                 resumed.append(p)
         actions.append(Note("info", "own", f"assigned shards {sorted(wanted)}"))
+        actions.extend(self._retail(wanted))
         if resumed:
             actions.append(
                 Note("info", "resume", f"parked shards {resumed} assigned back: resuming them")
@@ -311,6 +374,8 @@ class SchedulerMachine:
                 del self.slots[p]
                 if slot.phase is not Phase.WAITING:
                     actions.append(Close(p, slot.token, "revoked while being built"))
+                if slot.standby:  # not used yet: warm again (the assignment decides)
+                    self.warm[p] = slot.standby_caught_up_ms
         self.assigned = self.assigned - set(gone)
         if gone:
             actions.append(Note("info", "revoke", f"revoked shards {gone}"))
@@ -323,6 +388,9 @@ class SchedulerMachine:
             for p, slot in sorted(self.slots.items())
             if slot.phase is not Phase.WAITING
         ]
+        actions.extend(Untail(p) for p, slot in sorted(self.slots.items()) if slot.standby)
+        actions.extend(Untail(p) for p in sorted(self.warm))
+        self.warm.clear()
         self.slots.clear()
         self.assigned = frozenset()
         self._refreshing = None
@@ -373,8 +441,17 @@ class SchedulerMachine:
             actions.append(Position(p, token))
         else:
             slot.phase = Phase.RESTORING
-            actions.append(Restore(p, token))
+            actions.extend(self._restore_or_catch_up(slot, mono_ms))
         return actions
+
+    def standby_caught_up(self, p: int, mono_ms: int) -> None:
+        """The standby of ``p`` reached its changelog's end at ``mono_ms``."""
+        if p in self.warm:
+            self.warm[p] = mono_ms
+            return
+        slot = self.slots.get(p)
+        if slot is not None and slot.standby:
+            slot.standby_caught_up_ms = mono_ms
 
     def restore_done(
         self, p: int, token: int, core: CoreLike, unwritten: list[OutRecord]
@@ -546,6 +623,44 @@ class SchedulerMachine:
 
     # -- internals ---------------------------------------------------------------------
 
+    def _restore_or_catch_up(self, slot: Slot, mono_ms: int) -> list[Action]:
+        """The build step after the fence and the probe: a catch-up or a full restore."""
+        p = slot.partition
+        if not slot.standby:
+            return [Restore(p, slot.token)]
+        slot.standby = False  # one use: the core moves to this attempt, or is dropped
+        caught_up_ms = slot.standby_caught_up_ms
+        if caught_up_ms is None:
+            why = "its standby never caught up with the changelog"
+        elif mono_ms - caught_up_ms > self.standby_max_staleness_ms:
+            why = (
+                f"its standby last caught up {(mono_ms - caught_up_ms) // 1000} s ago, more"
+                f" than {self.standby_max_staleness_ms // 1000} s"
+            )
+        else:
+            note = f"shard {p} taken over from its standby: catching up, no full restore"
+            return [Note("info", "standby", note), CatchUp(p, slot.token)]
+        return [
+            Untail(p),
+            Note("warning", "standby", f"shard {p}: restoring in full ({why})"),
+            Restore(p, slot.token),
+        ]
+
+    def _retail(self, owned: frozenset[int]) -> list[Action]:
+        """Keep warm exactly the standbys this assignment wants (and none it owns)."""
+        if not self.max_standbys or not self.shard_count:
+            return []
+        wanted = standby_partitions(self.shard_count, owned, self.max_standbys)
+        actions: list[Action] = [Untail(p) for p in sorted(self.warm) if p not in wanted]
+        for p in [p for p in self.warm if p not in wanted]:
+            del self.warm[p]
+        for p in wanted:
+            slot = self.slots.get(p)
+            if p not in self.warm and not (slot is not None and slot.standby):
+                self.warm[p] = None
+                actions.append(Tail(p))
+        return actions
+
     def _next_token(self) -> int:
         self._tokens += 1
         return self._tokens
@@ -560,7 +675,10 @@ class SchedulerMachine:
         p = slot.partition
         old = slot.token
         opened = slot.phase is not Phase.WAITING
-        self.slots[p] = Slot(p, Phase.WAITING, self._next_token(), mono_ms + backoff_ms)
+        retry = self.slots[p] = Slot(p, Phase.WAITING, self._next_token(), mono_ms + backoff_ms)
+        # A standby not used by the failed attempt (it failed before its catch-up) is
+        # the next attempt's; one used is gone with the attempt's core.
+        retry.standby, retry.standby_caught_up_ms = slot.standby, slot.standby_caught_up_ms
         actions: list[Action] = [Pause(p)]
         if opened:
             actions.insert(0, Close(p, old, why))
@@ -569,6 +687,8 @@ class SchedulerMachine:
         actions.append(Note("error", "drop", f"shard {p}: {why}"))
         if p not in self.assigned:
             del self.slots[p]
+            if retry.standby:
+                self.warm[p] = retry.standby_caught_up_ms
         return actions
 
     def _observe(self, sample: ClockSample | None) -> list[Action]:

@@ -41,37 +41,17 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from actors.scheduler.warm import MAX_STALENESS_MS, WarmShard, standby_partitions
 from actors.shard import ShardCore
 
-# A standby not caught up with its changelog for this long is not trusted at a
-# takeover (a full restore is done instead): far below the changelog's
-# delete.retention.ms (a day by default), after which compaction may remove a
-# tombstone a lagging reader has not seen yet.
-MAX_STALENESS_MS = 3_600_000
-
-
-class WarmShard:
-    """One standby: a core fed the changelog of ``partition`` up to ``position``."""
-
-    def __init__(self, partition: int, core: ShardCore) -> None:
-        self.partition = partition
-        self.core = core
-        self.position = 0  # the next changelog offset to feed
-        self.caught_up_ms: int | None = None  # last instant position reached the end
-
-    def feed(self, offset: int, key: bytes | None, value: bytes | None) -> None:
-        """One changelog record, in offset order (records below the position are
-        ignored: a consumer that re-delivers after a reassignment is harmless)."""
-        if offset < self.position:
-            return
-        if key is not None:
-            self.core.restore(key, value)
-        self.position = offset + 1
-
-    def reached(self, end_offset: int, now_ms: int) -> None:
-        """The consumer's position is ``end_offset``, the partition's end now."""
-        self.position = max(self.position, end_offset)
-        self.caught_up_ms = now_ms
+__all__ = [
+    "MAX_STALENESS_MS",
+    "CatchUp",
+    "FullRestore",
+    "StandbyPlan",
+    "StandbyTailer",
+    "WarmShard",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,17 +99,7 @@ class StandbyPlan:
 
     def wanted(self, owned: Iterable[int]) -> list[int]:
         """The shards to keep warm for this assignment, in order of preference."""
-        mine = sorted(set(owned))
-        n = self._partitions
-        if not mine:  # owning nothing (yet): every shard is as likely
-            return list(range(n))[: self._max]
-        order: list[int] = []
-        for step in range(1, n):
-            for p in mine:
-                candidate = (p + step) % n
-                if candidate not in mine and candidate not in order:
-                    order.append(candidate)
-        return order[: self._max]
+        return standby_partitions(self._partitions, owned, self._max)
 
     def on_assignment(self, owned: Iterable[int], now_ms: int) -> None:
         """Start warm shards that are now wanted, forget those that are not."""
