@@ -253,7 +253,9 @@ def percentile(values: list[int], q: float) -> int | None:
 
 
 class Scheduler:
-    def __init__(self, settings: Settings, log: Path, session_timeout_ms: int) -> None:
+    def __init__(
+        self, settings: Settings, log: Path, session_timeout_ms: int, extra: tuple[str, ...] = ()
+    ) -> None:
         env = {
             **os.environ,
             "KAFKRON_NAMESPACE": settings.namespace,
@@ -263,6 +265,7 @@ class Scheduler:
         self._out = log.open("wb")
         options = ["--session-timeout-ms", str(session_timeout_ms)]
         options += ["--heartbeat-ms", str(session_timeout_ms // 3), "--figures-interval-s", "10"]
+        options += extra
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "actors.cli", "scheduler", *options],
             cwd=REPO,

@@ -93,6 +93,15 @@ def register(subparsers: Any) -> None:
         help="log per-shard figures this often, 0 for never"
         f" (default {defaults.figures_interval_s:g})",
     )
+    parser.add_argument(
+        "--standbys",
+        type=int,
+        default=defaults.max_standbys,
+        metavar="N",
+        help="shards not owned to keep warm (tailing their changelog), so a takeover"
+        " catches up instead of restoring; each holds a shard's state in memory"
+        f" (default {defaults.max_standbys})",
+    )
     observe_args.add_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -110,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         return output.fail("scheduler", "--max-fires-per-turn must be at least 1", 2)
     if args.skew_bound_ms < 0:
         return output.fail("scheduler", "--skew-bound-ms must be >= 0", 2)
+    if args.standbys < 0:
+        return output.fail("scheduler", "--standbys must be >= 0", 2)
     try:
         port = observe_args.metrics_port(args)
         # aiokafka logs every refused reconnect while a broker is away; the runtime
@@ -124,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         max_fires_per_turn=args.max_fires_per_turn,
         skew_bound_ms=args.skew_bound_ms,
         figures_interval_s=args.figures_interval_s,
+        max_standbys=args.standbys,
     )
     settings = Settings.from_env()
     if not guard("scheduler", settings):

@@ -34,14 +34,19 @@ class RestoreResult:
     end_offset: int
 
 
-def make_restore_consumer(bootstrap: str, client_id: str) -> AIOKafkaConsumer:
-    """A consumer outside any group (assign only), read_committed, never committing."""
+def make_restore_consumer(
+    bootstrap: str, client_id: str, fetch_max_wait_ms: int = 20
+) -> AIOKafkaConsumer:
+    """A consumer outside any group (assign only), read_committed, never committing.
+
+    ``fetch_max_wait_ms``: a restore knows the end up front, so a long poll at the
+    end would only add latency; a standby's tailer waits at the end, and polls long.
+    """
     return AIOKafkaConsumer(
         **consumer_kwargs(Settings.from_env(bootstrap=bootstrap), client_id),
         max_partition_fetch_bytes=MAX_PARTITION_FETCH_BYTES,
         fetch_max_bytes=FETCH_MAX_BYTES,
-        # The end is known up front; a long poll at the end would only add latency.
-        fetch_max_wait_ms=20,
+        fetch_max_wait_ms=fetch_max_wait_ms,
     )
 
 

@@ -60,6 +60,7 @@ from actors.scheduler.breather import Breather
 from actors.scheduler.clock import Clock, SystemClock
 from actors.scheduler.lifecycle import (
     Action,
+    CatchUp,
     Close,
     Fence,
     Note,
@@ -69,6 +70,8 @@ from actors.scheduler.lifecycle import (
     Probe,
     Restore,
     SchedulerMachine,
+    Tail,
+    Untail,
     Write,
 )
 from actors.scheduler.limits import topic_limits
@@ -80,6 +83,8 @@ from actors.scheduler.shard_runner import (
     monotonic_ms,
 )
 from actors.scheduler.skew import DEFAULT_BOUND_MS
+from actors.scheduler.standby import StandbyTailer
+from actors.scheduler.warm import WarmShard
 from actors.scheduler.writer import Partitioner
 from topics.clients import consumer_kwargs
 from topics.names import Settings, TopicKind
@@ -97,7 +102,9 @@ GC_YOUNG_THRESHOLD = 50_000
 BUILD_TIMEOUT_S = 120.0
 # Records fed to a core between two chances for the event loop to breathe.
 FEED_CHUNK = 256
-Step = Fence | Probe | Restore | Position
+Step = Fence | Probe | Restore | CatchUp | Position
+# How long a standby's fetch waits at the end of its changelogs.
+STANDBY_POLL_MS = 500
 _LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
@@ -117,6 +124,8 @@ class RuntimeOptions:
     firing is held back.
     ``figures_interval_s``: how often per-shard figures are logged (0: never).
     ``commit_timeout_s``: a transaction not committed by then counts as failed.
+    ``max_standbys``: shards not owned this process keeps warm (tails their changelog),
+    so that taking one over is a catch-up, not a restore; each holds its shard's state.
     """
 
     session_timeout_ms: int = 10_000
@@ -126,6 +135,7 @@ class RuntimeOptions:
     skew_bound_ms: int = DEFAULT_BOUND_MS
     figures_interval_s: float = 30.0
     commit_timeout_s: float = 15.0
+    max_standbys: int = 0
 
 
 def default_core_factory(settings: Settings) -> CoreFactory:
@@ -185,7 +195,11 @@ class SchedulerRuntime:
             max_fires_per_turn=self.options.max_fires_per_turn,
             skew_bound_ms=self.options.skew_bound_ms,
             runs_topic=settings.topic(TopicKind.RUNS),
+            max_standbys=self.options.max_standbys,
         )
+        self._warm: dict[int, WarmShard] = {}  # standbys, fed by the tailer
+        self._tailer: StandbyTailer | None = None
+        self._warm_logged: set[int] = set()  # standbys whose first catch-up was logged
         self._lock = asyncio.Lock()  # turns and rebalances, one at a time
         self._restore_lock = asyncio.Lock()  # restores share one consumer
         self._runners: dict[int, ShardRunner] = {}
@@ -209,6 +223,7 @@ class SchedulerRuntime:
         gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
         self._partitions = await shard_count(self.settings)
+        self.machine.shard_count = self._partitions
         await self._refresh_limits()
         if self._core_factory is None:
             self._core_factory = default_core_factory(self.settings)
@@ -228,6 +243,21 @@ class SchedulerRuntime:
         )
         self._consumer, self._restore_consumer = consumer, restore_consumer
         await restore_consumer.start()
+        standby_consumer = None
+        if self.options.max_standbys:
+            standby_consumer = make_restore_consumer(
+                self.settings.bootstrap,
+                f"{self.settings.namespace}-scheduler-standby",
+                fetch_max_wait_ms=STANDBY_POLL_MS,
+            )
+            await standby_consumer.start()
+            self._tailer = StandbyTailer(
+                standby_consumer,
+                self.settings.topic(TopicKind.SCHEDULES),
+                self._mono,
+                on_reached=self._standby_reached,
+            )
+            self._spawn(self._tail(stop))
         try:
             self._partitioner = Partitioner(await self._partition_counts())
             consumer.subscribe(list(self._kinds), listener=_Listener(self))
@@ -248,7 +278,22 @@ class SchedulerRuntime:
                 await bounded(asyncio.gather(*self._tasks, return_exceptions=True), "shard tasks")
             await bounded(consumer.stop(), "leaving the scheduler group", 15.0)
             await bounded(restore_consumer.stop(), "stopping the restore consumer", 15.0)
+            if standby_consumer is not None:
+                await bounded(standby_consumer.stop(), "stopping the standby consumer", 15.0)
             log.info("scheduler stopped")
+
+    async def _tail(self, stop: asyncio.Event) -> None:
+        """Keep the standbys fed until the process stops (errors only delay them: a
+        standby not caught up recently is restored in full at a takeover)."""
+        tailer = self._tailer
+        assert tailer is not None
+        while not stop.is_set():
+            try:
+                await tailer.run_once(STANDBY_POLL_MS)
+            except Exception as exc:
+                log.warning("standby tailing failed (%s); trying again", exc)
+                await asyncio.sleep(STANDBY_POLL_MS / 1000)
+            await asyncio.sleep(0)
 
     async def _partition_counts(self) -> dict[TopicKind, int]:
         from topics.admin import admin_client
@@ -366,8 +411,10 @@ class SchedulerRuntime:
                     del self._runners[action.partition]
                     self._spawn(runner.close())
                     log.info("shard %d dropped (%s)", action.partition, action.why)
-            elif isinstance(action, Fence | Probe | Restore | Position):
+            elif isinstance(action, Fence | Probe | Restore | CatchUp | Position):
                 self._spawn(self._step(action))
+            elif isinstance(action, Tail | Untail):
+                self._retail(action)
             else:
                 raise AssertionError(f"unexpected action outside a turn: {action!r}")
 
@@ -424,6 +471,19 @@ class SchedulerRuntime:
         if isinstance(action, Probe):
             sample = await runner.sample_clock()
             return lambda: machine.probe_done(p, token, sample, self._mono())
+        if isinstance(action, CatchUp):
+            # Taken from the tailer now, before any await: from here on only the
+            # catch-up feeds this core.
+            warm = self._warm.pop(p, None)
+            if self._tailer is not None:
+                self._tailer.follow(list(self._warm.values()))
+            if warm is None:
+                raise ShardWriteFailed(f"shard {p}: no standby core to catch up")
+            async with self._restore_lock:
+                if self._runners.get(p) is not runner:
+                    raise ShardWriteFailed(f"shard {p}: attempt closed before its catch-up")
+                core, unwritten = await self._catch_up(runner, warm)
+            return lambda: machine.restore_done(p, token, core, unwritten)
         if isinstance(action, Restore):
             async with self._restore_lock:
                 if self._runners.get(p) is not runner:  # closed while waiting for its turn
@@ -470,6 +530,50 @@ class SchedulerRuntime:
             runner.restore_ms,
         )
         return core, unwritten
+
+    async def _catch_up(self, runner: ShardRunner, warm: WarmShard) -> tuple[Any, list[Any]]:
+        """Feed a standby's core from its position to the end (after the fence: final)."""
+        assert self._restore_consumer is not None
+        started = time.monotonic()
+        tp = TopicPartition(self.settings.topic(TopicKind.SCHEDULES), runner.partition)
+        from_offset = warm.position
+        result = await read_to_end(
+            self._restore_consumer, tp, warm.core.restore, start_offset=from_offset
+        )
+        unwritten = list(warm.core.finish_restore(self.machine.now_ms(self.clock.now_ms())))
+        gc.freeze()
+        runner.restore_ms = (time.monotonic() - started) * 1000.0
+        runner.restored_records = result.records
+        runner.restored_keys = result.keys
+        log.info(
+            "shard %d: taken over from its standby, %d changelog records from offset %d"
+            " caught up in %.0f ms",
+            runner.partition,
+            result.records,
+            from_offset,
+            runner.restore_ms,
+        )
+        return warm.core, unwritten
+
+    def _standby_reached(self, p: int) -> None:
+        self.machine.standby_caught_up(p, self._mono())
+        warm = self._warm.get(p)
+        if warm is not None and p not in self._warm_logged:
+            self._warm_logged.add(p)
+            log.info("standby of shard %d caught up (changelog offset %d)", p, warm.position)
+
+    def _retail(self, action: Tail | Untail) -> None:
+        """Start or forget one standby; the tailer follows the new set at once."""
+        p = action.partition
+        if isinstance(action, Tail):
+            assert self._core_factory is not None
+            now_ms = self.machine.now_ms(self.clock.now_ms())
+            self._warm[p] = WarmShard(p, self._core_factory(p, self._partitions, now_ms))
+            self._warm_logged.discard(p)
+        elif self._warm.pop(p, None) is None:
+            return
+        if self._tailer is not None:
+            self._tailer.follow(list(self._warm.values()))
 
     def _new_runner(self, p: int, token: int) -> ShardRunner:
         assert self._partitioner is not None

@@ -132,10 +132,19 @@ class StandbyPlan:
 class StandbyTailer:
     """Feeds the warm shards from one consumer (read_committed, assign only)."""
 
-    def __init__(self, consumer: AIOKafkaConsumer, topic: str, clock: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        consumer: AIOKafkaConsumer,
+        topic: str,
+        clock: Callable[[], int],
+        on_reached: Callable[[int], None] | None = None,
+    ) -> None:
         self._consumer = consumer
         self._topic = topic
         self._clock = clock
+        # Told the partition of each warm shard that reached its end (the machine's
+        # ``standby_caught_up``).
+        self._on_reached = on_reached
         self._warm: dict[TopicPartition, WarmShard] = {}
 
     def follow(self, warm: list[WarmShard]) -> None:
@@ -162,10 +171,20 @@ class StandbyTailer:
             for record in records:
                 shard.feed(record.offset, record.key, record.value)
                 fed += 1
-        ends = await self._consumer.end_offsets(list(self._warm))
+        # `follow` may change the shards during any await below: work on a snapshot and
+        # judge only the shards still followed (a shard handed to a takeover is not).
+        warm = dict(self._warm)
+        ends = await self._consumer.end_offsets(list(warm))
         now_ms = self._clock()
-        for tp, shard in self._warm.items():
+        for tp, followed in warm.items():
+            if not self._follows(tp, followed):
+                continue
             position = await self._consumer.position(tp)
-            if position >= ends[tp]:
-                shard.reached(position, now_ms)
+            if self._follows(tp, followed) and position >= ends[tp]:
+                followed.reached(position, now_ms)
+                if self._on_reached is not None:
+                    self._on_reached(followed.partition)
         return fed
+
+    def _follows(self, tp: TopicPartition, shard: WarmShard) -> bool:
+        return self._warm.get(tp) is shard
