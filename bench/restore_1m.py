@@ -15,16 +15,22 @@ kernel's high-water mark) is its own: the restore phase reports the RSS of a
 process holding the whole shard, which is the issue's memory target
 (<= 400 MiB for 1M schedules), next to the restore time (<= 5 s).
 
-    python bench/restore_1m.py [--schedules 1000000] [--phase-timeout-s 300]
+``--profile`` runs each phase under cProfile and prints its top 20 (by own time)
+to stderr: where a restore's time goes (reading, decoding, rebuilding the core).
+
+    python bench/restore_1m.py [--schedules 1000000] [--phase-timeout-s 300] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
+import io
 import json
 import os
+import pstats
 import subprocess
 import sys
 import time
@@ -87,8 +93,9 @@ async def produce(settings: Settings, count: int, version: int) -> int:
     return len(records)
 
 
-async def phase(settings: Settings, name: str) -> dict[str, float]:
+async def phase(settings: Settings, name: str, profile: bool = False) -> dict[str, float]:
     """One phase, in this (fresh) process; returns its figures."""
+    profiler = cProfile.Profile() if profile else None
     consumer = make_restore_consumer(settings.bootstrap, f"{settings.namespace}-bench-{name}")
     await consumer.start()
     try:
@@ -97,6 +104,8 @@ async def phase(settings: Settings, name: str) -> dict[str, float]:
         gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
         started = time.perf_counter()
         now_ms = time.time_ns() // 1_000_000
+        if profiler is not None:
+            profiler.enable()
         if name == "bare":
             result = await read_to_end(consumer, tp, lambda key, value: None)
             schedules = 0
@@ -107,6 +116,11 @@ async def phase(settings: Settings, name: str) -> dict[str, float]:
             gc.freeze()
             schedules = int(core.stats["schedules"])
         elapsed_s = time.perf_counter() - started
+        if profiler is not None:
+            profiler.disable()
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(20)
+            log(f"  {name}: cProfile top 20 by own time (profiled, so slower)\n{text.getvalue()}")
         current, peak = rss_mib()
         return {
             "seconds": elapsed_s,
@@ -127,6 +141,8 @@ def run_phase(args: argparse.Namespace, namespace: str, name: str) -> dict[str, 
     command = [sys.executable, __file__, "--phase", name, "--namespace", namespace]
     if args.bootstrap:
         command += ["--bootstrap", args.bootstrap]
+    if args.profile:
+        command += ["--profile"]
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=args.phase_timeout_s, check=False
@@ -134,7 +150,7 @@ def run_phase(args: argparse.Namespace, namespace: str, name: str) -> dict[str, 
     except subprocess.TimeoutExpired:
         log(f"phase {name}: no answer within {args.phase_timeout_s} s")
         return None
-    log(done.stderr.strip()[-1000:])
+    log(done.stderr.strip()[-6000:] if args.profile else done.stderr.strip()[-1000:])
     if done.returncode != 0:
         log(f"phase {name} failed:\n{done.stderr[-2000:]}")
         return None
@@ -145,7 +161,7 @@ def run_phase(args: argparse.Namespace, namespace: str, name: str) -> dict[str, 
 async def main(args: argparse.Namespace) -> int:
     if args.phase:
         settings = Settings.from_env(namespace=args.namespace, bootstrap=args.bootstrap)
-        print(json.dumps(await phase(settings, args.phase)), flush=True)
+        print(json.dumps(await phase(settings, args.phase, args.profile)), flush=True)
         os._exit(0)  # nothing left to wait for: not even a client that will not close
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     settings = Settings.from_env(namespace=namespace, bootstrap=args.bootstrap)
@@ -204,6 +220,7 @@ if __name__ == "__main__":
     parser.add_argument("--changelog", type=int, choices=(1, 2), default=2)
     parser.add_argument("--phase-timeout-s", type=float, default=300.0)
     parser.add_argument("--bootstrap", default=None)
+    parser.add_argument("--profile", action="store_true", help="cProfile each phase")
     parser.add_argument("--phase", choices=("bare", "restore"), help=argparse.SUPPRESS)
     parser.add_argument("--namespace", help=argparse.SUPPRESS)
     parsed = parser.parse_args()
