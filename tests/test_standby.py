@@ -4,20 +4,20 @@
 ahead of time. What makes that sound is a property of the pure core, checked
 here against the shard helpers (records only, no broker): feeding the changelog
 in pieces, interleaved with the owner's life, and finishing later gives a shard
-that writes exactly what a fresh restore at the same instant writes. The plan's
-decisions (which shards to keep warm, what a takeover does) are pure too.
+that writes exactly what a fresh restore at the same instant writes. The
+decisions (which shards to keep warm, what a takeover does) are the lifecycle
+machine's (tests/test_scheduler_standby_lifecycle.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from shard_helpers import HOUR, MINUTE, SECOND, T0, Shard, command, upsert
 
-from actors.scheduler.standby import CatchUp, FullRestore, StandbyPlan, WarmShard
+from actors.scheduler.warm import WarmShard
 from actors.shard import ShardCore
 from actors.shard.definition import clear_caches
 from topics.names import TopicKind
@@ -95,48 +95,9 @@ def test_a_standby_fed_as_the_changelog_grows_restores_what_a_fresh_restore_does
         assert actual == expected
 
 
-def test_the_plan_keeps_warm_the_shards_after_its_own_in_ring_order() -> None:
-    plan = StandbyPlan(6, _core, max_standbys=2)
-    assert plan.wanted([1, 4]) == [2, 5]
-    assert plan.wanted([5]) == [0, 1]
-    assert plan.wanted([]) == [0, 1]
-    assert StandbyPlan(6, _core, max_standbys=9).wanted([0, 1, 2, 3, 4, 5]) == []
-    plan.on_assignment([1, 4], T0)
-    assert [w.partition for w in plan.tailing()] == [2, 5]
-    kept = plan.tailing()[0]
-    plan.on_assignment([1, 5], T0)  # 2 still wanted (kept as it is), 5 now owned
-    assert [w.partition for w in plan.tailing()] == [0, 2]
-    assert plan.tailing()[1] is kept
-
-
-def test_a_takeover_catches_up_a_fresh_standby_and_restores_otherwise() -> None:
-    plan = StandbyPlan(3, _core, max_standbys=2, max_staleness_ms=10 * MINUTE)
-    plan.on_assignment([0], T0)
-    assert isinstance(plan.take_over(0, T0), FullRestore)  # owned, never a standby
-    warm_1, warm_2 = plan.tailing()
-    never = plan.take_over(1, T0)
-    assert isinstance(never, FullRestore) and "never caught up" in never.why
-    warm_2.feed(0, b"x", None)
-    warm_2.reached(7, T0)
-    stale = StandbyPlan(3, _core, max_standbys=2, max_staleness_ms=10 * MINUTE)
-    stale.on_assignment([0], T0)
-    stale.tailing()[1].reached(7, T0)
-    late = stale.take_over(2, T0 + 11 * MINUTE)
-    assert isinstance(late, FullRestore) and "ago" in late.why
-    action = plan.take_over(2, T0 + 9 * MINUTE)
-    assert action == CatchUp(warm_2.core, 7)
-    assert isinstance(plan.take_over(2, T0), FullRestore)  # handed over once
-    assert warm_1.position == 0
-
-
 def test_a_warm_shard_ignores_records_it_already_has() -> None:
     warm = WarmShard(0, _core(0, T0))
     warm.feed(0, b"a", None)
     warm.feed(1, None, None)  # an unkeyed record moves the position only
     warm.feed(0, b"a", b"not read again")
     assert warm.position == 2 and warm.core.finish_restore(T0) == []
-
-
-def test_a_plan_refuses_nonsense() -> None:
-    with pytest.raises(ValueError, match="partitions must be positive"):
-        StandbyPlan(0, _core, max_standbys=1)

@@ -15,118 +15,23 @@ transaction), and only then reads the changelog from the standby's position to
 its end, so nothing can be committed behind what the core has seen. A standby
 that fell behind therefore catches up before it fires, however far behind it is.
 
-Pure part (no I/O, time comes in): `StandbyPlan` decides which shards to keep
-warm as the group's assignment changes, and what a takeover does with a warm
-shard (`CatchUp`) or without one (`FullRestore`); `WarmShard` is one standby
-core and its position. Executor: `StandbyTailer` is the thin loop that feeds
-the warm shards from one read_committed consumer.
-
-How the runtime uses it (`actors.scheduler.runtime`):
-
-- after each assignment: ``plan.on_assignment(owned, now_ms)``, then
-  ``tailer.follow(plan.tailing())`` (the tailer assigns its consumer to those
-  changelog partitions, from each warm shard's position);
-- when a shard is taken on (after the fence): ``plan.take_over(p, now_ms)``;
-  on `CatchUp`, ``read_to_end(restore_consumer, tp, action.core.restore,
-  start_offset=action.from_offset)`` and ``action.core.finish_restore(now_ms)``
-  replace the full restore into a fresh core; on `FullRestore`, the full restore
-  as today.
+Which shards to keep warm and what a takeover does are the lifecycle machine's
+decisions (`actors.scheduler.lifecycle`: ``Tail``, ``Untail``, ``CatchUp``; the
+pure parts in `actors.scheduler.warm`). This module is the executor's part:
+`StandbyTailer`, the thin loop that feeds the warm shards from one
+read_committed consumer and reports each one that reached its end.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from actors.scheduler.warm import MAX_STALENESS_MS, WarmShard, standby_partitions
-from actors.shard import ShardCore
+from actors.scheduler.warm import MAX_STALENESS_MS, WarmShard
 
-__all__ = [
-    "MAX_STALENESS_MS",
-    "CatchUp",
-    "FullRestore",
-    "StandbyPlan",
-    "StandbyTailer",
-    "WarmShard",
-]
-
-
-@dataclass(frozen=True, slots=True)
-class CatchUp:
-    """Take the shard over with this core: feed it from ``from_offset`` to the end
-    (after the fence), then ``finish_restore``."""
-
-    core: ShardCore
-    from_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FullRestore:
-    """No usable standby: restore a fresh core from the beginning, as without standbys."""
-
-    why: str
-
-
-class StandbyPlan:
-    """Which shards this process keeps warm, and what a takeover does.
-
-    ``max_standbys`` bounds the memory: a warm shard holds its whole state (about
-    300 bytes per schedule). The shards kept are the ones this process does not
-    own, nearest after the ones it owns in ring order, so that processes owning
-    different shards tend to keep different ones warm.
-    """
-
-    def __init__(
-        self,
-        partitions: int,
-        new_core: Callable[[int, int], ShardCore],
-        max_standbys: int,
-        max_staleness_ms: int = MAX_STALENESS_MS,
-    ) -> None:
-        if partitions <= 0 or max_standbys < 0:
-            raise ValueError(
-                f"partitions must be positive and max_standbys not negative, got "
-                f"{partitions} and {max_standbys}"
-            )
-        self._partitions = partitions
-        self._new_core = new_core  # (partition, now_ms) -> an empty core
-        self._max = max_standbys
-        self._max_staleness_ms = max_staleness_ms
-        self._warm: dict[int, WarmShard] = {}
-
-    def wanted(self, owned: Iterable[int]) -> list[int]:
-        """The shards to keep warm for this assignment, in order of preference."""
-        return standby_partitions(self._partitions, owned, self._max)
-
-    def on_assignment(self, owned: Iterable[int], now_ms: int) -> None:
-        """Start warm shards that are now wanted, forget those that are not."""
-        wanted = self.wanted(owned)
-        for p in list(self._warm):
-            if p not in wanted:
-                del self._warm[p]
-        for p in wanted:
-            if p not in self._warm:
-                self._warm[p] = WarmShard(p, self._new_core(p, now_ms))
-
-    def tailing(self) -> list[WarmShard]:
-        return [self._warm[p] for p in sorted(self._warm)]
-
-    def take_over(self, partition: int, now_ms: int) -> CatchUp | FullRestore:
-        """This process now owns ``partition`` (and fenced its previous owner)."""
-        warm = self._warm.pop(partition, None)
-        if warm is None:
-            return FullRestore("no standby of this shard was kept")
-        if warm.caught_up_ms is None:
-            return FullRestore("its standby never caught up with the changelog")
-        if now_ms - warm.caught_up_ms > self._max_staleness_ms:
-            return FullRestore(
-                f"its standby last caught up {(now_ms - warm.caught_up_ms) // 1000} s ago, "
-                f"more than {self._max_staleness_ms // 1000} s"
-            )
-        return CatchUp(warm.core, warm.position)
+__all__ = ["MAX_STALENESS_MS", "StandbyTailer", "WarmShard"]
 
 
 class StandbyTailer:
