@@ -43,6 +43,7 @@ request cannot hang a shutdown, a rebuild or a revocation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import time
@@ -243,7 +244,7 @@ class SchedulerRuntime:
         )
         self._consumer, self._restore_consumer = consumer, restore_consumer
         await restore_consumer.start()
-        standby_consumer = None
+        standby_consumer, tailing = None, None
         if self.options.max_standbys:
             standby_consumer = make_restore_consumer(
                 self.settings.bootstrap,
@@ -257,7 +258,7 @@ class SchedulerRuntime:
                 self._mono,
                 on_reached=self._standby_reached,
             )
-            self._spawn(self._tail(stop))
+            tailing = asyncio.ensure_future(self._tail(stop))
         try:
             self._partitioner = Partitioner(await self._partition_counts())
             consumer.subscribe(list(self._kinds), listener=_Listener(self))
@@ -278,6 +279,10 @@ class SchedulerRuntime:
                 await bounded(asyncio.gather(*self._tasks, return_exceptions=True), "shard tasks")
             await bounded(consumer.stop(), "leaving the scheduler group", 15.0)
             await bounded(restore_consumer.stop(), "stopping the restore consumer", 15.0)
+            if tailing is not None:  # ends with ``stop``; not when the loop failed
+                tailing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await tailing
             if standby_consumer is not None:
                 await bounded(standby_consumer.stop(), "stopping the standby consumer", 15.0)
             log.info("scheduler stopped")
