@@ -19,6 +19,9 @@ from topics.messages import (
     Rejected,
     Result,
     Run,
+    RunCancelRecord,
+    is_cancel,
+    parse_cancel,
     parse_dlq,
     parse_rejected,
     parse_result,
@@ -64,7 +67,20 @@ class Out:
 
     @property
     def runs(self) -> list[Run]:
-        return [parse_run(r.value) for r in self.of(TopicKind.RUNS) if r.value is not None]
+        """The runs on {ns}.runs (cancel records left out: see `cancels`)."""
+        return [
+            parse_run(r.value)
+            for r in self.of(TopicKind.RUNS)
+            if r.value is not None and not is_cancel(r.value)
+        ]
+
+    @property
+    def cancels(self) -> list[RunCancelRecord]:
+        return [
+            parse_cancel(r.value)
+            for r in self.of(TopicKind.RUNS)
+            if r.value is not None and is_cancel(r.value)
+        ]
 
     @property
     def results(self) -> list[Result]:
@@ -216,7 +232,11 @@ class Shard:
     def last_attempt(self, run_id: str) -> Run:
         """The latest attempt of ``run_id`` the shard emitted."""
         for record in reversed(self.written):
-            if record.topic == TopicKind.RUNS and record.value is not None:
+            if (
+                record.topic == TopicKind.RUNS
+                and record.value is not None
+                and not is_cancel(record.value)
+            ):
                 run = parse_run(record.value)
                 if run.run_id == run_id:
                     return run

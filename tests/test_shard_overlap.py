@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from shard_helpers import MINUTE, SECOND, T0, Shard, command, upsert
+from shard_helpers import MINUTE, SECOND, T0, Out, Shard, command, upsert
 
 from actors.shard.overlap import BUFFER_ALL_MAX
-from topics.messages import parse_result, parse_run, run_id_for
+from topics.messages import parse_result, run_id_for
 from topics.names import TopicKind
 
 
@@ -75,16 +75,26 @@ def test_buffer_all_is_bounded() -> None:
     assert out.statuses() == ["skipped"] * 50
 
 
-def test_cancel_other_cancels_the_run_in_flight_and_starts_the_new_one() -> None:
+def test_cancel_other_asks_the_worker_to_stop_the_old_run_and_starts_the_new_one() -> None:
     shard, old_run_id = _busy("cancel_other")
     out = shard.advance(T0 + 2 * MINUTE)
-    [cancelled] = out.results
-    assert (cancelled.status, cancelled.run_id) == ("cancelled", old_run_id)
-    assert cancelled.worker == "shard-0"
+    assert out.results == []  # the worker of the old attempt writes its one result
+    [cancel] = out.cancels
+    assert (cancel.run_id, cancel.attempt) == (old_run_id, 1)
+    assert "cancel_other" in cancel.reason
     [new] = out.runs
     assert new.scheduled_ms == T0 + 2 * MINUTE
+    assert [(r["run_id"], r.get("cancel")) for r in shard.state_doc()["runs"]] == [
+        (old_run_id, cancel.reason),
+        (new.run_id, None),
+    ]
+    # The worker's cancelled result ends the old run; the next occurrence cancels
+    # only the new one.
+    old = shard.last_attempt(old_run_id)
+    shard.report(old, "cancelled", error={"type": "Cancelled", "message": cancel.reason})
     assert [r["run_id"] for r in shard.state_doc()["runs"]] == [new.run_id]
-    assert shard.core.stats["cancelled_total"] == 1
+    out = shard.advance(T0 + 3 * MINUTE)
+    assert [c.run_id for c in out.cancels] == [new.run_id]
 
 
 def test_a_run_waiting_for_a_retry_is_still_in_flight() -> None:
@@ -125,7 +135,7 @@ def test_a_trigger_never_shares_a_run_id_with_an_occurrence_due_but_not_yet_fire
         for run in shard.in_flight():
             shard.report(run, "succeeded")
         shard.run_until(T0 + minute * MINUTE)
-    emitted = [parse_run(r.value) for r in shard.written if r.topic == TopicKind.RUNS and r.value]
+    emitted = Out(shard.written).runs
     attempts = [(run.run_id, run.attempt) for run in emitted]
     assert len(attempts) == len(set(attempts))
     shard_results = {

@@ -54,6 +54,8 @@ DST_GAP_POLICIES = ("shift", "skip")
 DST_FOLD_POLICIES = ("once", "twice")
 DEFAULT_DST: Mapping[str, str] = {"gap": "shift", "fold": "once"}
 DEFAULT_TIMEOUT_S = 3600
+DEFAULT_CANCEL_REASON = "cancelled by an operator"
+MAX_CANCEL_REASON_CHARS = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +234,25 @@ class DlqReplay:
 
 
 @dataclass(frozen=True, slots=True)
+class RunCancel:
+    """``run.cancel``: stop a run in flight; its attempt ends ``cancelled``, never retried.
+
+    The shard owning ``id`` writes a cancel record to ``{ns}.runs`` under the run's key
+    (after the run, on its partition); the worker running the attempt, or the next
+    owner of that partition, stops it and writes the one ``cancelled`` result
+    (docs/DESIGN.md §6.6). A run waiting to retry or buffered behind another is ended
+    by the shard at once; a run no longer in flight is reported, not an error.
+    """
+
+    id: str
+    """The schedule (or DAG) id the run belongs to."""
+    run_id: str
+    """The run to stop: ``{id}@{scheduled_at}`` (or ``.../{task}`` for a DAG task)."""
+    reason: str = DEFAULT_CANCEL_REASON
+    """Why, for people: it becomes the result's ``error.message``."""
+
+
+@dataclass(frozen=True, slots=True)
 class Rejection:
     """A command that cannot be applied; it goes to ``{ns}.rejected`` with ``reason``."""
 
@@ -248,4 +269,5 @@ Command = (
     | DagUpsert
     | DagClear
     | DlqReplay
+    | RunCancel
 )

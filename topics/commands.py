@@ -56,6 +56,7 @@ from topics.command_types import (
     DST_FOLD_POLICIES,
     DST_GAP_POLICIES,
     JITTER_MODES,
+    MAX_CANCEL_REASON_CHARS,
     MISFIRE_POLICIES,
     OVERLAP_POLICIES,
     Command,
@@ -67,6 +68,7 @@ from topics.command_types import (
     MisfirePolicy,
     Rejection,
     RetryPolicy,
+    RunCancel,
     ScheduleDelete,
     SchedulePause,
     ScheduleResume,
@@ -92,6 +94,7 @@ __all__ = [
     "MisfirePolicy",
     "Rejection",
     "RetryPolicy",
+    "RunCancel",
     "ScheduleDelete",
     "SchedulePause",
     "ScheduleResume",
@@ -121,6 +124,7 @@ COMMAND_TYPES = (
     "dag.upsert",
     "dag.clear",
     "dlq.replay",
+    "run.cancel",
 )
 _ENVELOPE = ("v", "type", "id")
 _SCHEDULE_FIELDS = ("spec", "misfire", "dst", "spread", "start", "end", "retry", "timeout_s")
@@ -268,6 +272,16 @@ def _decode(
     if kind == "dlq.replay":
         check_keys(body, "", (*_ENVELOPE, "run_id"))
         return DlqReplay(schedule_id, _run_id(body.get("run_id"), schedule_id, allow_task=True))
+    if kind == "run.cancel":
+        check_keys(body, "", (*_ENVELOPE, "run_id", "reason"))
+        run_id = _run_id(body.get("run_id"), schedule_id, allow_task=True)
+        reason = body.get("reason")
+        if reason is None:
+            return RunCancel(schedule_id, run_id)
+        text = string(reason, "reason", max_chars=MAX_CANCEL_REASON_CHARS)
+        if not text.strip():
+            raise FieldError('reason: blank; say why, such as "reason": "bad input file"')
+        return RunCancel(schedule_id, run_id, text)
     check_keys(body, "", _ENVELOPE)
     if kind == "schedule.delete":
         return ScheduleDelete(schedule_id)

@@ -241,6 +241,78 @@ def _parse_run_strict(value: bytes) -> Run:
     )
 
 
+# --- cancel records (also on {ns}.runs) -------------------------------------------
+
+CANCEL_TYPE = "run.cancel"
+_CANCEL_MARK = b'"type"'  # a run record never has a "type" field
+
+
+@dataclass(frozen=True, slots=True)
+class RunCancelRecord:
+    """A request to stop one attempt, written by the shard to ``{ns}.runs`` under the
+    run's key, so it lands on the run's partition after the run itself
+    (docs/DESIGN.md §6.6). Readers of ``{ns}.runs`` tell it apart with `is_cancel`."""
+
+    run_id: str
+    schedule_id: str
+    task: str | None
+    attempt: int
+    """The attempt to stop; a worker running another attempt of the run ignores it."""
+    reason: str
+    requested_ms: int
+
+
+def cancel_value(
+    *,
+    run_id: str,
+    schedule_id: str,
+    task: str | None,
+    attempt: int,
+    reason: str,
+    requested_ms: int,
+) -> bytes:
+    """The ``{ns}.runs`` value that asks the worker of ``(run_id, attempt)`` to stop it."""
+    record: dict[str, Any] = {
+        "v": 1,
+        "type": CANCEL_TYPE,
+        "run_id": run_id,
+        "schedule_id": schedule_id,
+        "attempt": attempt,
+        "reason": reason,
+        "requested_at": _format(requested_ms),
+    }
+    if task is not None:
+        record["task"] = task
+    return orjson.dumps(record)
+
+
+def is_cancel(value: bytes | None) -> bool:
+    """Whether a ``{ns}.runs`` value is a cancel record rather than a run (cheap: a run
+    record has no ``type`` field, so most values are told apart by a substring test)."""
+    if value is None or _CANCEL_MARK not in value:
+        return False
+    try:
+        data = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(data, dict) and data.get("type") == CANCEL_TYPE
+
+
+def parse_cancel(value: bytes) -> RunCancelRecord:
+    """The cancel record in ``value``; ``ValueError`` naming the field if it is not one."""
+    fields = _Fields(value, "cancel")
+    if fields.raw("type") != CANCEL_TYPE:
+        raise ValueError(f"cancel.type: expected {CANCEL_TYPE!r}")
+    return RunCancelRecord(
+        run_id=fields.string("run_id"),
+        schedule_id=fields.string("schedule_id"),
+        task=fields.optional_string("task"),
+        attempt=fields.integer("attempt"),
+        reason=fields.string("reason"),
+        requested_ms=fields.instant("requested_at"),
+    )
+
+
 # --- results -----------------------------------------------------------------------
 
 

@@ -114,9 +114,10 @@ Decisions (what a Temporal or Airflow user would expect)
   on every topic) with a fresh budget of ``retry.max_attempts`` attempts. The
   shard remembers the last `state.DEAD_MEMORY` dead runs per schedule; others
   are rejected with a reason.
-- ``cancel_other`` writes a ``cancelled`` result (worker ``shard-{p}``) for each
-  run in flight and starts the new one; a worker still running the old attempt
-  finds out from that result, and whatever it reports later is ignored.
+- ``run.cancel`` and ``cancel_other`` write a cancel record to ``{ns}.runs`` for
+  the attempt in flight (see `cancel`); the worker stops the job and writes the
+  attempt's one ``cancelled`` result, which ends the run (no retry, whatever it
+  says). ``cancel_other`` starts the new run at once, beside the one stopping.
 - DAGs (``dag.upsert``, ``dag.clear``) are schedules whose occurrences start DAG
   runs; their task runs are ordinary runs of `runs`. See `dag_shard` (the
   hooks in `runs` and `schedule_commands` call it) and `dag_run` (the run
@@ -128,6 +129,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from actors.shard.cancel import RunCancels
 from actors.shard.dag_shard import DagShard
 from actors.shard.lateness import LatenessWindow
 from actors.shard.misfire import plan_backlog
@@ -153,6 +155,7 @@ from topics.commands import (
     DagUpsert,
     DlqReplay,
     Rejection,
+    RunCancel,
     ScheduleDelete,
     SchedulePause,
     ScheduleResume,
@@ -184,7 +187,7 @@ CHANGELOG_MAX_BYTES = 512 * 1024
 Item = ScheduleState | RunState
 
 
-class ShardCore(ScheduleCommands, RunBook, DagShard):
+class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
     """The pure state machine of shard ``partition`` (of ``partitions``)."""
 
     def __init__(
@@ -229,6 +232,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 "timed_out_total",
                 "dead_total",
                 "cancelled_total",
+                "cancel_requested_total",
                 "rejected_total",
                 "forwarded_total",
                 "results_applied_total",
@@ -510,6 +514,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
                 self._trigger(record, state, now_ms)
             elif isinstance(command, DlqReplay):
                 self._replay(record, state, command.run_id, now_ms)
+            elif isinstance(command, RunCancel):
+                self._on_cancel(record, state, command, now_ms)
 
     # --- results ----------------------------------------------------------------
 
@@ -535,7 +541,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard):
             return
         self._counts["results_applied_total"] += 1
         finished_ms = now_ms if result.finished_ms is None else result.finished_ms
-        if result.status in ("succeeded", "cancelled"):
+        if result.status in ("succeeded", "cancelled") or run.cancel_reason is not None:
+            # A cancelled attempt ends its run whatever it reports: never retried.
             self._outcome(run, result.status, finished_ms, result.error, result.worker)
             self._end_run(state, run, now_ms)
         else:  # failed or timed_out

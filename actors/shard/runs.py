@@ -93,8 +93,18 @@ class RunBook:
             self, state: ScheduleState, run: RunState
         ) -> tuple[Job, int, RetryPolicy]: ...
         def _dag_task_ended(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
+        def _cancelled_unconfirmed(self, run: RunState, now_ms: int) -> None: ...
+        def _cancel_waiting(
+            self, state: ScheduleState, run: RunState, reason: str, now_ms: int
+        ) -> None: ...
+        def _request_cancel(
+            self, state: ScheduleState, run: RunState, reason: str, now_ms: int
+        ) -> None: ...
 
     def _time_out(self, run: RunState, now_ms: int) -> None:
+        if run.cancel_reason is not None:  # cancelled and no worker said so: it is over
+            self._cancelled_unconfirmed(run, now_ms)
+            return
         state = run.schedule
         error = {
             "type": "TimedOut",
@@ -153,9 +163,13 @@ class RunBook:
                 self._skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
             state.buffered = [scheduled_ms]
             self._fired(state, scheduled_ms)
-        else:  # CANCEL
+        else:  # CANCEL: the runs in flight are asked to stop (`cancel`), the new one starts
+            why = "a newer occurrence started (overlap cancel_other)"
             for run in list(state.runs.values()):
-                self._cancel_run(state, run, now_ms)
+                if run.retry_ms is not None:
+                    self._cancel_waiting(state, run, why, now_ms)
+                elif run.cancel_reason is None:
+                    self._request_cancel(state, run, why, now_ms)
             self._start_run(state, scheduled_ms, now_ms)
 
     def _fired(self, state: ScheduleState, scheduled_ms: int) -> None:
@@ -316,7 +330,8 @@ class RunBook:
         now_ms: int,
         why: str = "a newer occurrence started (overlap cancel_other)",
     ) -> None:
-        """cancel_other: the shard ends a run in flight and says so on {ns}.results."""
+        """The shard ends a run in flight itself and says so on {ns}.results (a trimmed
+        state gives up its runs; see `ShardCore._trimmed`)."""
         error = {"type": "Overlap", "message": f"cancelled by the shard: {why}"}
         self._run_result(run, "cancelled", now_ms, error)
         self._counts["cancelled_total"] += 1

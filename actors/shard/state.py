@@ -20,6 +20,7 @@ The changelog value of a schedule (one record per change, key = schedule id)::
          "retry_at": "...",                     # only while waiting for the next attempt
          "task": "...",                         # only for a DAG task's run
          "series_start": 3,                     # only after a dlq.replay (else 1)
+         "cancel": "why",                       # only once a cancel was requested
          "outcomes": [{"attempt": 1, "status": "failed", "fired_at": "...",   # first 2, last 3
                        "finished_at": "...", "worker": "w-1",
                        "error": {"type": "...", "message": "..."}}]}],
@@ -94,6 +95,7 @@ class RunState:
 
     __slots__ = (
         "attempt",
+        "cancel_reason",
         "deadline_ms",
         "fired_ms",
         "outcomes",
@@ -126,6 +128,9 @@ class RunState:
         self.retry_ms: int | None = None
         self.outcomes: list[Mapping[str, Any]] = []  # every failed attempt, JSON-ready
         self.timer: Any = None  # the wheel's handle: deadline (running) or retry (waiting)
+        # Set once a cancel record for the current attempt was written (run.cancel,
+        # overlap cancel_other): its result ends the run whatever it says, no retry.
+        self.cancel_reason: str | None = None
 
     @property
     def failures_in_series(self) -> int:
@@ -313,6 +318,8 @@ def _encode_run(run: RunState) -> dict[str, Any]:
         entry["retry_at"] = instant_text(run.retry_ms)
     if run.outcomes:
         entry["outcomes"] = run.outcomes
+    if run.cancel_reason is not None:
+        entry["cancel"] = run.cancel_reason
     return entry
 
 
@@ -429,6 +436,7 @@ def _runs_json(state: ScheduleState) -> str:
             or run.series_start != 1
             or run.retry_ms is not None
             or run.outcomes
+            or run.cancel_reason is not None
         ):
             return ""
         fired_ms = run.fired_ms
@@ -503,6 +511,7 @@ def decode_schedule(
             retry_at = entry.get("retry_at")
             run.retry_ms = None if retry_at is None else instant_ms(retry_at)
             run.outcomes = entry.get("outcomes") or []
+            run.cancel_reason = entry.get("cancel")
             state.runs[run_id] = run
     buffered = doc.get("buffered")
     if buffered:

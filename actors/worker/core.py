@@ -36,12 +36,10 @@ Decisions made here:
   (run_id, attempt) as long as a result decided before that instant is committed
   before it (the margin is the room for commit latency and clock skew between
   worker and shard hosts).
-- ``overlap: cancel_other``: the shard writes ``cancelled`` for the old run's
-  attempt, and no channel carries that to the worker running it (a worker does not
-  read ``{ns}.results``). So the worker cannot know: its job runs on and its result
-  for that attempt is written when the job exits. The shard ignores it (the run is
-  closed in its books), but it stays visible on ``{ns}.results``, the one
-  documented exception to one result per attempt (README, "Not covered").
+- A cancel record (``run.cancel``, ``overlap: cancel_other``; docs/DESIGN.md §6.6)
+  comes on the run's partition after the run: a queued run is recorded
+  ``cancelled`` without starting, a running one is recorded ``cancelled`` at once
+  and its job is asked to stop (``CancelJob``), a decided one keeps its result.
 - A run naming a job this worker does not have fails with ``UnknownJob`` (retried
   by the schedule actor with backoff, time enough to deploy a worker that has it).
 - A revoked partition's runs are cancelled and their results are dropped, committed
@@ -67,7 +65,7 @@ from dataclasses import dataclass, field
 
 from actors.worker.offsets import MAX_OPEN_PER_PARTITION, PartitionOffsets
 from topics.deadlines import TIMEOUT_MARGIN_MS, shard_decides
-from topics.messages import Run, parse_run, result_value
+from topics.messages import Run, RunCancelRecord, is_cancel, parse_cancel, parse_run, result_value
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
 from topics.timefmt import format_ms
@@ -208,6 +206,7 @@ class WorkerCore:
             "leases_lost": 0,
             "left_to_shard": 0,
             "refused": 0,
+            "cancels": 0,
         }
 
     # --- assignment ---------------------------------------------------------------
@@ -264,7 +263,10 @@ class WorkerCore:
 
     # --- runs ---------------------------------------------------------------------
 
-    def receive(self, record: InRecord, now_ms: int) -> list[Action]:
+    def receive(self, record: InRecord, now_ms: int, *, fill: bool = True) -> list[Action]:
+        """Take one fetched record. ``fill=False`` delivers without starting jobs (the
+        caller ends the batch with `fill`): a run followed by its cancel record in
+        the same fetch is then never started."""
         part = self._partitions.get(record.partition)
         if part is None:
             return []  # not ours (any more)
@@ -277,8 +279,13 @@ class WorkerCore:
                 self._backlogged.add(record.partition)
             return []
         actions = self._deliver(part, record, now_ms)
-        actions.extend(self._fill(now_ms))
+        if fill:
+            actions.extend(self._fill(now_ms))
         return actions
+
+    def fill(self, now_ms: int) -> list[Action]:
+        """Start queued runs while slots are free (after ``receive(..., fill=False)``)."""
+        return self._fill(now_ms)
 
     def _deliver(self, part: _Partition, record: InRecord, now_ms: int) -> list[Action]:
         """Hand ``record`` to the offset tracker and queue its run (or decide it now)."""
@@ -286,6 +293,8 @@ class WorkerCore:
             return []  # already finished before (a restore, or a fetch after a seek)
         self.counts["received"] += 1
         key = (record.partition, record.offset, part.lease)
+        if is_cancel(record.value):
+            return self._cancel(part, record, key, now_ms)
         try:
             if record.value is None:
                 raise ValueError("the record has no value")
@@ -312,6 +321,53 @@ class WorkerCore:
             )
             return []
         self._queue.append((key, run))
+        return []
+
+    def _cancel(self, part: _Partition, record: InRecord, key: RunKey, now_ms: int) -> list[Action]:
+        """A cancel record (docs/DESIGN.md §6.6): stop the attempt it names if this
+        partition holds it, and write its one ``cancelled`` result now.
+
+        It comes after its run on the same partition, so the run is queued, running
+        or finished here already (or was finished by an earlier owner). A queued run
+        never starts; a running job is asked to stop (an async job at its ``await``,
+        a sync one at its next ``ctx.heartbeat()``) and its slot stays taken until it
+        exits, whatever it returns ignored, as at a deadline. A run already decided
+        keeps its result: that is the attempt's one result.
+        """
+        self._finish(part, record.offset)
+        try:
+            cancel = parse_cancel(record.value or b"")
+        except ValueError as exc:
+            self.counts["discarded"] += 1
+            return [Discarded(key, f"not a cancel record: {exc}")]
+        self.counts["cancels"] += 1
+        partition, lease = key[0], key[2]
+        for i, (queued_key, run) in enumerate(self._queue):
+            if queued_key[0] == partition and queued_key[2] == lease and _names(cancel, run):
+                del self._queue[i]
+                self._record(
+                    part, queued_key[1], run, "cancelled", None, now_ms, _cancel_error(cancel)
+                )
+                return []
+        for running_key, running in self._running.items():
+            if (
+                running_key[0] == partition
+                and running_key[2] == lease
+                and not running.decided
+                and not running.dropped
+                and _names(cancel, running.run)
+            ):
+                running.decided = True
+                self._record(
+                    part,
+                    running_key[1],
+                    running.run,
+                    "cancelled",
+                    running.started_ms,
+                    now_ms,
+                    _cancel_error(cancel),
+                )
+                return [CancelJob(running_key, f"cancelled: {cancel.reason}")]
         return []
 
     def job_exited(self, key: RunKey, outcome: Outcome, now_ms: int) -> list[Action]:
@@ -574,7 +630,7 @@ class WorkerCore:
         offset: int,
         run: Run,
         status: str,
-        started_ms: int,
+        started_ms: int | None,
         finished_ms: int,
         error: Mapping[str, str] | None,
     ) -> None:
@@ -604,6 +660,14 @@ class WorkerCore:
     def _finish(self, part: _Partition, offset: int) -> None:
         part.offsets.finish(offset)
         part.dirty = True
+
+
+def _names(cancel: RunCancelRecord, run: Run) -> bool:
+    return cancel.run_id == run.run_id and cancel.attempt == run.attempt
+
+
+def _cancel_error(cancel: RunCancelRecord) -> dict[str, str]:
+    return {"type": "Cancelled", "message": cancel.reason}
 
 
 def _timeout_error(run: Run, *, started: bool = True) -> dict[str, str]:

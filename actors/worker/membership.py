@@ -467,7 +467,10 @@ class WorkerMachine:
             if slot is None or slot.state != LIVE:
                 self.counts.ignored_records += 1
                 continue
-            actions.extend(core.receive(record, now_ms))
+            actions.extend(core.receive(record, now_ms, fill=False))
+        # Jobs start after the whole batch is delivered: a run and its cancel record
+        # fetched together (a new owner after a failover) never start the job.
+        actions.extend(core.fill(now_ms))
         return actions
 
     def job_exited(self, key: RunKey, outcome: Outcome, now_ms: int) -> list[Action]:

@@ -1,0 +1,164 @@
+"""Cancelling runs in flight: ``run.cancel`` and ``overlap: cancel_other``.
+
+`RunCancels` is a mixin of `ShardCore` (same rules: pure, no I/O). How a cancel
+reaches the job (docs/DESIGN.md §6.6):
+
+- A run whose attempt is out on ``{ns}.runs`` (running, or waiting for a worker)
+  gets a *cancel record* on ``{ns}.runs``, keyed like the run, so it lands on the
+  run's partition after the run, in the same transaction that marks the run
+  ``cancel`` in the changelog. The worker holding the attempt stops it and writes
+  the attempt's one ``cancelled`` result; a worker that adopts the partition after
+  a failover reads the run and then the cancel record, and never starts it. The
+  shard keeps the run in flight until that result comes: the worker's result is
+  the only one, whatever its status (a job that succeeded just before the cancel
+  arrived stays ``succeeded``), and no status of a cancelled attempt is retried.
+  If no result comes by the attempt's deadline plus the margin (no worker had
+  it), the shard writes ``cancelled`` itself, as it writes ``timed_out`` otherwise.
+- A run waiting for a retry has no attempt out: the shard writes ``cancelled``
+  for the attempt that would have come next (never started) and ends the run.
+- An occurrence buffered behind another run is dropped with a ``cancelled`` result.
+- A run no longer in flight is reported on ``{ns}.rejected`` as nothing to cancel
+  (the command is not at fault; its run simply ended first).
+
+The shard writes results itself only for attempts no worker can write (§3.5), so
+one visible result per (run_id, attempt) holds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from actors.shard.state import RunState, ScheduleState, instant_text
+from topics.command_types import RunCancel
+from topics.messages import cancel_value, parse_run_id
+from topics.names import TopicKind
+from topics.records import InRecord, OutRecord
+
+_RUNS = TopicKind.RUNS
+
+CANCELLED_ERROR = "Cancelled"
+"""The ``error.type`` of a cancelled attempt's result (the message is the reason)."""
+
+
+class RunCancels:
+    """``run.cancel`` and ``cancel_other`` for `ShardCore` (a mixin)."""
+
+    if TYPE_CHECKING:  # provided by ShardCore and RunBook
+        _out: list[OutRecord]
+        _dirty: dict[str, ScheduleState | None]
+        _counts: dict[str, int]
+
+        def _reject(self, record: InRecord, reason: str) -> None: ...
+        def _run_result(
+            self, run: RunState, status: str, finished_ms: int, error: dict[str, str]
+        ) -> None: ...
+        def _outcome(
+            self,
+            run: RunState,
+            status: str,
+            finished_ms: int,
+            error: dict[str, str] | None,
+            worker: str,
+        ) -> None: ...
+        def _end_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
+        def _shard_result(
+            self,
+            state: ScheduleState,
+            scheduled_ms: int,
+            status: str,
+            kind: str,
+            why: str,
+            task: str | None = None,
+            attempt: int = 1,
+        ) -> None: ...
+
+        _worker: str
+
+    def _on_cancel(
+        self, record: InRecord, state: ScheduleState, command: RunCancel, now_ms: int
+    ) -> None:
+        run_id = command.run_id
+        run = (state._runs or {}).get(run_id)
+        if run is not None:
+            if run.retry_ms is not None:
+                self._cancel_waiting(state, run, command.reason, now_ms)
+            elif run.cancel_reason is None:
+                self._request_cancel(state, run, command.reason, now_ms)
+            else:
+                self._reject(
+                    record,
+                    f"run_id: {run_id} attempt {run.attempt} is being cancelled already "
+                    f"({run.cancel_reason}); its result will say cancelled",
+                )
+            return
+        _, scheduled_ms, task = parse_run_id(run_id)
+        buffered = state._buffered
+        if task is None and buffered and scheduled_ms in buffered:
+            buffered.remove(scheduled_ms)
+            self._shard_result(state, scheduled_ms, "cancelled", CANCELLED_ERROR, command.reason)
+            self._counts["cancelled_total"] += 1
+            self._dirty[state.id] = state
+            return
+        if state.dag is not None and task is None:
+            self._reject(
+                record,
+                f"run_id: {run_id} is a DAG run; cancel its running tasks by their task run "
+                f"ids ({run_id}/TASK): cancelling a whole DAG run is not supported yet",
+            )
+            return
+        self._reject(
+            record,
+            f"run_id: nothing to cancel, {run_id} is not in flight: it already ended "
+            "(see its results) or never fired",
+        )
+
+    def _request_cancel(
+        self, state: ScheduleState, run: RunState, reason: str, now_ms: int
+    ) -> None:
+        """Ask the worker of the current attempt to stop it (the cancel record)."""
+        self._out.append(
+            OutRecord(
+                _RUNS,
+                state.key,
+                cancel_value(
+                    run_id=run.run_id,
+                    schedule_id=state.id,
+                    task=run.task,
+                    attempt=run.attempt,
+                    reason=reason,
+                    requested_ms=now_ms,
+                ),
+            )
+        )
+        run.cancel_reason = reason
+        self._counts["cancel_requested_total"] += 1
+        self._dirty[state.id] = state
+
+    def _cancel_waiting(
+        self, state: ScheduleState, run: RunState, reason: str, now_ms: int
+    ) -> None:
+        """A run between attempts: the next attempt is reported cancelled, never run."""
+        run.attempt += 1
+        run.fired_ms = now_ms
+        error = {"type": CANCELLED_ERROR, "message": reason}
+        self._run_result(run, "cancelled", now_ms, error)
+        self._outcome(run, "cancelled", now_ms, error, self._worker)
+        self._counts["cancelled_total"] += 1
+        self._end_run(state, run, now_ms)
+        self._dirty[state.id] = state
+
+    def _cancelled_unconfirmed(self, run: RunState, now_ms: int) -> None:
+        """The deadline of a cancelled attempt passed with no result: no worker had
+        it (or none will write any more), so the shard ends it ``cancelled``."""
+        state = run.schedule
+        reason = run.cancel_reason or ""
+        error = {
+            "type": CANCELLED_ERROR,
+            "message": f"{reason} (no worker reported the attempt by its deadline "
+            f"{instant_text(run.deadline_ms)}; the shard ended it)",
+        }
+        self._run_result(run, "cancelled", now_ms, error)
+        self._outcome(run, "cancelled", now_ms, error, self._worker)
+        self._counts["cancelled_total"] += 1
+        self._end_run(state, run, now_ms)
+        self._dirty[state.id] = state
