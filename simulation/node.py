@@ -60,7 +60,7 @@ from actors.shard import ShardCore
 from simulation.clock import NodeClock
 from simulation.host import Host, exact_bytes
 from simulation.kafka import BrokerUnavailable, ProducerFenced, Txn
-from topics.messages import parse_run, result_value
+from topics.messages import is_cancel, parse_run, result_value
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
 
@@ -546,7 +546,9 @@ class SchedulerNode:
         from topics.messages import parse_dlq, parse_result
 
         for r in records:
-            if r.topic is TopicKind.RUNS and r.value is not None:
+            if r.topic is TopicKind.RUNS and is_cancel(r.value):
+                self._log(true_ms, "cancel", f"shard {p} asked the worker to stop a run")
+            elif r.topic is TopicKind.RUNS and r.value is not None:
                 run = parse_run(r.value)
                 late_ms = true_ms - run.scheduled_ms
                 if run.attempt == 1:
@@ -596,7 +598,7 @@ def _release_early(
     pending = list(records)
     while pending:
         record = pending.pop(0)
-        if record.topic is not TopicKind.RUNS or record.value is None:
+        if record.topic is not TopicKind.RUNS or record.value is None or is_cancel(record.value):
             continue
         run = parse_run(record.value)
         if run.task is None:

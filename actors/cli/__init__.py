@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "ls_cmd",
     "worker_cmd",
     "dlq_cmd",
+    "run_cmd",
     "dag_cmd",
     "scheduler_cmd",
     "demo_cmd",
@@ -43,7 +44,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 # credentials, so a refused login reads "authentication failed for user X" rather
 # than a client library's "unable to bootstrap".
 KAFKA_COMMANDS = frozenset(
-    {"topics", "schedule", "submit", "recorder", "rejected", "ls", "worker", "dlq", "dag"}
+    {"topics", "schedule", "submit", "recorder", "rejected", "ls", "worker", "dlq", "dag", "run"}
     | {"scheduler", "demo", "web", "users"}
 )
 

@@ -70,6 +70,10 @@ class DemoFeed:
     def _apply(
         self, kind: TopicKind, key: bytes | None, value: bytes, timestamp_ms: int
     ) -> Event | None:
+        if kind is TopicKind.RUNS and messages.is_cancel(value):
+            cancel = messages.parse_cancel(value)
+            name = cancel.schedule_id + (f"/{cancel.task}" if cancel.task else "")
+            return Event(cancel.requested_ms, "cancel", name, cancel.reason)
         if kind is TopicKind.RUNS:
             run = messages.parse_run(value)
             name = run.schedule_id + (f"/{run.task}" if run.task else "")

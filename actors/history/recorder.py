@@ -78,13 +78,16 @@ def to_row(
     value: bytes | None,
     timestamp_ms: int,
 ) -> Row | None:
-    """The history row of one record; None for a record history ignores (a tombstone).
+    """The history row of one record; None for a record history ignores (a tombstone,
+    a cancel record).
 
     Raises ``ValueError`` when the value is not a valid message of its topic.
     """
     if value is None:
         return None
     if kind is TopicKind.RUNS:
+        if messages.is_cancel(value):  # a request to stop; the attempt's result tells
+            return None
         run = messages.parse_run(value)
         return AttemptFired(
             run_id=run.run_id,

@@ -13,7 +13,7 @@ from typing import Any
 
 from topics.codec import loads
 from topics.commands import DagUpsert, ScheduleUpsert, decode_command
-from topics.messages import parse_dlq, parse_result, parse_run
+from topics.messages import is_cancel, parse_dlq, parse_result, parse_run
 from topics.names import TopicKind
 from topics.timefmt import parse_instant
 
@@ -102,6 +102,8 @@ def gather(world: Any) -> Evidence:
     kafka = world.kafka
     runs = []
     for p, offset, entry in kafka.committed_records(TopicKind.RUNS):
+        if is_cancel(entry.value):
+            continue
         run = parse_run(entry.value)
         runs.append(
             RunRecord(

@@ -1,0 +1,74 @@
+"""Cancel records in the worker core and its membership: no Kafka, no clock."""
+
+from __future__ import annotations
+
+from test_worker_core import T0, make_core, results_of, run_record
+
+from actors.worker.core import CancelJob, Outcome, StartJob
+from topics.messages import cancel_value, run_id_for
+from topics.names import TopicKind
+from topics.records import InRecord
+
+
+def cancel_record(
+    offset: int, schedule_id: str, *, attempt: int = 1, reason: str = "stop"
+) -> InRecord:
+    value = cancel_value(
+        run_id=run_id_for(schedule_id, T0),
+        schedule_id=schedule_id,
+        task=None,
+        attempt=attempt,
+        reason=reason,
+        requested_ms=T0 + 1,
+    )
+    return InRecord(TopicKind.RUNS, 0, offset, schedule_id.encode(), value)
+
+
+def test_a_running_job_is_cancelled_with_one_result_and_its_late_exit_is_ignored() -> None:
+    core = make_core()
+    [start] = core.receive(run_record(0, schedule_id="a"), T0)
+    assert isinstance(start, StartJob)
+    [stop] = core.receive(cancel_record(1, "a", reason="bad input"), T0 + 10)
+    assert stop == CancelJob(start.key, "cancelled: bad input")
+    core.job_exited(start.key, Outcome("succeeded"), T0 + 20)  # it finished anyway
+    commit = core.take_commit(0)
+    [result] = results_of(commit)
+    assert (result.status, result.started_ms, result.error) == (
+        "cancelled",
+        T0,
+        {"type": "Cancelled", "message": "bad input"},
+    )
+    assert commit is not None and commit.offset == 2  # both records done
+    assert core.take_commit(0) is None
+
+
+def test_a_queued_run_is_cancelled_without_starting() -> None:
+    core = make_core(concurrency=1)
+    [first] = core.receive(run_record(0, schedule_id="a"), T0)
+    assert core.receive(run_record(1, schedule_id="b"), T0) == []  # no free slot
+    assert core.receive(cancel_record(2, "b"), T0 + 5) == []
+    assert core.job_exited(first.key, Outcome("succeeded"), T0 + 6) == []  # b never starts
+    statuses = {(r.schedule_id, r.status, r.started_ms) for r in results_of(core.take_commit(0))}
+    assert statuses == {("a", "succeeded", T0), ("b", "cancelled", None)}
+
+
+def test_a_run_and_its_cancel_in_one_batch_never_start() -> None:
+    core = make_core()
+    assert core.receive(run_record(0, schedule_id="a"), T0, fill=False) == []
+    assert core.receive(cancel_record(1, "a"), T0, fill=False) == []
+    assert core.fill(T0) == []
+    [result] = results_of(core.take_commit(0))
+    assert (result.status, result.started_ms) == ("cancelled", None)
+
+
+def test_a_decided_run_keeps_its_result_and_another_attempt_is_untouched() -> None:
+    core = make_core()
+    [start] = core.receive(run_record(0, schedule_id="a"), T0)
+    core.job_exited(start.key, Outcome("succeeded"), T0 + 3)
+    assert core.receive(cancel_record(1, "a"), T0 + 5) == []
+    [other] = core.receive(run_record(2, schedule_id="b", attempt=2), T0 + 6)
+    assert core.receive(cancel_record(3, "b", attempt=1), T0 + 7) == []  # not this attempt
+    assert core.running == 1 and isinstance(other, StartJob)
+    [result] = results_of(core.take_commit(0))
+    assert result.status == "succeeded"
+    assert core.counts["cancels"] == 2
