@@ -11,6 +11,7 @@ import os
 import time
 
 from actors import RunContext, job
+from actors.worker import RunCancelled
 
 
 def _mark(event: str, ctx: RunContext) -> None:
@@ -54,3 +55,30 @@ def fail_until_attempt(ctx: RunContext, succeed_at: int = 3) -> None:
     """Fails every attempt before ``succeed_at``: a run that dead-letters, then a replay works."""
     if ctx.attempt < succeed_at:
         raise RuntimeError(f"attempt {ctx.attempt} fails on purpose (succeeds at {succeed_at})")
+
+
+@job("test.stoppable")
+async def stoppable(ctx: RunContext, seconds: float = 60.0) -> None:
+    """Sleeps, and marks "stopped" when it is cancelled at its await."""
+    _mark("start", ctx)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        _mark("stopped", ctx)
+        raise
+    _mark("end", ctx)
+
+
+@job("test.stoppable_sync")
+def stoppable_sync(ctx: RunContext, seconds: float = 60.0) -> None:
+    """A sync job that heartbeats every 50 ms and marks "stopped" when told to stop."""
+    _mark("start", ctx)
+    until = time.monotonic() + seconds
+    try:
+        while time.monotonic() < until:
+            ctx.heartbeat()
+            time.sleep(0.05)
+    except RunCancelled:
+        _mark("stopped", ctx)
+        raise
+    _mark("end", ctx)

@@ -1,0 +1,154 @@
+"""run.cancel end to end on the real broker: scheduler, workers, the CLI.
+
+Jobs of 60 s are cancelled once they have started; each must stop (its "stopped"
+mark), end with one ``cancelled`` result carrying the reason, and never be retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from worker_kit import (
+    REPO,
+    ChildProcess,
+    SchedulerProcess,
+    WorkerProcess,
+    marks,
+    now_ms,
+    results,
+    wait_for_results,
+    wait_marks,
+    wait_until_split,
+)
+
+from actors.cli.submit_cmd import encode, send_commands
+from actors.views.tail import read_to_end
+from topics.messages import is_cancel, parse_rejected, parse_run, run_id_for
+from topics.names import Settings, TopicKind
+from topics.timefmt import format_ms
+
+RETRY = {"max_attempts": 3, "initial_s": 1, "jitter": "none"}
+
+
+async def _once(settings: Settings, schedule_id: str, job: str, at_ms: int) -> str:
+    command: dict[str, Any] = {
+        "v": 1,
+        "type": "schedule.upsert",
+        "id": schedule_id,
+        "spec": {"at": format_ms(at_ms)},
+        "job": {"name": job, "args": {"seconds": 60}},
+        "retry": RETRY,
+        "timeout_s": 600,
+    }
+    await send_commands(settings, [encode(command, now_ms())])
+    return run_id_for(schedule_id, at_ms)
+
+
+def _cli(settings: Settings, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "KAFKRON_NAMESPACE": settings.namespace,
+        "KAFKRON_BOOTSTRAP": settings.bootstrap,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "actors.cli", *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def _attempts(settings: Settings) -> list[tuple[str, int]]:
+    records = await read_to_end(settings, settings.topic(TopicKind.RUNS))
+    return sorted(
+        (run.run_id, run.attempt)
+        for run in (
+            parse_run(r.value) for r in records if r.value is not None and not is_cancel(r.value)
+        )
+    )
+
+
+async def test_an_async_and_a_sync_job_are_cancelled_once_and_never_retried(
+    kafka_settings: Settings, tmp_path: Path
+) -> None:
+    children: list[ChildProcess] = [
+        SchedulerProcess(kafka_settings, tmp_path),
+        WorkerProcess(kafka_settings, tmp_path, "w1"),
+    ]
+    try:
+        at_ms = now_ms() + 1_000
+        async_id = await _once(kafka_settings, "cancel-async", "test.stoppable", at_ms)
+        sync_id = await _once(kafka_settings, "cancel-sync", "test.stoppable_sync", at_ms)
+        await wait_marks(tmp_path, lambda ms: len([m for m in ms if m[0] == "start"]) == 2, 90)
+        for run_id in (async_id, sync_id):
+            sent = _cli(kafka_settings, "run", "cancel", run_id, "--reason", "bad input file")
+            assert sent.returncode == 0, sent.stderr
+        found = await wait_for_results(kafka_settings, lambda rs: len(rs) >= 2, workers=children)
+        stopped = await wait_marks(
+            tmp_path, lambda ms: len([m for m in ms if m[0] == "stopped"]) == 2
+        )
+        # A cancel of a run that already ended is reported, not applied.
+        again = _cli(kafka_settings, "run", "cancel", async_id)
+        assert again.returncode == 0, again.stderr
+        rejected: list[str] = []
+        for _ in range(120):
+            records = await read_to_end(kafka_settings, kafka_settings.topic(TopicKind.REJECTED))
+            rejected = [parse_rejected(r.value).reason for r in records if r.value is not None]
+            if rejected:
+                break
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(3)  # room for a retry, were there one
+        found = await results(kafka_settings)
+        attempts = await _attempts(kafka_settings)
+    finally:
+        for child in children:
+            child.stop()
+    assert sorted((r.run_id, r.attempt, r.status, r.worker) for r in found) == [
+        (async_id, 1, "cancelled", "w1"),
+        (sync_id, 1, "cancelled", "w1"),
+    ]
+    assert all(r.error == {"type": "Cancelled", "message": "bad input file"} for r in found)
+    assert sorted(m[1] for m in stopped if m[0] == "stopped") == sorted((async_id, sync_id))
+    assert not [m for m in marks(tmp_path) if m[0] == "end"]
+    assert attempts == sorted([(async_id, 1), (sync_id, 1)])
+    assert len(rejected) == 1 and "nothing to cancel" in rejected[0]
+
+
+async def test_a_cancel_during_a_worker_kill_is_never_started_by_the_new_owner(
+    kafka_settings: Settings, tmp_path: Path
+) -> None:
+    """The worker running the job is killed (-9) and the cancel sent at once: the
+    worker that adopts its partition reads the run and then the cancel, and writes
+    ``cancelled`` without starting the job again."""
+    workers = [WorkerProcess(kafka_settings, tmp_path, name) for name in ("w1", "w2")]
+    children: list[ChildProcess] = [SchedulerProcess(kafka_settings, tmp_path), *workers]
+    try:
+        await wait_until_split(workers, 3)
+        run_id = await _once(kafka_settings, "cancel-kill", "test.stoppable", now_ms() + 1_000)
+        [start] = await wait_marks(tmp_path, lambda ms: len(ms) == 1, 90)
+        victim = next(w for w in workers if w.name == start[3])
+        survivor = next(w for w in workers if w is not victim)
+        victim.signal(signal.SIGKILL)
+        sent = _cli(kafka_settings, "run", "cancel", run_id, "--reason", "operator")
+        assert sent.returncode == 0, sent.stderr
+        [result] = await wait_for_results(
+            kafka_settings, lambda rs: len(rs) >= 1, workers=[children[0], survivor]
+        )
+        await asyncio.sleep(3)  # room for a retry or a second start, were there one
+        found = await results(kafka_settings)
+        attempts = await _attempts(kafka_settings)
+    finally:
+        for child in children:
+            child.stop()
+    assert [(r.run_id, r.attempt, r.status) for r in found] == [(run_id, 1, "cancelled")]
+    assert result.worker == survivor.name and result.started_ms is None
+    assert [m[0] for m in marks(tmp_path)] == ["start"]  # the new owner never started it
+    assert attempts == [(run_id, 1)]
