@@ -152,3 +152,41 @@ async def test_a_cancel_during_a_worker_kill_is_never_started_by_the_new_owner(
     assert result.worker == survivor.name and result.started_ms is None
     assert [m[0] for m in marks(tmp_path)] == ["start"]  # the new owner never started it
     assert attempts == [(run_id, 1)]
+
+
+async def test_cancel_other_really_stops_the_old_job(
+    kafka_settings: Settings, tmp_path: Path
+) -> None:
+    """Every 10 s, a job of 25 s, ``overlap: cancel_other``: when the next occurrence
+    fires, the job of the previous one stops (its "stopped" mark) and its one result
+    is ``cancelled``."""
+    children: list[ChildProcess] = [
+        SchedulerProcess(kafka_settings, tmp_path),
+        WorkerProcess(kafka_settings, tmp_path, "w1"),
+    ]
+    command: dict[str, Any] = {
+        "v": 1,
+        "type": "schedule.upsert",
+        "id": "cancel-other",
+        "spec": {"every": "10s"},
+        "job": {"name": "test.stoppable", "args": {"seconds": 25}},
+        "overlap": "cancel_other",
+        "retry": RETRY,
+    }
+    try:
+        await send_commands(kafka_settings, [encode(command, now_ms())])
+        found_marks = await wait_marks(tmp_path, lambda ms: any(m[0] == "stopped" for m in ms), 90)
+        [first_stopped] = [m[1] for m in found_marks if m[0] == "stopped"][:1]
+        found = await wait_for_results(
+            kafka_settings,
+            lambda rs: any(r.run_id == first_stopped for r in rs),
+            workers=children,
+        )
+    finally:
+        for child in children:
+            child.stop()
+    [result] = [r for r in found if r.run_id == first_stopped]
+    assert (result.status, result.worker) == ("cancelled", "w1")
+    assert result.error is not None and "cancel_other" in result.error["message"]
+    # (The newest run may end: a stopping worker lets its jobs finish.)
+    assert not [m for m in marks(tmp_path) if m[0] == "end" and m[1] == first_stopped]
