@@ -75,26 +75,32 @@ def test_buffer_all_is_bounded() -> None:
     assert out.statuses() == ["skipped"] * 50
 
 
-def test_cancel_other_asks_the_worker_to_stop_the_old_run_and_starts_the_new_one() -> None:
+def test_cancel_other_asks_the_worker_to_stop_the_old_run_then_starts_the_new_one() -> None:
     shard, old_run_id = _busy("cancel_other")
     out = shard.advance(T0 + 2 * MINUTE)
-    assert out.results == []  # the worker of the old attempt writes its one result
+    assert out.results == [] and out.runs == []  # the old attempt's worker writes its result
     [cancel] = out.cancels
     assert (cancel.run_id, cancel.attempt) == (old_run_id, 1)
     assert "cancel_other" in cancel.reason
-    [new] = out.runs
-    assert new.scheduled_ms == T0 + 2 * MINUTE
-    assert [(r["run_id"], r.get("cancel")) for r in shard.state_doc()["runs"]] == [
-        (old_run_id, cancel.reason),
-        (new.run_id, None),
-    ]
-    # The worker's cancelled result ends the old run; the next occurrence cancels
-    # only the new one.
+    assert shard.state_doc()["runs"][0]["cancel"] == cancel.reason
+    assert shard.state_doc()["buffered"] == ["2026-10-10T00:02:00.000Z"]
+    # The worker's cancelled result ends the old run; then the new one starts.
     old = shard.last_attempt(old_run_id)
-    shard.report(old, "cancelled", error={"type": "Cancelled", "message": cancel.reason})
+    done = shard.report(old, "cancelled", error={"type": "Cancelled", "message": cancel.reason})
+    [new] = done.runs
+    assert new.scheduled_ms == T0 + 2 * MINUTE
     assert [r["run_id"] for r in shard.state_doc()["runs"]] == [new.run_id]
     out = shard.advance(T0 + 3 * MINUTE)
     assert [c.run_id for c in out.cancels] == [new.run_id]
+
+
+def test_cancel_other_keeps_only_the_newest_occurrence_waiting() -> None:
+    shard, _ = _busy("cancel_other")
+    shard.advance(T0 + 2 * MINUTE)
+    out = shard.advance(T0 + 3 * MINUTE)  # the old run has not ended yet
+    assert out.cancels == []  # asked once
+    assert [(r.status, r.scheduled_ms) for r in out.results] == [("skipped", T0 + 2 * MINUTE)]
+    assert shard.state_doc()["buffered"] == ["2026-10-10T00:03:00.000Z"]
 
 
 def test_a_run_waiting_for_a_retry_is_still_in_flight() -> None:

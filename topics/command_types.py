@@ -37,7 +37,8 @@ OVERLAP_POLICIES = ("allow", "skip", "buffer_one", "buffer_all", "cancel_other")
 ``allow``: run both. ``skip``: drop the new one (reported as a ``skipped`` result).
 ``buffer_one``: start the newest waiting one after the current run ends, dropping
 older waiting ones. ``buffer_all``: start every waiting one, in order.
-``cancel_other``: cancel the running one and start the new one.
+``cancel_other``: cancel the running one and start the new one once it has stopped
+(it waits meanwhile, replacing an older waiting one).
 """
 
 MISFIRE_POLICIES = ("run_once", "catch_up", "skip")

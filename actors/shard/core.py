@@ -117,7 +117,7 @@ Decisions (what a Temporal or Airflow user would expect)
 - ``run.cancel`` and ``cancel_other`` write a cancel record to ``{ns}.runs`` for
   the attempt in flight (see `cancel`); the worker stops the job and writes the
   attempt's one ``cancelled`` result, which ends the run (no retry, whatever it
-  says). ``cancel_other`` starts the new run at once, beside the one stopping.
+  says). ``cancel_other`` starts the new run once the old one has ended.
 - DAGs (``dag.upsert``, ``dag.clear``) are schedules whose occurrences start DAG
   runs; their task runs are ordinary runs of `runs`. See `dag_shard` (the
   hooks in `runs` and `schedule_commands` call it) and `dag_run` (the run

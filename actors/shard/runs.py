@@ -163,14 +163,23 @@ class RunBook:
                 self._skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
             state.buffered = [scheduled_ms]
             self._fired(state, scheduled_ms)
-        else:  # CANCEL: the runs in flight are asked to stop (`cancel`), the new one starts
-            why = "a newer occurrence started (overlap cancel_other)"
+        else:  # CANCEL: the runs in flight are asked to stop (`cancel`); as Temporal's
+            # cancel_other, the new one starts once they have ended (it waits in the
+            # buffer, replacing an older waiting one), so two never run at once.
+            why = "a newer occurrence came due (overlap cancel_other)"
+            for waiting_ms in state.buffered:
+                self._skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
+            state.buffered = []
             for run in list(state.runs.values()):
                 if run.retry_ms is not None:
                     self._cancel_waiting(state, run, why, now_ms)
                 elif run.cancel_reason is None:
                     self._request_cancel(state, run, why, now_ms)
-            self._start_run(state, scheduled_ms, now_ms)
+            if state._runs:
+                state.buffered = [scheduled_ms]
+                self._fired(state, scheduled_ms)
+            else:
+                self._start_run(state, scheduled_ms, now_ms)
 
     def _fired(self, state: ScheduleState, scheduled_ms: int) -> None:
         last_ms = state.last_fired_ms
