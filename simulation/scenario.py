@@ -96,6 +96,7 @@ SCRIPT_ACTIONS = (
     "leave",
     "start",
     "crash_job_worker",  # kill the worker running ``job`` (restarted ``restart_after_s`` later)
+    "cancel_job_run",  # an operator sends run.cancel for the latest run of ``job``
     "coordinator_busy",  # worker faults on (see FAULT_KINDS) ...
     "coordinator_ok",  # ... and off again
     "results_refused",

@@ -32,6 +32,7 @@ from simulation.scenario import Sample, Scenario, ScheduleGroup
 from simulation.timeline import Timeline
 from simulation.worker_node import WorkerNode
 from topics.codec import dumps
+from topics.messages import is_cancel, parse_run
 from topics.names import Settings, TopicKind
 from topics.partitioner import murmur2_partition
 
@@ -225,6 +226,8 @@ class World:
         for step in scenario.script:
             if step.action == "crash_job_worker":
                 self.at(step.at_ms, self._crash_job_worker(step.job, step.restart_after_ms))
+            elif step.action == "cancel_job_run":
+                self.at(step.at_ms, self._cancel_job_run(step.job))
             elif step.action == "pause_owner":
                 assert step.shard is not None and step.restart_after_ms is not None
                 self.at(step.at_ms, self._pause_owner(step.shard, step.restart_after_ms))
@@ -375,6 +378,36 @@ class World:
                         self.at(now + restart_after_ms, node.start)
                     return
             self.timeline.add(now, "script", "fault", f"no worker is running {job}: no kill")
+
+        return step
+
+    def _cancel_job_run(self, job: str | None) -> Callable[[], None]:
+        """An operator's ``run.cancel`` (as `kafkron run cancel` sends it) for the
+        latest run of ``job`` on the runs topic."""
+
+        def step() -> None:
+            now = self.time.true_ms
+            latest = None
+            for _, _, entry in self.kafka.committed_records(TopicKind.RUNS):
+                if entry.value is None or is_cancel(entry.value):
+                    continue
+                run = parse_run(entry.value)
+                if run.job.name == job:
+                    latest = run
+            if latest is None:
+                self.timeline.add(now, "script", "cancel", f"no run of {job} to cancel")
+                return
+            body = {
+                "v": 1,
+                "type": "run.cancel",
+                "id": latest.schedule_id,
+                "run_id": latest.run_id,
+                "reason": "cancelled by an operator (scenario)",
+            }
+            key = latest.schedule_id.encode()
+            self.kafka.append(TopicKind.COMMANDS, key, exact_bytes(dumps(body)), None, now)
+            self.timeline.add(now, "script", "cancel", f"run.cancel {latest.run_id}")
+            self.arrived(((TopicKind.COMMANDS, p) for p in range(self.scenario.shards)), now)
 
         return step
 

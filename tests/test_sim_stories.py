@@ -202,3 +202,15 @@ def test_nightly_billing_dag_runs_in_order_and_stops_downstream_of_a_dead_task()
     assert statuses[("fx-rates", "failed")] >= 1
     assert statuses[("invoice-nightly", "upstream_failed")] >= 1
     assert statuses[("send-invoices", "succeeded")] >= 1
+
+
+def test_cancel_during_worker_failover_is_never_started_by_the_new_owner() -> None:
+    outcome = _run("cancel-during-worker-failover", 1)
+    assert outcome.ok, outcome.text()
+    run_id = run_id_for("invoice-nightly", parse_instant("2026-03-05T00:00:00Z"))
+    assert [(c[0], c[1]) for c in outcome.evidence.cancels] == [(run_id, 1)]
+    [result] = [r for r in outcome.evidence.results if r.run_id == run_id]
+    assert (result.status, result.attempt, result.worker) == ("cancelled", 1, "worker-2")
+    assert "operator" in result.message
+    assert outcome.evidence.ledger_calls.get(run_id, 0) == 0  # no customer charged
+    assert [r.attempt for r in outcome.evidence.runs if r.run_id == run_id] == [1]

@@ -21,6 +21,7 @@ SWEEPS = {
     "leader-paused-15s": 8,
     "two-schedulers-midnight": 6,
     "worker-dies-0020": 15,
+    "cancel-during-worker-failover": 10,
     "fx-rates-90s": 12,
     "nightly-billing-dag": 20,
     "email-blip-jitter": 2,

@@ -7,6 +7,7 @@ the order a report prints them.
 from __future__ import annotations
 
 from simulation.checkers import (
+    cancelled,
     converged,
     dag_order,
     effects,
@@ -28,6 +29,7 @@ CHECKERS = (
     effects.check,
     dag_order.check,
     lease.check,
+    cancelled.check,
     converged.check,
 )
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from topics.codec import loads
 from topics.commands import DagUpsert, ScheduleUpsert, decode_command
-from topics.messages import is_cancel, parse_dlq, parse_result, parse_run
+from topics.messages import is_cancel, parse_cancel, parse_dlq, parse_result, parse_run
 from topics.names import TopicKind
 from topics.timefmt import parse_instant
 
@@ -83,6 +83,8 @@ class Evidence:
     # Workers that dropped their partitions for a lost lease while the group still
     # counted them as live members: (worker, true ms, what they were doing).
     false_lease_losses: list[tuple[str, int, str]] = field(default_factory=list)
+    # Cancel records on {ns}.runs: (run_id, attempt, append ms).
+    cancels: list[tuple[str, int, int]] = field(default_factory=list)
 
     def folded_ranges(self) -> dict[str, list[tuple[int, int]]]:
         """Per schedule, the [first, last] ranges that folded missed/skipped results cover."""
@@ -101,8 +103,11 @@ def gather(world: Any) -> Evidence:
     """Read the evidence out of a finished `simulation.world.World`."""
     kafka = world.kafka
     runs = []
+    cancels = []
     for p, offset, entry in kafka.committed_records(TopicKind.RUNS):
         if is_cancel(entry.value):
+            cancel = parse_cancel(entry.value)
+            cancels.append((cancel.run_id, cancel.attempt, entry.append_ms))
             continue
         run = parse_run(entry.value)
         runs.append(
@@ -180,6 +185,7 @@ def gather(world: Any) -> Evidence:
     ]
     return Evidence(
         false_lease_losses=sorted(false_losses, key=lambda f: f[1]),
+        cancels=cancels,
         runs=runs,
         results=results,
         dead=dead,
