@@ -120,7 +120,15 @@ def test_roots_are_emitted_together_then_each_task_after_its_dependencies() -> N
     assert task_states(shard)["send-invoices"] == "waiting"
     send = by_task(shard.report(invoice, "succeeded", at_ms=T0 + 3 * SECOND))["send-invoices"]
     out = shard.report(send, "succeeded", at_ms=T0 + 4 * SECOND)
-    assert out.runs == [] and out.results == []
+    assert out.runs == []
+    [whole] = out.results  # the DAG run's own result, once
+    assert (whole.run_id, whole.task, whole.attempt, whole.status) == (
+        RUN_ID,
+        None,
+        1,
+        "succeeded",
+    )
+    assert whole.counts == {"succeeded": 4} and whole.finished_ms == T0 + 4 * SECOND
     assert set(task_states(shard).values()) == {"succeeded"}
     assert dag_doc(shard)["runs"][RUN_ID]["state"] == "succeeded"  # type: ignore[index]
 
@@ -163,18 +171,22 @@ def test_a_task_failing_past_its_retries_goes_to_the_dlq_and_fails_everything_do
         out = shard.report(retry, "failed")
     [dead] = out.dlq
     assert dead.run_id == f"{RUN_ID}/invoice-nightly" and len(dead.attempts) == 3
-    [marked] = out.results
+    [marked, whole] = out.results
     assert (marked.run_id, marked.status, marked.attempt) == (
         f"{RUN_ID}/send-invoices",
         "upstream_failed",
         1,
     )
+    # The DAG run's own result names the task at fault.
+    assert (whole.run_id, whole.task, whole.status) == (RUN_ID, None, "failed")
+    assert whole.counts == {"succeeded": 2, "failed": 1, "upstream_failed": 1}
+    assert whole.error is not None and "invoice-nightly" in whole.error["message"]
     assert marked.worker == "shard-0" and marked.error is not None
     assert "invoice-nightly" in marked.error["message"]
     assert task_states(shard)["invoice-nightly"] == "failed"
     assert dag_doc(shard)["runs"][RUN_ID]["state"] == "failed"  # type: ignore[index]
     # The shard reads its own upstream_failed result back: a no-op.
-    [written] = out.of(TopicKind.RESULTS)
+    written = out.of(TopicKind.RESULTS)[0]
     before = shard.state_doc(DAG_ID)
     assert shard.raw_result(written.key, written.value).records == []
     assert shard.state_doc(DAG_ID) == before
@@ -187,7 +199,7 @@ def test_dag_clear_reruns_the_failed_task_and_the_run_completes() -> None:
     [retry] = shard.run_until(shard.now_ms + SECOND).runs
     out = shard.report(retry, "failed")
     assert [d.task for d in out.dlq] == ["fx-rates"]
-    assert sorted(r.task or "" for r in out.results) == ["invoice-nightly", "send-invoices"]
+    assert sorted(r.task or "" for r in out.results) == ["", "invoice-nightly", "send-invoices"]
 
     clear = command("dag.clear", DAG_ID, run_id=RUN_ID, task="fx-rates")
     [rerun] = shard.send(clear, at_ms=shard.now_ms + MINUTE).runs
@@ -197,8 +209,11 @@ def test_dag_clear_reruns_the_failed_task_and_the_run_completes() -> None:
     invoice = by_task(shard.report(rerun, "succeeded"))["invoice-nightly"]
     assert invoice.attempt == 2  # attempt 1 was its upstream_failed result
     send = by_task(shard.report(invoice, "succeeded"))["send-invoices"]
-    shard.report(send, "succeeded")
+    ended = shard.report(send, "succeeded")
     assert dag_doc(shard)["runs"][RUN_ID]["state"] == "succeeded"  # type: ignore[index]
+    # It ends again: its own result takes the next attempt number.
+    [(whole_attempt, whole_status)] = [(r.attempt, r.status) for r in ended.results]
+    assert (whole_attempt, whole_status) == (2, "succeeded")
     # A clear of a task that is not finished is refused, with a reason.
     [refused] = shard.send(command("dag.clear", DAG_ID, run_id=RUN_ID, task="nope")).rejected
     assert "not a task of this DAG" in refused.reason

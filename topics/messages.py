@@ -334,6 +334,9 @@ class Result:
     """Who wrote it: a worker's id, or ``shard-{p}`` for results the shard decides."""
     error: Mapping[str, str] | None
     """``{"type", "message"}`` of a failure, else None."""
+    counts: Mapping[str, int] | None = None
+    """A DAG run's own result only (``task`` null, run id without a task): how many
+    of its tasks ended in each state, such as ``{"succeeded": 3, "failed": 1}``."""
 
 
 def result_value(
@@ -348,8 +351,10 @@ def result_value(
     finished_ms: int | None,
     worker: str,
     error: Mapping[str, str] | None,
+    counts: Mapping[str, int] | None = None,
 ) -> bytes:
-    """The ``{ns}.results`` value of one attempt; ``ValueError`` on an unknown status."""
+    """The ``{ns}.results`` value of one attempt (or, with ``counts``, of a DAG run as a
+    whole); ``ValueError`` on an unknown status."""
     if status not in _STATUS_SET:
         raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
     record: dict[str, Any] = {
@@ -367,6 +372,8 @@ def result_value(
         record["task"] = task
     if error is not None:
         record["error"] = {"type": error["type"], "message": error["message"]}
+    if counts is not None:
+        record["counts"] = dict(counts)
     return orjson.dumps(record)
 
 
@@ -394,6 +401,7 @@ def _parse_result_fast(data: Any) -> Result:
         and status in _STATUS_SET
         and type(worker) is str
         and error is None
+        and "counts" not in data
     ):
         raise _Unusual
     return Result(
@@ -426,7 +434,17 @@ def _parse_result_strict(value: bytes) -> Result:
         finished_ms=fields.optional_instant("finished_at"),
         worker=fields.string("worker"),
         error=fields.error("error"),
+        counts=_counts(fields.optional_object("counts")),
     )
+
+
+def _counts(value: dict[str, Any] | None) -> Mapping[str, int] | None:
+    if value is None:
+        return None
+    for state, number in value.items():
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            raise ValueError(f"result.counts.{state}: expected a count, got {number!r}")
+    return value
 
 
 # --- dead letters ------------------------------------------------------------------

@@ -149,7 +149,12 @@ def active_count(dag: DagState) -> int:
 
 
 def start_run(
-    dag: DagState, graph: Graph, run_id: str, scheduled_ms: int, interval: tuple[int, int]
+    dag: DagState,
+    graph: Graph,
+    run_id: str,
+    scheduled_ms: int,
+    interval: tuple[int, int],
+    now_ms: int | None = None,
 ) -> Step:
     """Add the run ``run_id`` (not yet known) and start its roots."""
     run: RunDoc = {
@@ -157,6 +162,7 @@ def start_run(
         "logical_date": format_ms(interval[0]),
         "data_interval": [format_ms(interval[0]), format_ms(interval[1])],
         "state": RUNNING,
+        "started": format_ms(scheduled_ms if now_ms is None else now_ms),  # its first fire
         "ended": None,
         "tasks": {
             name: {"state": WAITING, "attempt": 0, "in_degree": len(graph.after[name])}

@@ -48,7 +48,9 @@ from actors.shard.dag_definition import DagDefinition, dag_definition, dag_defin
 from actors.shard.definition import Definition
 from actors.shard.state import RunState, ScheduleState
 from topics.commands import DagClear, DagUpsert, Job, RetryPolicy, ScheduleUpsert
-from topics.messages import parse_run_id, run_id_for
+from topics.messages import parse_run_id, result_value, run_id_for
+from topics.names import TopicKind
+from topics.timefmt import parse_instant
 from topics.records import InRecord, OutRecord
 
 
@@ -180,7 +182,7 @@ class DagShard:
         self._fired(state, scheduled_ms)
         self._counts["fired_total"] += 1
         interval = definition.data_interval(scheduled_ms)
-        step = dag_run.start_run(dag, definition.graph, run_id, scheduled_ms, interval)
+        step = dag_run.start_run(dag, definition.graph, run_id, scheduled_ms, interval, now_ms)
         self._dag_apply(state, run_id, step, now_ms)
 
     def _dag_task_ended(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
@@ -223,7 +225,54 @@ class DagShard:
             state.runs[run.run_id] = run
             self._in_flight += 1
         if step.ended is not None:
+            self._dag_run_result(state, run_id, scheduled_ms, now_ms)
             dag_run.forget_ended(state.dag)
+
+    def _dag_run_result(
+        self, state: ScheduleState, run_id: str, scheduled_ms: int, now_ms: int
+    ) -> None:
+        """The DAG run's own result (``task`` null), written in the transaction that
+        records its end in the changelog: once per end, whatever fails over. A run
+        that ends again after a ``dag.clear`` gets the next attempt number."""
+        assert state.dag is not None
+        run = dag_run.runs_of(state.dag)[run_id]
+        run["ends"] = attempt = int(run.get("ends", 0)) + 1
+        counts: dict[str, int] = {}
+        at_fault: list[str] = []
+        for name, task in run["tasks"].items():
+            counts[task["state"]] = counts.get(task["state"], 0) + 1
+            if task["state"] in (dag_run.FAILED, dag_run.CANCELLED):
+                at_fault.append(name)
+        status = str(run["state"])
+        error = None
+        if status != dag_run.SUCCEEDED:
+            shown = ", ".join(at_fault[:10]) + (" ..." if len(at_fault) > 10 else "")
+            error = {
+                "type": "TaskFailed",
+                "message": f"task(s) at fault: {shown or 'none'}; "
+                + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
+            }
+        started = run.get("started")
+        self._out.append(
+            OutRecord(
+                TopicKind.RESULTS,
+                state.key,
+                result_value(
+                    run_id=run_id,
+                    schedule_id=state.id,
+                    task=None,
+                    attempt=attempt,
+                    status=status,
+                    scheduled_ms=scheduled_ms,
+                    started_ms=scheduled_ms if started is None else parse_instant(started),
+                    finished_ms=now_ms,
+                    worker=self._worker,
+                    error=error,
+                    counts=counts,
+                ),
+                self.partition,
+            )
+        )
 
     def _dag_cancel_task(
         self, state: ScheduleState, scheduled_ms: int, task: str, now_ms: int
