@@ -50,8 +50,8 @@ from actors.shard.state import RunState, ScheduleState
 from topics.commands import DagClear, DagUpsert, Job, RetryPolicy, ScheduleUpsert
 from topics.messages import parse_run_id, result_value, run_id_for
 from topics.names import TopicKind
-from topics.timefmt import parse_instant
 from topics.records import InRecord, OutRecord
+from topics.timefmt import parse_instant
 
 
 class DagShard:
