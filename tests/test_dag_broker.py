@@ -130,7 +130,10 @@ async def test_nightly_billing_runs_in_dependency_order_with_its_data_interval(
     try:
         await _submit(kafka_settings, nightly_billing(customers=customers), _trigger(DAG_ID))
         found = await wait_for_results(
-            kafka_settings, lambda rs: len(_succeeded(rs)) == 4, workers=children, timeout_s=180
+            kafka_settings,
+            lambda rs: len(_succeeded(rs)) == 4 and any(r.task is None for r in rs),
+            workers=children,
+            timeout_s=180,
         )
         runs = await _runs(kafka_settings)
         view = _dag_show(kafka_settings, DAG_ID)
@@ -140,9 +143,11 @@ async def test_nightly_billing_runs_in_dependency_order_with_its_data_interval(
 
     done = _succeeded(found)
     outcomes = [(r.task, r.status, r.error) for r in found]
-    assert [r.status for r in found] == ["succeeded"] * 4, outcomes
+    assert [r.status for r in found] == ["succeeded"] * 5, outcomes
     assert {r.attempt for r in found} == {1}
     dag_run_id = done["send-invoices"].run_id.rpartition("/")[0]
+    [whole] = [r for r in found if r.task is None]  # the run's own result, once
+    assert (whole.run_id, whole.counts) == (dag_run_id, {"succeeded": 4})
     _once_each(runs, dag_run_id, list(done))
     _assert_dependency_order(done, runs, BILLING_EDGES)
     # The roots were emitted together, in one batch of the shard.
@@ -201,7 +206,10 @@ async def test_a_scheduler_killed_mid_run_loses_and_repeats_no_task(
         second = SchedulerProcess(kafka_settings, tmp_path, "scheduler-2")
         children.append(second)
         found = await wait_for_results(
-            kafka_settings, lambda rs: len(_succeeded(rs)) == 6, workers=[worker], timeout_s=180
+            kafka_settings,
+            lambda rs: len(_succeeded(rs)) == 6 and any(r.task is None for r in rs),
+            workers=[worker],
+            timeout_s=180,
         )
         runs = await _runs(kafka_settings)
         view = _dag_show(kafka_settings, "kill-mid-run")
@@ -221,6 +229,13 @@ async def test_a_scheduler_killed_mid_run_loses_and_repeats_no_task(
     started = Counter(r for e, r, _, _ in marks(tmp_path) if e == "start")
     assert all(n == 1 for n in started.values()), started  # no job ran twice
     assert view["run_state"] == "succeeded"
+    # One run-level result, across the scheduler's kill -9.
+    [whole] = [r for r in found if r.task is None]
+    assert (whole.run_id, whole.status, whole.counts) == (
+        dag_run_id,
+        "succeeded",
+        {"succeeded": 6},
+    )
 
 
 async def test_a_failed_task_then_dag_clear_completes_the_run(
