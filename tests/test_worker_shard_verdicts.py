@@ -12,7 +12,7 @@ from collections import Counter
 from shard_helpers import HOUR, MINUTE, SECOND, T0, Shard, upsert
 from test_worker_core import run_record as busy_record
 
-from actors.worker.core import Commit, Outcome, StartJob, WorkerCore
+from actors.worker.core import CancelJob, Commit, Outcome, StartJob, WorkerCore
 from topics.deadlines import TIMEOUT_MARGIN_MS
 from topics.messages import Result, Run, parse_result
 from topics.names import TopicKind
@@ -73,24 +73,30 @@ def test_a_saturated_worker_writes_nothing_for_an_attempt_the_shard_timed_out() 
     assert (timed_out.status, timed_out.worker) == ("timed_out", "shard-0")
 
 
-def test_cancel_other_the_workers_late_result_is_visible_but_ignored_by_the_shard() -> None:
-    """The documented exception: no cancel channel reaches the worker."""
+def test_cancel_other_reaches_the_worker_and_the_attempt_has_one_result() -> None:
+    """The cancel record follows the run on its partition: the worker stops the job
+    and writes the one ``cancelled`` result, which ends the run; then the new starts."""
     shard = Shard()
     shard.send(upsert(overlap="cancel_other", spec={"every": "60s"}), at_ms=T0 + 5)
     [old] = shard.advance(T0 + MINUTE).runs
     worker = _worker()
     [start] = worker.receive(_as_record(shard, old, 0), T0 + MINUTE)
     assert isinstance(start, StartJob)
-    out = shard.advance(T0 + 2 * MINUTE)  # cancels the old run, starts the new one
-    [cancelled] = out.results
-    assert (cancelled.run_id, cancelled.status) == (old.run_id, "cancelled")
-    [new] = out.runs
-    # The worker never hears of it: its job finishes and reports as usual.
-    worker.job_exited((0, 0, 0), Outcome("succeeded"), T0 + 2 * MINUTE + SECOND)
-    [late] = _results(list(_committed(worker).results))
-    assert (late.run_id, late.attempt, late.status) == (old.run_id, 1, "succeeded")
-    ignored = shard.core.stats["results_ignored_total"]
-    after = shard.report(old, "succeeded", at_ms=T0 + 2 * MINUTE + 2 * SECOND)
-    assert after.records == []
-    assert shard.core.stats["results_ignored_total"] == ignored + 1
+    out = shard.advance(T0 + 2 * MINUTE)  # asks the old run to stop; the new one waits
+    assert out.results == [] and out.runs == []
+    [cancel] = out.of(TopicKind.RUNS)
+    [stop] = worker.receive(
+        InRecord(TopicKind.RUNS, 0, 1, cancel.key, cancel.value), T0 + 2 * MINUTE
+    )
+    assert isinstance(stop, CancelJob) and stop.key == start.key
+    # The job exits (it may even report success): the worker's verdict stands.
+    worker.job_exited(start.key, Outcome("succeeded"), T0 + 2 * MINUTE + SECOND)
+    commit = _committed(worker)
+    [result] = _results(list(commit.results))
+    assert (result.run_id, result.attempt, result.status) == (old.run_id, 1, "cancelled")
+    assert commit.offset == 2
+    written = commit.results[0]
+    after = shard.raw_result(written.key, written.value)
+    [new] = after.runs
+    assert new.scheduled_ms == T0 + 2 * MINUTE and after.results == []
     assert [r["run_id"] for r in shard.state_doc()["runs"]] == [new.run_id]
