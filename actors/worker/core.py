@@ -273,9 +273,7 @@ class WorkerCore:
             return []  # not ours (any more)
         backlog = part.backlog
         offsets = part.offsets
-        if offsets.adds_open(record.offset) and (
-            backlog or offsets.held_count() >= self._max_open
-        ):
+        if offsets.adds_open(record.offset) and (backlog or offsets.held_count() >= self._max_open):
             # Held back, not delivered: the commit metadata never names it, so if we
             # lose the partition now it is simply fetched again by the next owner.
             # (A record below that, a restored open run, is delivered whatever the
