@@ -39,6 +39,7 @@ BROKEN_VARIANTS = (
     "rebalance-not-held",  # a rejoin does not hold the lease (finding 6)
     "worker-commit-refused-batch",  # a worker commits although a result was refused (1)
     "unbounded-commit-retry",  # failed commits' results are written however late (finding 8)
+    "run-key-no-lease",  # jobs known by (partition, offset) alone: a re-delivery collides (3)
 )
 
 

@@ -68,6 +68,10 @@ class Jobs:
             )
         return max(1, duration_ms), Outcome("succeeded")
 
+    def heartbeat_every_ms(self, run: Run) -> int:
+        """How often this run's job checks in (0: it stops the moment it is asked)."""
+        return self.models.get(run.job.name, DEFAULT_MODEL).heartbeat_every_ms
+
     def effect(self, run: Run) -> None:
         model = self.models.get(run.job.name, DEFAULT_MODEL)
         self.ledger.call(run, model.idempotent)

@@ -131,6 +131,9 @@ class JobModel:
     fail_p: float = 0.0
     idempotent: bool = True
     fail_windows: tuple[tuple[int, int, str], ...] = ()
+    heartbeat_every_ms: int = 0
+    """A sync job that checks in (``ctx.heartbeat()``) only this often: asked to stop,
+    it runs on until its next check-in, then ends ``cancelled``. 0: it stops at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +291,7 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
             ),
             fail_p=float(j.get("fail_p", 0.0)),
             idempotent=bool(j.get("idempotent", True)),
+            heartbeat_every_ms=_non_negative_ms(j.get("heartbeat_every_s", 0), f"jobs.{name}"),
             fail_windows=tuple(
                 (_instant(w[0], f"jobs.{name}.fail_windows"), _instant(w[1], name), str(w[2]))
                 for w in j.get("fail_windows", [])
@@ -456,3 +460,15 @@ def shrunk(scenario: Scenario, divisor: int) -> Scenario:
         name=f"{scenario.name} (1/{divisor})",
         shrink=scenario.shrink * divisor,
     )
+
+
+def _non_negative_ms(seconds: object, where: str) -> int:
+    try:
+        value = float(seconds)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ScenarioError(
+            f"{where}: heartbeat_every_s must be a number, got {seconds!r}"
+        ) from None
+    if value < 0:
+        raise ScenarioError(f"{where}: heartbeat_every_s must be >= 0, got {value}")
+    return int(value * 1000)

@@ -83,6 +83,17 @@ class _Job:
     run: Run
     outcome: Outcome
     cancelled: bool = False
+    started_ms: int = 0  # true ms
+    heartbeat_every_ms: int = 0  # a stop request takes effect at the next check-in
+    exited: bool = False  # broken variant only (its exit is reported once)
+
+    def stops_at(self, true_ms: int) -> int:
+        """When the job ends if asked to stop at ``true_ms``."""
+        every = self.heartbeat_every_ms
+        if every <= 0:
+            return true_ms + CANCEL_EXIT_MS
+        checks = (true_ms - self.started_ms) // every + 1
+        return self.started_ms + checks * every
 
 
 class WorkerNode:
@@ -110,6 +121,7 @@ class WorkerNode:
         self.machine = self._new_machine(0)
         self._wake_ms: int | None = None
         self._unbounded: dict[int, dict[bytes | None, OutRecord]] = {}  # broken variant only
+        self._by_offset: dict[tuple[int, int], RunKey] = {}  # broken variant only
 
     @property
     def core(self) -> WorkerCore:
@@ -138,6 +150,7 @@ class WorkerNode:
         self.assigned, self.generation, self._wake_ms = frozenset(), -1, None
         self.joining_until_ms = None
         self._unbounded = {}
+        self._by_offset = {}
         self.member_id = self.host.worker_group.join(self.name)
         self._log(now, "start", f"process started, joined the worker group as {self.member_id}")
         self.wake(now)
@@ -284,7 +297,10 @@ class WorkerNode:
         for action in actions:
             if isinstance(action, StartJob):
                 duration_ms, outcome = self.jobs.draw(action.run, true_ms, self.slow_factor)
-                job = self.running[action.key] = _Job(action.run, outcome)
+                job = self.running[action.key] = _Job(
+                    action.run, outcome, False, true_ms, self.jobs.heartbeat_every_ms(action.run)
+                )
+                self._by_offset[action.key[:2]] = action.key
                 self._at_exit(true_ms + duration_ms, action.key, job)
             elif isinstance(action, CancelJob):
                 running = self.running.get(action.key)
@@ -293,7 +309,7 @@ class WorkerNode:
                     running.outcome = Outcome(
                         "cancelled", {"type": "Cancelled", "message": action.reason}
                     )
-                    self._at_exit(true_ms + CANCEL_EXIT_MS, action.key, running)
+                    self._at_exit(running.stops_at(true_ms), action.key, running)
                     if action.reason != "revoked":
                         self._log(
                             true_ms,
@@ -406,7 +422,12 @@ class WorkerNode:
         self.host.at(true_ms, lambda: self._exited(incarnation, key, job))
 
     def _exited(self, incarnation: int, key: RunKey, job: _Job) -> None:
-        if incarnation != self.incarnation or self.running.get(key) is not job:
+        if incarnation != self.incarnation:
+            return
+        if "run-key-no-lease" in self.host.broken:
+            self._exited_by_offset(key, job)
+            return
+        if self.running.get(key) is not job:
             return
         if self.state == "paused":  # a frozen process finishes nothing; try again later
             self._at_exit(self.host.time.true_ms + PAUSED_RETRY_MS, key, job)
@@ -415,6 +436,27 @@ class WorkerNode:
         if job.outcome.status == "succeeded":
             self.jobs.effect(job.run)
         self._act(self.machine.job_exited(key, job.outcome, self.clock.now_ms()))
+        self.wake(self.host.time.true_ms)
+
+    def _exited_by_offset(self, key: RunKey, job: _Job) -> None:
+        """The fix of finding 3 undone: the executor knows a job by (partition, offset)
+        alone, as the old runtime did. A run delivered again at that offset (after a
+        lost lease or a fence) while the old job still runs takes its place in the
+        maps; the old job's exit is then reported for the new run, and the new job's
+        own exit finds nothing."""
+        if job.exited:
+            return
+        if self.state == "paused":
+            self._at_exit(self.host.time.true_ms + PAUSED_RETRY_MS, key, job)
+            return
+        job.exited = True
+        if job.outcome.status == "succeeded":
+            self.jobs.effect(job.run)  # the job did its work, whoever hears of it
+        self.running.pop(key, None)
+        reported = self._by_offset.pop(key[:2], key)
+        if reported != key and self.running.pop(reported, None) is None:
+            return
+        self._act(self.machine.job_exited(reported, job.outcome, self.clock.now_ms()))
         self.wake(self.host.time.true_ms)
 
     # -- writes -----------------------------------------------------------------------

@@ -56,6 +56,7 @@ WORKER_VARIANTS = [
     ("rebalance-not-held", "worker-slow-rejoin", "lease"),  # finding 6
     ("worker-commit-refused-batch", "worker-results-refused", "converged"),  # finding 1
     ("unbounded-commit-retry", "worker-results-refused", "exactly-once"),  # finding 8
+    ("run-key-no-lease", "worker-sync-job-outlives-lease", "effects-once"),  # finding 3
 ]
 
 

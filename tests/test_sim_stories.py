@@ -8,9 +8,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from actors.scheduler.skew import DEFAULT_BOUND_MS
 from simulation.run import Outcome, simulate
-from simulation.scenario import load
+from simulation.scenario import ScenarioError, load
 from topics.codec import loads
 from topics.messages import run_id_for
 from topics.timefmt import parse_instant
@@ -162,6 +164,17 @@ def test_a_bad_scenario_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "start: 'yesterday' is not an RFC 3339 UTC instant" in done.stderr
+
+
+def test_a_negative_job_heartbeat_interval_is_refused(tmp_path: Path) -> None:
+    text = (ROOT / "simulation/scenarios/worker-sync-job-outlives-lease.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("heartbeat_every_s = 30", "heartbeat_every_s = -1"))
+    with pytest.raises(ScenarioError, match=r"ledger\.reconcile.*heartbeat_every_s must be >= 0"):
+        load(bad)
+    bad.write_text(text.replace("heartbeat_every_s = 30", 'heartbeat_every_s = "often"'))
+    with pytest.raises(ScenarioError, match="heartbeat_every_s must be a number, got 'often'"):
+        load(bad)
 
 
 def test_png_without_matplotlib_says_how_to_get_it(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ SWEEPS = {
     "worker-results-refused": 4,
     "worker-coordinators-loading": 4,
     "workers-churn-under-burst": 2,
+    "worker-sync-job-outlives-lease": 4,
 }
 
 

@@ -303,3 +303,26 @@ def test_records_beyond_the_open_limit_wait_undelivered_and_commits_never_name_t
     for o in (1, 2, 3):
         core.job_exited((0, o, 0), Outcome("succeeded"), T0)
     assert core.paused() == frozenset() and core.fetch_position(0) == 5
+
+
+def test_a_partition_restored_with_max_open_runs_fetches_and_runs_them() -> None:
+    """The previous owner committed with the partition full (as many open runs as the
+    limit allows): those runs are not in this process yet, so they must not count
+    against the limit, or the partition is paused before the very records that would
+    free it are fetched, and it stays stuck for good (internet-midnight, seed 1)."""
+    previous = make_core(concurrency=1, max_open=3)
+    for o in range(4):
+        previous.receive(run_record(o), T0)
+    previous.job_exited((0, 0, 0), Outcome("succeeded"), T0)
+    handed_over = previous.take_commit(0)
+    assert handed_over is not None and (handed_over.offset, handed_over.metadata) == (1, "k1 3 1 2")
+    core = make_core(concurrency=4, max_open=3)
+    core.revoke(0)
+    core.assign(0, handed_over.offset, handed_over.metadata, T0, lease=1)
+    assert core.paused() == frozenset() and core.fetch_position(0) == 1
+    started = [a for r in range(1, 6) for a in core.receive(run_record(r), T0)]
+    # The three handed-over runs start; the records after them wait for room.
+    assert [a.key[1] for a in started if isinstance(a, StartJob)] == [1, 2, 3]
+    assert core.paused() == frozenset({0}) and core.fetch_position(0) == 6
+    [start] = core.job_exited((0, 1, 1), Outcome("succeeded"), T0)
+    assert isinstance(start, StartJob) and start.key == (0, 4, 1)

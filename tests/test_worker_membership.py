@@ -25,7 +25,7 @@ from actors.worker.membership import (
     WorkerMachine,
     Write,
 )
-from actors.worker.offsets import PartitionOffsets
+from actors.worker.offsets import MAX_OPEN_PER_PARTITION, PartitionOffsets
 from topics.deadlines import TIMEOUT_MARGIN_MS
 from topics.messages import parse_result
 
@@ -116,6 +116,26 @@ def test_a_kept_partition_is_sought_back_to_the_core_position_after_a_rebalance(
     assert Seek(0, 2) in actions
     assert of(actions, CancelJob) == []  # 0 kept; 1 had nothing running
     assert m.wanted == frozenset({0}) and m.state(0) == LIVE
+
+
+def test_a_partition_handed_over_full_is_resumed_and_its_open_runs_run() -> None:
+    """The previous owner committed at the open-runs limit (a herd backlog when its
+    lease ran out). The new owner must fetch and run those runs: paused until some of
+    them finish, it would wait forever for runs it never fetches (internet-midnight,
+    seed 1: every run of the partition after the hand-over was lost)."""
+    full = PartitionOffsets(0)
+    for o in range(MAX_OPEN_PER_PARTITION + 1):
+        full.deliver(o)
+    full.finish(0)
+    assert full.open_count() == MAX_OPEN_PER_PARTITION
+    m = make_machine(concurrency=MAX_OPEN_PER_PARTITION)
+    m.assigned([0], T0, rejoined=False)
+    _, actions = adopt(m, 0, full.commit_offset(), full.metadata())
+    assert Seek(0, 1) in actions and Resume(0) in actions and 0 not in m.core.paused()
+    records = [run_record(o) for o in range(1, MAX_OPEN_PER_PARTITION + 3)]
+    started = of(m.records(records, T0), StartJob)
+    assert [a.key[1] for a in started] == list(range(1, MAX_OPEN_PER_PARTITION + 1))
+    assert 0 in m.core.paused()  # now full of runs it holds itself
 
 
 # --- finding 3: a run delivered again in the same process -------------------------

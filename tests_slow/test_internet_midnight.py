@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from simulation.run import simulate
-from simulation.scenario import load
+from simulation.scenario import load, shrunk
 
 SCENARIO = Path(__file__).resolve().parent.parent / "simulation/scenarios/internet-midnight.toml"
 SEEDS = (1, 2, 3)
@@ -47,3 +47,16 @@ def test_every_invariant_holds(seed: int) -> None:
 def test_fencing_off_is_caught() -> None:
     outcome = simulate(load(SCENARIO), 1, broken=["no-fencing"])
     assert "exactly-once" in {v.name for v in outcome.verdicts if not v.ok}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_runs_partition_handed_over_full_converges() -> None:
+    """Seed 1 at a tenth of the fleet: after the second broker outage a worker adopted
+    a runs partition whose previous owner had committed with 256 open runs; it paused
+    it for being full and never fetched them, and 67 hourly runs of 00:13 never ended
+    (the pure tests: test_worker_core, test_worker_membership, "handed over full")."""
+    outcome = simulate(shrunk(load(SCENARIO), 10), 1)
+    converged = next(v for v in outcome.verdicts if v.name == "converged")
+    assert converged.ok and converged.checked > 0, converged.violations[:5]
+    assert outcome.ok, outcome.replay()

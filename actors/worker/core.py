@@ -54,6 +54,9 @@ Decisions made here:
   (which bounds the commit metadata). Records fetched beyond that wait in the
   partition's backlog, undelivered: no commit mentions them, so losing the partition
   loses nothing. A partition with a backlog should be paused (``paused()``).
+  Open runs restored from the previous owner's commit and not fetched again yet do
+  not count as held: they come first in the log, and a partition handed over at the
+  limit must fetch them (pausing it would wait for runs it never fetches).
 """
 
 from __future__ import annotations
@@ -258,7 +261,7 @@ class WorkerCore:
         return frozenset(
             p
             for p, part in self._partitions.items()
-            if part.backlog or part.offsets.open_count() >= limit
+            if part.backlog or part.offsets.held_count() >= limit
         )
 
     # --- runs ---------------------------------------------------------------------
@@ -271,9 +274,12 @@ class WorkerCore:
         if part is None:
             return []  # not ours (any more)
         backlog = part.backlog
-        if backlog or part.offsets.open_count() >= self._max_open:
+        offsets = part.offsets
+        if offsets.adds_open(record.offset) and (backlog or offsets.held_count() >= self._max_open):
             # Held back, not delivered: the commit metadata never names it, so if we
             # lose the partition now it is simply fetched again by the next owner.
+            # (A record below that, a restored open run, is delivered whatever the
+            # limit: it is already counted, and only its run can free room.)
             if not backlog or record.offset > backlog[-1].offset:
                 backlog.append(record)
                 self._backlogged.add(record.partition)
@@ -594,7 +600,7 @@ class WorkerCore:
             if part is None:
                 continue
             backlog = part.backlog
-            while backlog and part.offsets.open_count() < self._max_open:
+            while backlog and part.offsets.held_count() < self._max_open:
                 actions.extend(self._deliver(part, backlog.popleft(), now_ms))
             if not backlog:
                 self._backlogged.discard(partition)

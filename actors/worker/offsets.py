@@ -111,6 +111,20 @@ class PartitionOffsets:
         """Delivered records not finished yet (running or waiting for a slot)."""
         return len(self._pending)
 
+    def held_count(self) -> int:
+        """Open records delivered to this process and not finished: ``open_count()``
+        without the restored open offsets not delivered again yet. Those are not in
+        memory; they are what the consumer must fetch next, so they must not count
+        against an open limit (a partition handed over at the limit would otherwise
+        wait for runs it never fetches)."""
+        return len(self._pending) - len(self._restored_open)
+
+    def adds_open(self, offset: int) -> bool:
+        """Whether delivering ``offset`` may add an open record: a new one, past
+        everything delivered or restored. Records below (restored open ones, the
+        finished window) never raise the open count."""
+        return offset >= self._end
+
     def open_offsets(self) -> list[int]:
         """Unfinished offsets, ascending (the first is ``commit_offset()`` if any)."""
         return sorted(self._pending)

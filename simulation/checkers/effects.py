@@ -8,6 +8,12 @@ The simulated provider (`simulation.jobs.Ledger`) remembers the keys it saw and
 counts effects per run id, so this catches a key that is not stable across the
 attempts and redeliveries of one run (the shard's `topics.messages.idempotency_key`
 of the run id), which is what makes the pattern work at all.
+
+And a worker's result tells what its job did: a run a worker reported ``cancelled``
+(its job stopped before it returned, so before its effect) had no effect. A worker
+that takes one job's exit for another's (a run delivered again in the same process
+while the old job still runs) reports the old job's ``cancelled`` for a run whose
+job went on and did its work.
 """
 
 from __future__ import annotations
@@ -22,6 +28,11 @@ def check(evidence: Evidence) -> Verdict:
         for r in evidence.results
         if r.status == "succeeded" and r.run_id in evidence.idempotent_runs
     }
+    cancelled_by = {
+        r.run_id: r.worker
+        for r in evidence.results
+        if r.status == "cancelled" and not r.worker.startswith("shard-")
+    }
     for run_id in sorted(evidence.idempotent_runs):
         verdict.checked += 1
         applied = evidence.ledger_applied.get(run_id, 0)
@@ -29,4 +40,8 @@ def check(evidence: Evidence) -> Verdict:
             verdict.fail(f"{run_id}: effect applied {applied} times")
         elif run_id in succeeded and applied != 1:
             verdict.fail(f"{run_id}: reported succeeded but its effect never happened")
+        elif run_id in cancelled_by and applied:
+            verdict.fail(
+                f"{run_id}: reported cancelled by {cancelled_by[run_id]} but its job did its effect"
+            )
     return verdict
