@@ -267,7 +267,7 @@ class SchedulerNode:
             for record in records:
                 warm.feed(record.offset, record.key, record.value)
             warm.reached(end, self.now_ms())
-            self.machine.standby_caught_up(p, self.clock.mono_ms())
+            self._execute(self.machine.standby_caught_up(p, self.clock.mono_ms()))
 
     def _track(self) -> None:
         """Tell the world's ownership record which shards this process serves now."""

@@ -26,7 +26,7 @@ from actors.scheduler.lifecycle import (
     Tail,
     Untail,
 )
-from actors.scheduler.warm import standby_partitions
+from actors.scheduler.warm import Watch, standby_partitions
 
 SESSION_MS = 10_000
 STALE_MS = 60_000
@@ -132,6 +132,46 @@ def test_catching_up_while_the_takeover_waits_counts() -> None:
     assert _of(CatchUp, _build_step(machine, 1, 1_100))
 
 
+def test_a_standby_behind_for_longer_than_the_bound_is_read_again_from_the_start() -> None:
+    # Caught up at 1 s, then behind for two days (its tailer stalled): meanwhile a
+    # schedule's delete may have been compacted away unseen. Reaching the end again
+    # does not make it fresh: it is read again from offset 0.
+    machine = _machine()
+    machine.assign({0}, 0)
+    assert machine.standby_caught_up(1, 1_000) == []
+    two_days_ms = 2 * 86_400_000
+    actions = machine.standby_caught_up(1, two_days_ms)
+    assert _of(Untail, actions) == [Untail(1)] and _of(Tail, actions) == [Tail(1)]
+    # Taken over before the new read reached the end: a full restore, no catch-up.
+    machine.revoke({0})
+    machine.assign({0, 1}, two_days_ms + 10)
+    step = _build_step(machine, 1, two_days_ms + 20)
+    assert _of(Restore, step) and not _of(CatchUp, step)
+
+
+def test_a_first_catch_up_later_than_the_bound_after_the_tail_is_read_again() -> None:
+    machine = _machine()
+    machine.assign({0}, 0)  # the tail of 1 starts at 0 ...
+    actions = machine.standby_caught_up(1, STALE_MS + 1)  # ... and ends too late
+    assert _of(Tail, actions) == [Tail(1)]
+    assert machine.standby_caught_up(1, STALE_MS + 2_000) == []  # the new read: in time
+    machine.revoke({0})
+    machine.assign({0, 1}, STALE_MS + 3_000)
+    assert _of(CatchUp, _build_step(machine, 1, STALE_MS + 3_100))
+
+
+def test_a_waiting_takeover_whose_standby_was_behind_too_long_restores_in_full() -> None:
+    machine = _machine()
+    machine.assign({0}, 0)
+    machine.standby_caught_up(1, 1_000)
+    machine.revoke({0})
+    machine.assign({0, 1}, 2_000)  # the takeover waits for its fence and probe ...
+    actions = machine.standby_caught_up(1, 2_000 + STALE_MS)  # ... its standby was behind
+    assert _of(Untail, actions) == [Untail(1)] and not _of(Tail, actions)
+    step = _build_step(machine, 1, 2_100 + STALE_MS)
+    assert _of(Restore, step) and not _of(CatchUp, step)
+
+
 def test_a_failed_fence_keeps_the_unused_standby_for_the_next_attempt() -> None:
     machine = _machine()
     machine.assign({0}, 0)
@@ -167,10 +207,10 @@ def test_a_takeover_revoked_before_its_catch_up_keeps_the_shard_warm() -> None:
     machine.assign({0, 1}, 200)
     revoked = machine.revoke({0, 1})
     assert not _of(Untail, revoked)
-    assert machine.warm[1] == 100  # its catch-up instant is kept with it
+    assert machine.warm[1] == Watch(100, caught_up=True)  # its freshness goes with it
     actions = machine.assign({0}, 300)  # 1 given to someone else: still wanted warm
     assert Untail(1) not in actions and Tail(1) not in actions
-    assert machine.warm == {1: 100}
+    assert machine.warm == {1: Watch(100, caught_up=True)}
 
 
 def test_leaving_untails_every_standby() -> None:

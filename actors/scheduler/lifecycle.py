@@ -73,7 +73,10 @@ Why each rule:
   a `CatchUp` feeds its core from its position to the end (final after the
   fence: a standby that fell behind catches up before it fires) instead of a
   full `Restore`. A standby never caught up, or too stale, is dropped (`Untail`)
-  and the shard restored in full.
+  and the shard restored in full. Every stretch a standby spends behind its
+  changelog (from its tail's start or last catch-up to the next) is held to the
+  same bound when it ends: one longer may have missed a delete whose tombstone
+  compaction removed meanwhile, so that standby is read again from offset 0.
 - **Revocation parks.** Eager rebalancing revokes every shard on every membership
   change and usually gives most back; a parked shard keeps its core and producer
   and, given back, only probes and re-positions.
@@ -94,7 +97,7 @@ from typing import Any, Protocol
 
 from actors.scheduler.oversize import end_oversized_runs
 from actors.scheduler.skew import DEFAULT_BOUND_MS, SkewEstimator
-from actors.scheduler.warm import MAX_STALENESS_MS, standby_partitions
+from actors.scheduler.warm import MAX_STALENESS_MS, Watch, standby_partitions
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
 
@@ -266,9 +269,9 @@ class Slot:
     out: list[OutRecord] = field(default_factory=list)
     offsets: dict[TopicKind, int] = field(default_factory=dict)
     held: list[InRecord] = field(default_factory=list)  # fed while fires are held
-    # This attempt may take over from a standby; its last catch-up (mono_ms), None: never.
+    # This attempt may take over from a standby (then `standby_watch` says how fresh).
     standby: bool = False
-    standby_caught_up_ms: int | None = None
+    standby_watch: Watch | None = None
 
 
 class SchedulerMachine:
@@ -302,8 +305,8 @@ class SchedulerMachine:
         self.shard_count = shard_count
         self.max_standbys = max_standbys
         self.standby_max_staleness_ms = standby_max_staleness_ms
-        # Shards kept warm and not owned -> their last catch-up (mono_ms), None: never.
-        self.warm: dict[int, int | None] = {}
+        # Shards kept warm and not owned -> how fresh each standby is.
+        self.warm: dict[int, Watch] = {}
         self.detect_clock_steps = detect_clock_steps
         self.session_timeout_ms = session_timeout_ms
         self.max_fires_per_turn = max_fires_per_turn
@@ -338,14 +341,14 @@ class SchedulerMachine:
             if slot is None:
                 slot = self.slots[p] = Slot(p, Phase.WAITING, self._next_token(), mono_ms)
                 if p in self.warm:  # the standby's core now waits for this attempt
-                    slot.standby, slot.standby_caught_up_ms = True, self.warm.pop(p)
+                    slot.standby, slot.standby_watch = True, self.warm.pop(p)
             elif slot.phase is Phase.PARKED:
                 slot.phase, slot.resumed, slot.writing = Phase.PROBING, True, False
                 slot.out, slot.offsets, slot.held = [], {}, []
                 actions.append(Probe(p, slot.token))
                 resumed.append(p)
         actions.append(Note("info", "own", f"assigned shards {sorted(wanted)}"))
-        actions.extend(self._retail(wanted))
+        actions.extend(self._retail(wanted, mono_ms))
         if resumed:
             actions.append(
                 Note("info", "resume", f"parked shards {resumed} assigned back: resuming them")
@@ -374,8 +377,8 @@ class SchedulerMachine:
                 del self.slots[p]
                 if slot.phase is not Phase.WAITING:
                     actions.append(Close(p, slot.token, "revoked while being built"))
-                if slot.standby:  # not used yet: warm again (the assignment decides)
-                    self.warm[p] = slot.standby_caught_up_ms
+                if slot.standby and slot.standby_watch is not None:
+                    self.warm[p] = slot.standby_watch  # not used yet: warm again
         self.assigned = self.assigned - set(gone)
         if gone:
             actions.append(Note("info", "revoke", f"revoked shards {gone}"))
@@ -444,14 +447,36 @@ class SchedulerMachine:
             actions.extend(self._restore_or_catch_up(slot, mono_ms))
         return actions
 
-    def standby_caught_up(self, p: int, mono_ms: int) -> None:
-        """The standby of ``p`` reached its changelog's end at ``mono_ms``."""
-        if p in self.warm:
-            self.warm[p] = mono_ms
-            return
+    def standby_caught_up(self, p: int, mono_ms: int) -> list[Action]:
+        """The standby of ``p`` reached its changelog's end at ``mono_ms``.
+
+        If it was behind for longer than the bound since its last catch-up (or its
+        tail's start), it may have missed a tombstone that compaction has removed
+        since: it is started again from offset 0 (or, already assigned to us, not
+        used: the takeover restores in full)."""
         slot = self.slots.get(p)
-        if slot is not None and slot.standby:
-            slot.standby_caught_up_ms = mono_ms
+        held = slot is not None and slot.standby and p not in self.warm
+        watch = self.warm.get(p) if not held else (slot.standby_watch if slot else None)
+        if watch is None:
+            return []
+        behind_ms = mono_ms - watch.since_ms
+        if behind_ms <= self.standby_max_staleness_ms:
+            fresh = Watch(mono_ms, caught_up=True)
+            if held and slot is not None:
+                slot.standby_watch = fresh
+            else:
+                self.warm[p] = fresh
+            return []
+        why = (
+            f"standby of shard {p} was behind its changelog for {behind_ms // 1000} s, more"
+            f" than {self.standby_max_staleness_ms // 1000} s: compaction may have removed"
+            " a delete it did not see"
+        )
+        if held and slot is not None:
+            slot.standby, slot.standby_watch = False, None
+            return [Untail(p), Note("warning", "standby", f"{why}; dropped it")]
+        self.warm[p] = Watch(mono_ms)
+        return [Untail(p), Tail(p), Note("warning", "standby", f"{why}; reading it again")]
 
     def restore_done(
         self, p: int, token: int, core: CoreLike, unwritten: list[OutRecord]
@@ -629,12 +654,12 @@ class SchedulerMachine:
         if not slot.standby:
             return [Restore(p, slot.token)]
         slot.standby = False  # one use: the core moves to this attempt, or is dropped
-        caught_up_ms = slot.standby_caught_up_ms
-        if caught_up_ms is None:
+        watch = slot.standby_watch
+        if watch is None or not watch.caught_up:
             why = "its standby never caught up with the changelog"
-        elif mono_ms - caught_up_ms > self.standby_max_staleness_ms:
+        elif mono_ms - watch.since_ms > self.standby_max_staleness_ms:
             why = (
-                f"its standby last caught up {(mono_ms - caught_up_ms) // 1000} s ago, more"
+                f"its standby last caught up {(mono_ms - watch.since_ms) // 1000} s ago, more"
                 f" than {self.standby_max_staleness_ms // 1000} s"
             )
         else:
@@ -646,7 +671,7 @@ class SchedulerMachine:
             Restore(p, slot.token),
         ]
 
-    def _retail(self, owned: frozenset[int]) -> list[Action]:
+    def _retail(self, owned: frozenset[int], mono_ms: int) -> list[Action]:
         """Keep warm exactly the standbys this assignment wants (and none it owns)."""
         if not self.max_standbys or not self.shard_count:
             return []
@@ -657,7 +682,7 @@ class SchedulerMachine:
         for p in wanted:
             slot = self.slots.get(p)
             if p not in self.warm and not (slot is not None and slot.standby):
-                self.warm[p] = None
+                self.warm[p] = Watch(mono_ms)
                 actions.append(Tail(p))
         return actions
 
@@ -678,7 +703,7 @@ class SchedulerMachine:
         retry = self.slots[p] = Slot(p, Phase.WAITING, self._next_token(), mono_ms + backoff_ms)
         # A standby not used by the failed attempt (it failed before its catch-up) is
         # the next attempt's; one used is gone with the attempt's core.
-        retry.standby, retry.standby_caught_up_ms = slot.standby, slot.standby_caught_up_ms
+        retry.standby, retry.standby_watch = slot.standby, slot.standby_watch
         actions: list[Action] = [Pause(p)]
         if opened:
             actions.insert(0, Close(p, old, why))
@@ -687,8 +712,8 @@ class SchedulerMachine:
         actions.append(Note("error", "drop", f"shard {p}: {why}"))
         if p not in self.assigned:
             del self.slots[p]
-            if retry.standby:
-                self.warm[p] = retry.standby_caught_up_ms
+            if retry.standby and retry.standby_watch is not None:
+                self.warm[p] = retry.standby_watch
         return actions
 
     def _observe(self, sample: ClockSample | None) -> list[Action]:

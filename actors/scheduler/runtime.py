@@ -561,7 +561,7 @@ class SchedulerRuntime:
         return warm.core, unwritten
 
     def _standby_reached(self, p: int) -> None:
-        self.machine.standby_caught_up(p, self._mono())
+        self._execute(self.machine.standby_caught_up(p, self._mono()))
         warm = self._warm.get(p)
         if warm is not None and p not in self._warm_logged:
             self._warm_logged.add(p)

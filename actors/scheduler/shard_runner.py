@@ -62,8 +62,14 @@ ABORT_TIMEOUT_S = 5.0
 Mono = Callable[[], int]
 
 
+# The machine's monotonic clock counts time the host spent suspended (Linux's
+# CLOCK_BOOTTIME): a suspended laptop or a paused VM did live through those hours,
+# so a standby's staleness and the wall clock's step check must see them.
+_MONO_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
 def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
+    return time.clock_gettime_ns(_MONO_CLOCK) // 1_000_000
 
 
 class ShardFenced(Exception):

@@ -10,14 +10,31 @@ does I/O; the lifecycle machine (`actors.scheduler.lifecycle`) decides with
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from actors.shard import ShardCore
 
-# A standby not caught up with its changelog for this long is not trusted at a
-# takeover (a full restore is done instead): far below the changelog's
-# delete.retention.ms (a day by default), after which compaction may remove a
-# tombstone a lagging reader has not seen yet.
+# The longest a standby may go without reaching its changelog's end, at any time
+# from its tail's start to the takeover; past it the standby is started again from
+# offset 0 (or, at a takeover, a full restore is done). Far below the changelog's
+# delete.retention.ms (a day by default): compaction may remove a tombstone once it
+# is that old, and a reader that was behind it all that while never sees it, so its
+# core would keep (and fire, and write back) a deleted schedule.
 MAX_STALENESS_MS = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """How fresh one standby is, as the lifecycle machine tracks it (mono ms).
+
+    ``since_ms``: its last catch-up, or the start of its tail if it has not caught up
+    since; ``caught_up``: whether it has. Every stretch between two of those instants
+    is checked against the bound as it ends, so "caught up recently" also means "never
+    behind for longer than the bound".
+    """
+
+    since_ms: int
+    caught_up: bool = False
 
 
 def standby_partitions(shard_count: int, owned: Iterable[int], max_standbys: int) -> list[int]:
