@@ -213,6 +213,19 @@ def test_a_takeover_revoked_before_its_catch_up_keeps_the_shard_warm() -> None:
     assert machine.warm == {1: Watch(100, caught_up=True)}
 
 
+def test_an_assignment_without_a_revocation_keeps_track_of_an_unused_standby() -> None:
+    # Eager rebalancing revokes first, but the machine must not rely on it: a
+    # takeover dropped by a new assignment gives its standby back, and the
+    # assignment keeps it warm or untails it (a standby never leaks a tailer).
+    machine = _machine(shards=4, standbys=1)
+    machine.assign({0}, 0)  # keeps 1 warm
+    machine.assign({1}, 10)  # takes 1 over from its standby; keeps 2 warm
+    assert machine.slots[1].standby and sorted(machine.warm) == [2]
+    actions = machine.assign({3}, 20)  # 1 goes elsewhere before its catch-up
+    assert Untail(1) in actions  # 3 wants 0 warm, not 1: the unused standby is untailed
+    assert sorted(machine.warm) == [0] and 1 not in machine.slots
+
+
 def test_leaving_untails_every_standby() -> None:
     machine = _machine(shards=4, standbys=2)
     machine.assign({0}, 0)

@@ -335,6 +335,8 @@ class SchedulerMachine:
         for p in sorted(set(self.slots) - wanted):
             gone = self.slots.pop(p)
             actions.append(Close(p, gone.token, "revoked, not assigned back"))
+            if gone.standby and gone.standby_watch is not None:
+                self.warm[p] = gone.standby_watch  # unused: `_retail` keeps or untails it
         resumed = []
         for p in sorted(wanted):
             slot = self.slots.get(p)
