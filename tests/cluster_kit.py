@@ -389,17 +389,24 @@ async def check(
         if not unanswered or time.monotonic() > deadline:
             break
         await asyncio.sleep(2)
-    late = {
+    # Every run the watcher saw: a fault may come before the window (a broker down for
+    # the whole of it), and its first fire is still a figure to report.
+    seen_late = {
         key: load.visible_ms[key] - run.scheduled_ms
         for key, run in fired.items()
-        if key in load.visible_ms and window_start_ms <= run.scheduled_ms <= window_end_ms
+        if key in load.visible_ms
+    }
+    late = {
+        key: ms
+        for key, ms in seen_late.items()
+        if window_start_ms <= fired[key].scheduled_ms <= window_end_ms
     }
 
     def first_fire(fault_ms: int) -> int | None:
         due = [
-            late[key]
-            for key, run in fired.items()
-            if key in late and fault_ms <= run.scheduled_ms < fault_ms + 1_000
+            ms
+            for key, ms in seen_late.items()
+            if fault_ms <= fired[key].scheduled_ms < fault_ms + 1_000
         ]
         return max(due) if due else None
 
