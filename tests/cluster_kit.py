@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import shutil
 import socket
@@ -47,6 +48,7 @@ from worker_kit import WorkerProcess, wait_until_split
 from actors.views.tail import read_to_end
 from broker import quorum
 from broker.cluster import ClusterLayout
+from broker.errors import BrokerError
 from topics.admin import admin_client
 from topics.messages import parse_result, parse_run
 from topics.names import Settings, TopicKind
@@ -162,9 +164,43 @@ async def under_replicated(settings: Settings) -> list[str]:
     ]
 
 
+# A cluster started beforehand (`.ci/run` starts one with `kafkron broker start --nodes 3`
+# and stops it on exit whatever happens): its base port, and its data dir if not the
+# broker command's default for that port. Unset: the fixture starts one of its own.
+CLUSTER_PORT_ENV = "KAFKRON_CLUSTER_PORT"
+CLUSTER_DATA_DIR_ENV = "KAFKRON_CLUSTER_DATA_DIR"
+
+
+def given_cluster() -> Cluster | None:
+    """The cluster the environment names, checked to be a running `NODES`-node one."""
+    port = os.environ.get(CLUSTER_PORT_ENV)
+    if not port:
+        return None
+    try:
+        layout = ClusterLayout.resolve(int(port), os.environ.get(CLUSTER_DATA_DIR_ENV) or None)
+    except (ValueError, BrokerError) as exc:
+        raise AssertionError(f"{CLUSTER_PORT_ENV}={port}: {exc}") from exc
+    if layout.nodes != NODES:
+        raise AssertionError(
+            f"{CLUSTER_PORT_ENV}={port} names a {layout.nodes}-node cluster ({layout.data_dir});"
+            f" the tests need {NODES}: kafkron broker start --nodes {NODES} --port {port}"
+        )
+    return Cluster(layout)
+
+
 @contextlib.contextmanager
 def running_cluster(tmp: Path) -> Iterator[Cluster]:
-    """A three-node cluster for the duration; stopped (every node) even on failure."""
+    """A three-node cluster for the duration.
+
+    The one named by `KAFKRON_CLUSTER_PORT` if set (left running: whoever started it
+    stops it), else one of its own on free ports, stopped (every node) even on failure.
+    """
+    given = given_cluster()
+    if given is not None:
+        # Every node must be up: a node a crashed earlier run left down is started again.
+        given.start()
+        yield given
+        return
     layout = ClusterLayout(port=_free_port_block(2 * NODES), data_dir=tmp / "cluster", nodes=NODES)
     cluster = Cluster(layout)
     try:
@@ -312,7 +348,7 @@ async def check(
     window_start_ms: int,
     window_end_ms: int,
     faults_ms: list[int],
-    results_timeout_s: float = 90,
+    results_timeout_s: float = 180,
 ) -> ClusterReport:
     """The independent read_committed check of runs and results over the window.
 
@@ -353,17 +389,24 @@ async def check(
         if not unanswered or time.monotonic() > deadline:
             break
         await asyncio.sleep(2)
-    late = {
+    # Every run the watcher saw: a fault may come before the window (a broker down for
+    # the whole of it), and its first fire is still a figure to report.
+    seen_late = {
         key: load.visible_ms[key] - run.scheduled_ms
         for key, run in fired.items()
-        if key in load.visible_ms and window_start_ms <= run.scheduled_ms <= window_end_ms
+        if key in load.visible_ms
+    }
+    late = {
+        key: ms
+        for key, ms in seen_late.items()
+        if window_start_ms <= fired[key].scheduled_ms <= window_end_ms
     }
 
     def first_fire(fault_ms: int) -> int | None:
         due = [
-            late[key]
-            for key, run in fired.items()
-            if key in late and fault_ms <= run.scheduled_ms < fault_ms + 1_000
+            ms
+            for key, ms in seen_late.items()
+            if fault_ms <= fired[key].scheduled_ms < fault_ms + 1_000
         ]
         return max(due) if due else None
 

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The one test command: every test, the real-broker ones included.
+# The one test command: every test, the real-broker ones and the cluster ones included.
 #
-#   tests/run.sh                  # all tests (needs `kafkron broker start` first)
-#   tests/run.sh -m "not broker"  # the pure tests alone, no Kafka needed
+#   tests/run.sh                   # all tests: tests/ (needs `kafkron broker start` first),
+#                                  # then tests_cluster/ (a three-node cluster of their own)
+#   tests/run.sh -m "not cluster"  # the fast group: everything but the three-node cluster
+#   tests/run.sh -m cluster        # the cluster group alone (KAFKRON_CLUSTER_PORT: a cluster
+#                                  # already started with `kafkron broker start --nodes 3`)
+#   tests/run.sh -m "not broker"   # the pure tests alone, no Kafka needed
 #
+# The two directories are pyproject's testpaths, so a path argument runs only that path.
 # Uses $PYTHON, else the project's .venv, else python3. Extra arguments go to pytest.
 # Exits with pytest's status; "no tests collected" (5) counts as a failure too.
 set -uo pipefail

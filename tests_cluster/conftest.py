@@ -1,14 +1,28 @@
-"""The three-node cluster's fault tests: ``python -m pytest -q tests_cluster``.
+"""The three-node cluster's tests: ``tests/run.sh -m cluster`` (or ``pytest -q tests_cluster``).
 
-Outside `tests/` (and so outside `.ci/run`) for now: the group took about half an
-hour on a heavily loaded two-core machine, about 7 minutes on a quiet one, and has
-not yet been timed inside a whole CI run. All five scenarios pass. They share the
-kits of `tests/`.
+A group of their own (marker ``cluster``; ``tests/run.sh -m "not cluster"`` leaves them
+out), run last by ``tests/run.sh``: the fault scenarios take about a minute and a half
+each on a quiet two-core machine. ``.ci/run`` starts the cluster beforehand with
+``kafkron broker start --nodes 3`` on ports of its own and names it in
+``KAFKRON_CLUSTER_PORT`` (and ``KAFKRON_CLUSTER_DATA_DIR``); without them the session
+fixture starts one on free ports and stops it at the end. They share the kits of `tests/`.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+# found through the path above
+from cluster_kit import Cluster, running_cluster
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as running:
+        yield running

@@ -12,6 +12,9 @@ workers running a no-op job. Then one fault:
 (e) a broker's disk lost: killed, its data deleted, started again (formatted with the
     cluster's id), and its replicas rebuilt by its peers.
 
+The cluster is the session's (tests_cluster/conftest.py): the one `.ci/run` started
+if ``KAFKRON_CLUSTER_PORT`` names it, else one of the fixture's own.
+
 The independent read_committed check of ``{ns}.runs`` and ``{ns}.results`` must show
 no duplicate run, no unreported gap, nothing early, and exactly one visible result
 per ``(run_id, attempt)``. Each prints how late the occurrence due right after the
@@ -25,7 +28,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -36,7 +39,6 @@ from cluster_kit import (
     ClusterReport,
     Load,
     check,
-    running_cluster,
     running_load,
     under_replicated,
 )
@@ -49,12 +51,6 @@ from topics.names import Settings, TopicKind
 pytestmark = [pytest.mark.broker, pytest.mark.cluster, pytest.mark.slow]
 
 FAULT_S = 20
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running_cluster(tmp_path_factory.mktemp("cluster")) as running:
-        yield running
 
 
 Fault = Callable[[Cluster, Load], Awaitable[list[int]]]
