@@ -18,12 +18,22 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from broker.probe import metadata_ok
 from topics.admin import create_topics, delete_topics
 from topics.names import Settings
 
 DEFAULT_TEST_PARTITIONS = 3
+
+# Property tests check correctness, never speed: on a loaded two-core machine input
+# generation and single examples run slowly, and Hypothesis' speed checks would then
+# fail a test whose every example passed.
+hypothesis_settings.register_profile(
+    "kafkron", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("kafkron")
 
 # The Faust tests need the faust extra, which cannot share an environment with the other
 # tests (its mode-streaming pins croniter<6, whose DST mistakes the oracle tests catch);
