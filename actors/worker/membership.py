@@ -84,6 +84,17 @@ Rules:
   after it says what made it). A result whose attempt the shard decides itself
   (``topics.deadlines``) before a write could commit it (``COMMIT_GUARD_MS``) is
   not written: no retry commits after the shard's ``timed_out``.
+- **A missing ACL parks the partition.** A transaction refused for authorization
+  (``commit_denied``: Write on ``{ns}.results``, Read on the group; the executor
+  names the ACL and the role that grants it) is aborted, so nothing of it is
+  visible. Retrying at once, or adopting afresh, would only run the jobs again
+  for results that cannot be written: instead the partition is paused (no new runs
+  are fetched from it), its results are kept, and the same write is tried again
+  after ``COMMIT_RETRY_MS`` doubling to ``DENIED_RETRY_MAX_MS``, with no
+  re-adoption. The refusal is noted when it starts and then once per
+  ``DENIED_NOTE_INTERVAL_MS``; once the ACL is back the results and the offset
+  commit together, the partition is resumed and a note says so. A result whose
+  shard verdict comes first is dropped as on any failed commit.
 - **Refused records end visibly.** A result record the broker refuses for good (too
   large for ``{ns}.results``, an invalid record) aborts the transaction (the
   executor reads every batch's outcome before it commits: aiokafka commits a
@@ -116,6 +127,10 @@ ADOPT_RETRY_MAX_MS = 10_000
 COMMIT_RETRY_MS = 500
 COMMIT_RETRY_MAX_MS = 5_000
 COMMIT_FAILURES_BEFORE_READOPT = 6
+DENIED_RETRY_MAX_MS = 30_000
+"""A partition whose writes are refused for a missing ACL is tried at most this rarely."""
+DENIED_NOTE_INTERVAL_MS = 60_000
+"""While a refusal lasts, its note is repeated at most this often."""
 COMMIT_GUARD_MS = 5_000
 """How long before the shard's verdict a result stops being written: the room a
 transaction that begins now has to commit (the executor aborts instead of
@@ -287,10 +302,20 @@ class _Slot:
     adopt_failures: int = 0
     commit_failures: int = 0
     write_after_ms: int = 0
+    denied: _Denied | None = None  # writes refused for a missing ACL
+
+
+@dataclass(slots=True)
+class _Denied:
+    text: str
+    retry_ms: int
+    noted_ms: int
+    unnoted: int = 0
 
 
 @dataclass(slots=True)
 class MembershipCounts:
+    denied: int = 0
     adoptions: int = 0
     adoption_failures: int = 0
     fenced: int = 0
@@ -407,6 +432,7 @@ class WorkerMachine:
         slot.adopt_failures = 0
         slot.commit_failures = 0
         slot.write_after_ms = 0
+        slot.denied = None  # a new adoption proves nothing yet; its first write will
         self.counts.adoptions += 1
         core = self.core
         core.assign(partition, offset, metadata, now_ms, lease)
@@ -483,7 +509,44 @@ class WorkerMachine:
         slot = self._slots.get(commit.partition)
         if slot is not None and slot.lease == commit.lease:
             slot.commit_failures = 0
+            if slot.denied is not None:
+                slot.denied = None
+                note = Note(f"runs partition {commit.partition}: authorized again; resumed")
+                return self._settle([note], now_ms)
         return []
+
+    def commit_denied(self, commit: Commit, denied: str, now_ms: int) -> list[Action]:
+        """The transaction was refused for a missing ACL and aborted (nothing of it is
+        visible); ``denied`` names the operation, the resource and the granting role."""
+        self.counts.denied += 1
+        self.core.commit_failed(commit, now_ms, COMMIT_GUARD_MS)
+        slot = self._slots.get(commit.partition)
+        if slot is None or slot.lease != commit.lease or slot.state != LIVE:
+            return []
+        state = slot.denied
+        if state is None:
+            state = slot.denied = _Denied(denied, COMMIT_RETRY_MS, now_ms)
+            noted = True
+        else:
+            state.retry_ms = min(DENIED_RETRY_MAX_MS, state.retry_ms * 2)
+            state.unnoted += 1
+            noted = denied != state.text or now_ms - state.noted_ms >= DENIED_NOTE_INTERVAL_MS
+        slot.write_after_ms = now_ms + state.retry_ms
+        actions: list[Action] = []
+        if noted:
+            again = f" (refused {state.unnoted} more times since)" if state.unnoted else ""
+            state.text, state.noted_ms, state.unnoted = denied, now_ms, 0
+            actions.append(
+                Note(
+                    f"runs partition {commit.partition}: {denied}{again}. The transaction was"
+                    " aborted: nothing of it is visible. No more runs are fetched from this"
+                    f" partition; its results are kept and written again in {state.retry_ms} ms"
+                    f" (then at most every {DENIED_RETRY_MAX_MS // 1000} s) until the ACL is"
+                    " granted",
+                    warning=True,
+                )
+            )
+        return self._settle(actions, now_ms)
 
     def commit_failed(self, commit: Commit, reason: str, now_ms: int) -> list[Action]:
         """The transaction was aborted (nothing of it is visible)."""
@@ -635,6 +698,11 @@ class WorkerMachine:
         core = self.core
         commit = core.take_commit(partition)
         if commit is None:
+            slot = self._slots.get(partition)
+            if slot is not None and slot.denied is not None:
+                # Nothing left to try the ACL with (the shard decided those runs):
+                # fetch again; the next write finds out whether it is still refused.
+                slot.denied = None
             return []
         if any(shard_decides(d, now_ms + COMMIT_GUARD_MS) for d in commit.deadlines):
             # Too late for some of them: the shard's verdict comes first. Hand the rest
@@ -652,7 +720,7 @@ class WorkerMachine:
         full = core.paused()
         wanted: set[int] = set()
         for p, slot in self._slots.items():
-            if self._stopping or slot.state != LIVE or p in full:
+            if self._stopping or slot.state != LIVE or p in full or slot.denied is not None:
                 wanted.add(p)
         for p in sorted(wanted - self._paused):
             actions.append(Pause(p))
