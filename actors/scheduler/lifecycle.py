@@ -32,6 +32,8 @@ event carrying an old token is answered by closing what it opened)::
     LIVE         write_done              LIVE
     LIVE         write_failed, fenced    WAITING(+session)  Close + Pause
     LIVE         write_failed            WAITING(+backoff)  Close + Pause
+    LIVE         write_failed, denied    WAITING(+doubling) Close + Pause (noted once per interval)
+    building     step_failed, denied     WAITING(+doubling) Close + Pause (noted once per interval)
     building     step_failed             WAITING(+backoff)  Close + Pause
     LIVE         revoked                 PARKED         (core and producer kept)
     PARKED       assigned again          PROBING        Probe     (resume: no fence, no restore)
@@ -776,8 +778,8 @@ class SchedulerMachine:
                     "error",
                     "denied",
                     f"shard {p}: {denied}{again}. Its transaction was aborted: nothing of it"
-                    f" is committed. Shard {p} is left alone and tried again every"
-                    f" {refusal.backoff_ms / 1000:.0f} s (at most"
+                    f" is committed. Shard {p} is left alone and tried again in"
+                    f" {refusal.backoff_ms / 1000:.0f} s (then at most every"
                     f" {DENIED_BACKOFF_MAX_MS / 1000:.0f} s) until the ACL is granted",
                 )
             )
