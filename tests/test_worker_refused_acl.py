@@ -48,8 +48,13 @@ def test_a_refused_commit_pauses_the_partition_keeps_its_results_and_backs_off()
         assert of(m.tick(wake - 1), Write) == []  # left alone until then
         waits.append(wake - now)
         now = wake
+        # A fresh producer of the same lease first (the refused batch left the old
+        # one's sequence numbers out of step), then the same write.
+        lease = m.lease(0) or 0
         actions = m.tick(now)
-        [again] = of(actions, Write)
+        assert of(actions, CloseProducer) == [CloseProducer(0, lease)]
+        assert of(actions, StartProducer) == [StartProducer(0, lease)] and not of(actions, Write)
+        [again] = of(m.producer_started(0, lease, now), Write)
         assert again.commit.results == results  # the same results, not the jobs again
         actions = m.commit_denied(again.commit, DENIED, now)
         assert not of(actions, StartProducer) and not of(actions, CloseProducer)
@@ -65,8 +70,21 @@ def test_once_the_acl_is_back_the_results_commit_and_the_partition_resumes() -> 
     m = live_machine(0)
     write = _finished(m, 0, T0, deadline_ms=T0 + 3_600_000)
     m.commit_denied(write.commit, DENIED, T0)
-    [again] = of(m.tick(T0 + COMMIT_RETRY_MS), Write)
+    [start] = of(m.tick(T0 + COMMIT_RETRY_MS), StartProducer)
+    [again] = of(m.producer_started(0, start.lease, T0 + COMMIT_RETRY_MS), Write)
     actions = m.commit_done(again.commit, T0 + COMMIT_RETRY_MS)
     assert Resume(0) in actions
     assert [n.text for n in of(actions, Note)] == ["runs partition 0: authorized again; resumed"]
     assert of(m.tick(T0 + 60_000), Write) == []  # written once
+
+
+def test_a_fresh_producer_that_does_not_start_is_tried_again_after_the_backoff() -> None:
+    m = live_machine(0)
+    write = _finished(m, 0, T0, deadline_ms=T0 + 3_600_000)
+    m.commit_denied(write.commit, DENIED, T0)
+    [start] = of(m.tick(T0 + COMMIT_RETRY_MS), StartProducer)
+    actions = m.adoption_failed(0, start.lease, "coordinator loading", T0 + COMMIT_RETRY_MS)
+    assert m.state(0) == "live" and not of(actions, StartProducer)
+    assert of(m.tick(T0 + COMMIT_RETRY_MS + 1), StartProducer) == []
+    [again] = of(m.tick(T0 + 3 * COMMIT_RETRY_MS), StartProducer)
+    assert again.lease == start.lease

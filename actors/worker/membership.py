@@ -91,10 +91,12 @@ Rules:
   for results that cannot be written: instead the partition is paused (no new runs
   are fetched from it), its results are kept, and the same write is tried again
   after ``COMMIT_RETRY_MS`` doubling to ``DENIED_RETRY_MAX_MS``, with no
-  re-adoption. The refusal is noted when it starts and then once per
-  ``DENIED_NOTE_INTERVAL_MS``; once the ACL is back the results and the offset
-  commit together, the partition is resumed and a note says so. A result whose
-  shard verdict comes first is dropped as on any failed commit.
+  re-adoption: only a fresh producer of the same lease (a refused batch leaves the
+  idempotent producer's sequence numbers out of step with the broker's). The
+  refusal is noted when it starts and then once per ``DENIED_NOTE_INTERVAL_MS``;
+  once the ACL is back the results and the offset commit together, the partition
+  is resumed and a note says so. A result whose shard verdict comes first is
+  dropped as on any failed commit.
 - **Refused records end visibly.** A result record the broker refuses for good (too
   large for ``{ns}.results``, an invalid record) aborts the transaction (the
   executor reads every batch's outcome before it commits: aiokafka commits a
@@ -303,6 +305,12 @@ class _Slot:
     commit_failures: int = 0
     write_after_ms: int = 0
     denied: _Denied | None = None  # writes refused for a missing ACL
+    # A refused batch still took its sequence number in the idempotent producer, so
+    # the broker would answer the next one OutOfOrderSequenceNumber: the retry of a
+    # denied write takes a fresh producer of the same lease (no re-adoption: we own
+    # the partition and its aborted transaction left nothing to settle).
+    renew_producer: bool = False
+    renewing: bool = False  # that producer is starting
 
 
 @dataclass(slots=True)
@@ -414,6 +422,11 @@ class WorkerMachine:
     # --- adoption -------------------------------------------------------------------
 
     def producer_started(self, partition: int, lease: int, now_ms: int) -> list[Action]:
+        renewed = self._current(partition, lease, LIVE)
+        if renewed is not None and renewed.renewing:
+            # The fresh producer after a refusal: the kept results go out at once.
+            renewed.renewing = renewed.renew_producer = False
+            return self._settle(self._write(partition, now_ms), now_ms)
         slot = self._current(partition, lease, ADOPTING)
         if slot is None:
             self.counts.stale_answers += 1
@@ -433,6 +446,7 @@ class WorkerMachine:
         slot.commit_failures = 0
         slot.write_after_ms = 0
         slot.denied = None  # a new adoption proves nothing yet; its first write will
+        slot.renew_producer = slot.renewing = False
         self.counts.adoptions += 1
         core = self.core
         core.assign(partition, offset, metadata, now_ms, lease)
@@ -443,6 +457,12 @@ class WorkerMachine:
     def adoption_failed(self, partition: int, lease: int, reason: str, now_ms: int) -> list[Action]:
         actions: list[Action] = [CloseProducer(partition, lease)]
         slot = self._slots.get(partition)
+        if slot is not None and slot.lease == lease and slot.state == LIVE and slot.renewing:
+            # The fresh producer after a refusal did not start: try again later.
+            slot.renewing = False
+            slot.write_after_ms = now_ms + (slot.denied.retry_ms if slot.denied else ADOPT_RETRY_MS)
+            actions.append(Note(f"runs partition {partition}: {reason}", warning=True))
+            return self._settle(actions, now_ms)
         if slot is None or slot.lease != lease or slot.state not in (ADOPTING, READING):
             self.counts.stale_answers += 1
             return actions
@@ -532,6 +552,7 @@ class WorkerMachine:
             state.unnoted += 1
             noted = denied != state.text or now_ms - state.noted_ms >= DENIED_NOTE_INTERVAL_MS
         slot.write_after_ms = now_ms + state.retry_ms
+        slot.renew_producer = True
         actions: list[Action] = []
         if noted:
             again = f" (refused {state.unnoted} more times since)" if state.unnoted else ""
@@ -620,8 +641,12 @@ class WorkerMachine:
             if slot.state == BACKOFF and slot.since_ms <= now_ms:
                 actions.extend(self._adopt(p, slot))
         for p, slot in sorted(self._slots.items()):
-            if slot.state == LIVE and slot.write_after_ms <= now_ms:
+            if slot.state == LIVE and slot.write_after_ms <= now_ms and not slot.renewing:
                 slot.write_after_ms = 0
+                if slot.renew_producer:
+                    slot.renewing = True
+                    actions += [CloseProducer(p, slot.lease), StartProducer(p, slot.lease)]
+                    continue
                 actions.extend(self._write(p, now_ms))
         return self._settle(actions, now_ms)
 
