@@ -72,6 +72,9 @@ def test_once_the_acl_is_back_the_results_commit_and_the_partition_resumes() -> 
     m.commit_denied(write.commit, DENIED, T0)
     [start] = of(m.tick(T0 + COMMIT_RETRY_MS), StartProducer)
     [again] = of(m.producer_started(0, start.lease, T0 + COMMIT_RETRY_MS), Write)
+    # Ticks while that write is out leave the refusal standing: only its answer tells.
+    meanwhile = m.tick(T0 + COMMIT_RETRY_MS + 1)
+    assert of(meanwhile, Write) == [] and Resume(0) not in meanwhile
     actions = m.commit_done(again.commit, T0 + COMMIT_RETRY_MS)
     assert Resume(0) in actions
     assert [n.text for n in of(actions, Note)] == ["runs partition 0: authorized again; resumed"]

@@ -722,12 +722,7 @@ class WorkerMachine:
     def _write(self, partition: int, now_ms: int) -> list[Action]:
         core = self.core
         commit = core.take_commit(partition)
-        if commit is None:
-            slot = self._slots.get(partition)
-            if slot is not None and slot.denied is not None:
-                # Nothing left to try the ACL with (the shard decided those runs):
-                # fetch again; the next write finds out whether it is still refused.
-                slot.denied = None
+        if commit is None:  # nothing to write, or a write in flight
             return []
         if any(shard_decides(d, now_ms + COMMIT_GUARD_MS) for d in commit.deadlines):
             # Too late for some of them: the shard's verdict comes first. Hand the rest
