@@ -26,6 +26,7 @@ from pathlib import Path
 import orjson
 
 from broker import config, probe, process, quorum
+from broker import secure as broker_secure
 from broker.errors import BrokerError
 from broker.layout import BrokerLayout
 
@@ -78,7 +79,11 @@ class ClusterLayout:
             raise BrokerError(f"--node must be between 1 and {self.nodes} (the cluster's nodes)")
         if self.nodes == 1:
             return BrokerLayout(port=self.port, data_dir=self.data_dir)
-        return BrokerLayout(port=self.port + 2 * (n - 1), data_dir=self.data_dir / f"node-{n}")
+        return BrokerLayout(
+            port=self.port + 2 * (n - 1),
+            data_dir=self.data_dir / f"node-{n}",
+            secure_home=self.data_dir / "secure",  # one CA and one admin for all nodes
+        )
 
     @property
     def node_layouts(self) -> list[BrokerLayout]:
@@ -130,10 +135,12 @@ class NodeStatus:
         )
 
 
-def _launch(layout: ClusterLayout, n: int, cluster_id: str) -> int:
+def _launch(layout: ClusterLayout, n: int, cluster_id: str, secure: bool = False) -> int:
     node = layout.node(n)
     text = config.server_properties(node, n, layout.node_layouts)
-    return process.launch(node, text, cluster_id, NODE_JVM)
+    # A cluster set up secure stays secure: its storage holds the SCRAM users.
+    secure = secure or broker_secure.is_secure(node)
+    return process.launch(node, text, cluster_id, NODE_JVM, secure=secure)
 
 
 def start(
@@ -147,15 +154,13 @@ def start(
     if layout.nodes == 1:
         found = process.start(layout.node(1), timeout_s, secure=secure)
         return [NodeStatus(1, found.layout, found.pid, True, found.already_running)]
-    if secure:
-        raise BrokerError("--secure runs a single node; drop --nodes or --secure")
     cluster_id = _cluster_id(layout)
     already = {n for n in range(1, layout.nodes + 1) if process.running_pid(layout.node(n))}
     launched: dict[int, int] = {}
     try:
         for n in range(1, layout.nodes + 1):
             if n not in already:
-                launched[n] = _launch(layout, n, cluster_id)
+                launched[n] = _launch(layout, n, cluster_id, secure)
         for n, node in enumerate(layout.node_layouts, 1):
             process.wait_until_answering(node, launched.get(n), timeout_s)
     except BrokerError:
@@ -245,10 +250,13 @@ class ClusterStatus:
 
 
 def status(layout: ClusterLayout, timeout_s: float = 5.0) -> ClusterStatus:
+    security = broker_secure.probe_kwargs(layout.node(1))
     nodes = [
-        NodeStatus(n, node, process.running_pid(node), probe.answers(node.bootstrap, timeout_s))
+        NodeStatus(
+            n, node, process.running_pid(node), probe.answers(node.bootstrap, timeout_s, **security)
+        )
         for n, node in enumerate(layout.node_layouts, 1)
     ]
     up = ",".join(s.layout.bootstrap for s in nodes if s.answering)
-    view = asyncio.run(quorum.describe(up, timeout_s)) if up else None
+    view = asyncio.run(quorum.describe(up, timeout_s, **security)) if up else None
     return ClusterStatus(layout, nodes, view)

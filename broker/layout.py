@@ -39,6 +39,9 @@ class BrokerLayout:
 
     port: int
     data_dir: Path
+    # A node of a secure cluster keeps its CA, broker key and secrets here, shared by
+    # every node (one CA, one set of SCRAM users); None: ``<data_dir>/secure``.
+    secure_home: Path | None = None
 
     @classmethod
     def resolve(cls, port: int | None = None, data_dir: str | Path | None = None) -> BrokerLayout:

@@ -129,12 +129,16 @@ class ClusterView:
         )
 
 
-async def describe(bootstrap: str, timeout_s: float = 5.0) -> ClusterView | None:
-    """The cluster as `bootstrap` sees it, None if nothing answers within `timeout_s`."""
+async def describe(bootstrap: str, timeout_s: float = 5.0, **security: Any) -> ClusterView | None:
+    """The cluster as `bootstrap` sees it, None if nothing answers within `timeout_s`.
+
+    `security`: aiokafka's keyword arguments for a secure cluster (the admin's).
+    """
     client = AIOKafkaClient(
         bootstrap_servers=bootstrap,
         request_timeout_ms=int(timeout_s * 1000),
         client_id="kafkron-status",
+        **security,
     )
     with quiet_aiokafka():
         try:

@@ -30,10 +30,12 @@ A data dir is secure or not for its whole life: its storage was formatted with o
 without the SCRAM users, so `start` keeps a secure dir secure even without
 ``--secure``, and refuses ``--secure`` on a dir formatted without it.
 
-Three nodes would need, per node, a key pair signed by the same CA (one keytool
-certificate each, the CA made once), the controller listener in
-``controller.quorum.voters`` of every node, and the SCRAM users added when each
-node's storage is formatted (the same ``--add-scram`` arguments on every node).
+A cluster (``--nodes 3 --secure``) keeps one ``secure/`` in the cluster's data dir for
+all its nodes: one CA, one broker key pair (every node listens on 127.0.0.1, which its
+certificate names, and every node is principal ``broker``), one admin. Each node's
+storage is formatted with the same ``--add-scram`` users, its inter-broker traffic is
+SASL_SSL as ``broker`` and its controller listener (the Raft quorum between nodes
+too) mutual TLS.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ _STOREPASS_ENV = "KAFKRON_KEYSTORE_PASSWORD"
 
 
 def secure_dir(layout: BrokerLayout) -> Path:
-    return layout.data_dir / "secure"
+    """Certificates and secrets: the node's own, or its cluster's shared one."""
+    return layout.secure_home or layout.data_dir / "secure"
 
 
 def ca_file(layout: BrokerLayout) -> Path:

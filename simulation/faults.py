@@ -37,7 +37,7 @@ class FaultHost(Protocol):
 REPLAN_TICKS = 60  # the longest quiet stretch drawn at once
 
 NODE_KINDS = ("crash", "pause", "skew")
-BROKER_KINDS = ("broker", "refuse", "coordinator_busy", "results_refused")
+BROKER_KINDS = ("broker", "refuse", "runs_denied", "coordinator_busy", "results_refused")
 """Faults of the broker as a whole (one target each, named after the kind)."""
 WORKER_KINDS = ("slow_job", "worker_crash_mid_job")
 
@@ -123,6 +123,7 @@ class FaultInjector:
         on = {
             "broker": "broker unavailable",
             "refuse": "broker refuses every batch to runs",
+            "runs_denied": "the schedulers' Write ACL on runs revoked",
             "coordinator_busy": "coordinators loading (InitProducerId, OffsetFetch)",
             "results_refused": "result batches refused",
         }.get(kind, f"{kind} on {target}")

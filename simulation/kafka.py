@@ -62,6 +62,9 @@ class Txn:
     # appended, yet the transaction stays open and committable, as aiokafka leaves
     # it; the producer learns of the refusal only from the batch's future.
     refused: list[tuple[TopicKind, int]] = field(default_factory=list)
+    # A refused batch's topic was not authorized (the `runs_denied` fault): the
+    # producer learns of a missing ACL, not of a passing refusal.
+    denied: bool = False
 
 
 @dataclass(slots=True)
@@ -135,6 +138,9 @@ class SimKafka:
         # Topics whose batches the broker refuses right now (the `refuse` fault: a
         # produce error that outlived the client's retries, NOT_ENOUGH_REPLICAS say).
         self.refusing: frozenset[TopicKind] = frozenset()
+        # Topics the schedulers may not Write right now (the `runs_denied` fault: the
+        # scheduler principal's ACL revoked): refused as above, as an authorization error.
+        self.denying: frozenset[TopicKind] = frozenset()
         self.logs = {kind: [Log(kind, p) for p in range(n)] for kind, n in partitions.items()}
         self.fencing = fencing
         self.available = True
@@ -193,8 +199,9 @@ class SimKafka:
         if txn.status != OPEN:
             raise ProducerFenced(f"{txn.tx_id}: transaction already {txn.status}")
         p = self.partition_for(kind, key, partition)
-        if kind in self.refusing:
+        if kind in self.refusing or kind in self.denying:
             txn.refused.append((kind, p))
+            txn.denied = txn.denied or kind in self.denying
             return p, -1
         log = self.logs[kind][p]
         offset = len(log.entries)

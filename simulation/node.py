@@ -364,13 +364,16 @@ class SchedulerNode:
             group = host.settings.scheduler_group
             producer.positions = {kind: kafka.committed(group, kind, p)[0] for kind in INPUTS}
             return machine.position_done(p, token)
-        except (ProducerFenced, BrokerUnavailable) as exc:
+        except (ProducerFenced, BrokerUnavailable, Unauthorized) as exc:
             fenced = isinstance(exc, ProducerFenced)
+            denied = str(exc) if isinstance(exc, Unauthorized) else None
             if isinstance(action, Probe) and action.refresh:
                 return machine.write_failed(
-                    p, token, fenced=fenced, error=str(exc), mono_ms=mono_ms
+                    p, token, fenced=fenced, error=str(exc), mono_ms=mono_ms, denied=denied
                 )
-            return machine.step_failed(p, token, fenced=fenced, error=str(exc), mono_ms=mono_ms)
+            return machine.step_failed(
+                p, token, fenced=fenced, error=str(exc), mono_ms=mono_ms, denied=denied
+            )
 
     def _probe(self, tx_id: str, producer: _Producer) -> ClockSample | None:
         """As `ShardRunner.sample_clock`: an aborted one-record transaction to runs.
@@ -386,6 +389,8 @@ class SchedulerNode:
             kafka.send(txn, TopicKind.RUNS, CLOCK_PROBE_KEY, CLOCK_PROBE_VALUE, None, true_ms)
         finally:
             kafka.abort(txn, true_ms)
+        if txn.denied:  # the probe's send fails as the real one does
+            raise Unauthorized(_denial(TopicKind.RUNS))
         if not kafka.log_append_time(TopicKind.RUNS):
             return None
         return ClockSample(
@@ -490,7 +495,12 @@ class SchedulerNode:
                 error = f"a batch to {kind.value}[{partition}] was refused"
                 self._execute(
                     machine.write_failed(
-                        p, write.token, fenced=False, error=error, mono_ms=self.clock.mono_ms()
+                        p,
+                        write.token,
+                        fenced=False,
+                        error=error,
+                        mono_ms=self.clock.mono_ms(),
+                        denied=_denial(kind) if txn.denied else None,
                     )
                 )
                 continue
@@ -620,3 +630,12 @@ def _release_early(
         released.extend(more)
         pending.extend(more)
     return released
+
+
+class Unauthorized(Exception):
+    """The simulated broker refused the scheduler a topic (the `runs_denied` fault)."""
+
+
+def _denial(kind: TopicKind) -> str:
+    # The words of `topics.refusals.denial_message` for the scheduler's principal.
+    return f"User:scheduler may not Write topic {kind.value}: Write is granted to role scheduler"

@@ -79,6 +79,7 @@ FAULT_KINDS = (
     "pause",  # SIGSTOP for the duration (a GC pause, a frozen VM)
     "broker",  # the broker does not answer for the duration
     "refuse",  # the broker refuses every batch to {ns}.runs inside a transaction
+    "runs_denied",  # the schedulers' Write ACL on {ns}.runs is revoked for the duration
     "skew",  # one node's clock jumps by up to skew_max_ms for the duration
     "slow_job",  # jobs started on one worker run slow_factor times longer
     "worker_crash_mid_job",  # a worker running a job dies; restarted after the duration

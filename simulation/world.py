@@ -154,6 +154,9 @@ class World:
         if kind == "refuse":
             self.kafka.refusing = frozenset({TopicKind.RUNS}) if start else frozenset()
             return
+        if kind == "runs_denied":
+            self.kafka.denying = frozenset({TopicKind.RUNS}) if start else frozenset()
+            return
         if kind in ("coordinator_busy", "results_refused"):
             self._worker_fault(kind, start)
             return

@@ -5,6 +5,7 @@ into its model and writes back to the same JSON; unknown fields are tolerated,
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -333,3 +334,32 @@ async def test_declared_topics_carry_the_contract_serializers() -> None:
     assert topics.runs.value_type is RunRecord
     assert topics.rejected.key_type is bytes
     assert (topics.commands.key_serializer, topics.commands.value_serializer) == ("raw", "raw")
+
+
+async def test_the_app_connects_with_kafkrons_client_security(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The same settings as every kafkron client: the group consumer uses SASL_SSL/SCRAM."""
+    from test_security_config import CA_PEM
+
+    (tmp_path / "ca.pem").write_text(CA_PEM)
+    (tmp_path / "pw").write_text("the-recorders-password\n")
+    monkeypatch.setenv("KAFKRON_SECURITY_PROTOCOL", "SASL_SSL")
+    monkeypatch.setenv("KAFKRON_SASL_MECHANISM", "SCRAM-SHA-512")
+    monkeypatch.setenv("KAFKRON_SASL_USERNAME", "rec")
+    monkeypatch.setenv("KAFKRON_SASL_PASSWORD_FILE", str(tmp_path / "pw"))
+    monkeypatch.setenv("KAFKRON_SSL_CAFILE", str(tmp_path / "ca.pem"))
+    app = kafkron_app("a", SETTINGS, partitions=3, web_enabled=False)
+    declare_topics(app, SETTINGS)
+    thread = app.consumer._thread
+    consumer = thread._create_worker_consumer(app.transport)
+    try:
+        client = consumer._client
+        assert client._security_protocol == "SASL_SSL"
+        assert client._sasl_mechanism == "SCRAM-SHA-512"
+        assert client._sasl_plain_username == "rec"
+        assert client._sasl_plain_password == "the-recorders-password"
+        assert client._ssl_context is not None
+    finally:
+        await consumer.stop()
+        thread.thread_loop.close()

@@ -33,6 +33,8 @@ from aiokafka.errors import (
 from broker import BrokerLayout
 from broker import process as broker_process
 from broker import secure as broker_secure
+from broker.tools import KafkaTools, acl_run
+from topics.messages import Run, parse_result, parse_run
 from topics.names import Settings, TopicKind
 from topics.refusals import topic_denied
 from topics.security import ClientSecurity, client_kwargs
@@ -334,3 +336,179 @@ def test_the_flow_runs_with_each_actor_under_its_own_principal(cluster: SecureCl
     for name, text in output.items():
         assert "AuthorizationFailed" not in text, (name, text)
         assert "not authorized" not in text.lower(), (name, text)
+
+
+def _acl_change(cluster: SecureCluster, change: str, user: str, operation: str, topic: str) -> None:
+    """``change`` "--add" or "--remove" one topic ACL of `user`, as the admin would."""
+    admin = cluster.kwargs("admin")
+    security = ClientSecurity(
+        "SASL_SSL", "SCRAM-SHA-512", "admin", admin["sasl_plain_password"], cluster.ca
+    )
+    arguments = [change, "--allow-principal", f"User:{user}", "--operation", operation]
+    arguments += ["--topic", topic] + (["--force"] if change == "--remove" else [])
+    KafkaTools(cluster.bootstrap, security).run([acl_run(arguments, f"{operation} on {topic}")])
+
+
+async def _committed_values(kwargs: dict[str, Any], topic: str) -> list[bytes]:
+    """Every committed record of `topic` (two partitions) to its end, read as `kwargs`."""
+    consumer = AIOKafkaConsumer(
+        enable_auto_commit=False, group_id=None, isolation_level="read_committed", **kwargs
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in (0, 1)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning()
+        ends = await consumer.end_offsets(tps)
+        seen: list[bytes] = []
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+            for records in (await consumer.getmany(timeout_ms=1000)).values():
+                seen += [r.value for r in records if r.value]
+        return seen
+    finally:
+        await consumer.stop()
+
+
+def _wait_for(
+    what: str, check: Callable[[], bool], timeout_s: float, why: Callable[[], str]
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"no {what}: {why()}"
+        time.sleep(1)
+
+
+def test_revoking_the_schedulers_runs_acl_commits_nothing_partial_and_firing_resumes(
+    cluster: SecureCluster,
+) -> None:
+    """Write on ``{ns}.runs`` is revoked while a schedule fires every second, then given back.
+
+    While refused, the scheduler names the ACL and the role that grants it and keeps
+    running; once restored, every occurrence has exactly one committed first attempt:
+    a transaction that wrote the changelog or the offsets without its runs would lose
+    occurrences, one that wrote runs twice would duplicate them.
+    """
+    a = cluster.a
+    runs = a.topic(TopicKind.RUNS)
+    schedule = f"revoke-{uuid.uuid4().hex[:6]}"
+    log_path = cluster.secrets / f"{schedule}.log"
+    admin = cluster.kwargs("admin")
+
+    def mine() -> list[Run]:
+        values = asyncio.run(_committed_values(admin, runs))
+        return [run for run in map(parse_run, values) if run.schedule_id == schedule]
+
+    proc = _actor(cluster, "sched-a", ["scheduler"], log_path)
+    output = lambda: log_path.read_text(errors="replace")  # noqa: E731
+    try:
+        done = kafkron(
+            cluster.env("sub-a", a.namespace),
+            *("schedule", "add", schedule, "--every", "1s", "--job", "test.noop"),
+            *("--misfire", "catch_up", "--catch-up-max", "1000", "--overlap", "allow"),
+            *("--max-attempts", "1", "--timeout-s", "600"),
+        )
+        assert done.returncode == 0, done.stderr
+        _wait_for("first fires", lambda: len(mine()) >= 2, 120, output)
+        _acl_change(cluster, "--remove", "sched-a", "Write", runs)
+        refused = f"User:sched-a may not Write topic {runs}"
+        _wait_for("refusal named", lambda: refused in output(), 120, output)
+        before = len(mine())
+        _acl_change(cluster, "--add", "sched-a", "Write", runs)
+        _wait_for("fires after the restore", lambda: len(mine()) > before + 3, 180, output)
+        assert proc.poll() is None, output()
+    finally:
+        _stop([proc])
+    kafkron(cluster.env("sub-a", a.namespace), "schedule", "rm", schedule)
+    text = output()
+    assert "Write is granted to role scheduler" in text, text
+    firsts = [run.scheduled_ms for run in mine() if run.attempt == 1]
+    assert len(firsts) == len(set(firsts)), "an occurrence fired twice"
+    expected = list(range(min(firsts), max(firsts) + 1, 1000))
+    assert sorted(firsts) == expected, "an occurrence was lost"
+
+
+def test_revoking_the_workers_results_acl_commits_nothing_partial_and_nothing_is_lost(
+    cluster: SecureCluster,
+) -> None:
+    """Write on ``{ns}.results`` is revoked from the worker while runs arrive, then given back.
+
+    While refused, the worker names the ACL and the role that grants it and keeps
+    running; once restored, every run fired has exactly one committed result: a
+    transaction that committed the runs offset without its results would lose one,
+    one that wrote results twice would duplicate it.
+    """
+    a = cluster.a
+    schedule = f"wrevoke-{uuid.uuid4().hex[:6]}"
+    results = a.topic(TopicKind.RESULTS)
+    admin = cluster.kwargs("admin")
+    logs = {name: cluster.secrets / f"{schedule}-{name}.log" for name in ("sched", "work")}
+
+    def committed(topic: str) -> list[bytes]:
+        return asyncio.run(_committed_values(admin, topic))
+
+    def fired() -> set[str]:
+        runs = map(parse_run, committed(a.topic(TopicKind.RUNS)))
+        return {run.run_id for run in runs if run.schedule_id == schedule}
+
+    def results_by_run() -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for result in map(parse_result, committed(results)):
+            if result.schedule_id == schedule:
+                counts[result.run_id] = counts.get(result.run_id, 0) + 1
+        return counts
+
+    procs = [
+        _actor(cluster, "sched-a", ["scheduler"], logs["sched"]),
+        _actor(cluster, "work-a", ["worker", "--jobs", "worker_jobs"], logs["work"]),
+    ]
+    output = lambda: "\n".join(p.read_text(errors="replace") for p in logs.values())  # noqa: E731
+    try:
+        done = kafkron(
+            cluster.env("sub-a", a.namespace),
+            *("schedule", "add", schedule, "--every", "2s", "--job", "test.noop"),
+            *("--overlap", "allow", "--max-attempts", "1", "--timeout-s", "600"),
+        )
+        assert done.returncode == 0, done.stderr
+        _wait_for("first results", lambda: len(results_by_run()) >= 2, 120, output)
+        _acl_change(cluster, "--remove", "work-a", "Write", results)
+        refused = f"User:work-a may not Write topic {results}"
+        _wait_for("refusal named", lambda: refused in output(), 120, output)
+        _acl_change(cluster, "--add", "work-a", "Write", results)
+        # Every run fired before the restore gets its result once the worker writes again.
+        owed = fired()
+        _wait_for("owed results", lambda: owed <= set(results_by_run()), 180, output)
+        assert all(proc.poll() is None for proc in procs), output()
+    finally:
+        _stop(procs)
+    kafkron(cluster.env("sub-a", a.namespace), "schedule", "rm", schedule)
+    counts = results_by_run()
+    assert {run_id for run_id, n in counts.items() if n > 1} == set(), "a result written twice"
+    text = logs["work"].read_text(errors="replace")
+    assert "Write is granted to role scheduler or worker" in text, text
+    assert "authorized again" in text and "OutOfOrderSequence" not in text, text
+    assert "adopting it afresh" not in text, text  # the jobs were not run again
+
+
+def _actor(
+    cluster: SecureCluster, user: str, argv: list[str], log_path: Path
+) -> subprocess.Popen[bytes]:
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "actors.cli", *argv],
+            env=cluster.env(user, cluster.a.namespace),
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -227,3 +227,16 @@ def test_cancel_during_worker_failover_is_never_started_by_the_new_owner() -> No
     assert "operator" in result.message
     assert outcome.evidence.ledger_calls.get(run_id, 0) == 0  # no customer charged
     assert [r.attempt for r in outcome.evidence.runs if r.run_id == run_id] == [1]
+
+
+def test_runs_acl_revoked_backs_off_names_the_acl_and_fires_everything_once() -> None:
+    """The schedulers' Write on runs revoked twice for seconds: no rebuild loop, no loss."""
+    outcome = _run("runs-acl-revoked", 1)
+    assert outcome.ok, outcome.replay()
+    events = outcome.world.timeline.events
+    denied = [e for e in events if e.kind == "denied"]
+    assert denied and all("Write is granted to role scheduler" in e.text for e in denied)
+    assert [e for e in events if e.kind == "authorized"]
+    # Each shard is noted once per revocation, not once per refused attempt.
+    faults = [e for e in events if e.kind == "fault" and "ACL on runs revoked" in e.text]
+    assert len(denied) <= len(faults) * outcome.scenario.shards

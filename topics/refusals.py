@@ -100,7 +100,9 @@ def from_error(
     """A `NotAuthorized` for aiokafka's authorization errors, None for anything else."""
     if not isinstance(exc, AUTHORIZATION_ERRORS):
         return None
-    name = str(exc.args[0]) if exc.args else "?"
+    arg = exc.args[0] if exc.args else "?"
+    # A refused AddPartitionsToTxn names the set of refused topics; one is enough.
+    name = str(min(arg)) if isinstance(arg, set | frozenset | list | tuple) and arg else str(arg)
     if isinstance(exc, TopicAuthorizationFailedError):
         resource = ResourceType.TOPIC
     elif isinstance(exc, GroupAuthorizationFailedError):
@@ -109,6 +111,32 @@ def from_error(
         resource = ResourceType.TRANSACTIONAL_ID
         operation = operation or Operation.WRITE
     return NotAuthorized(denial_message(namespace, resource, name, operation))
+
+
+def denied_in(exc: BaseException, namespace: str) -> str | None:
+    """The denial message of the authorization error anywhere in `exc`'s chain, or None.
+
+    For the actors' transactions: what they are refused on a topic is Write (a
+    produce, or adding the partition to the transaction), on a group Read (the
+    consumed offsets), on a transactional id Write. ``.error`` is followed too:
+    the scheduler's writer wraps a refused batch's error that way.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        operation = Operation.READ if isinstance(current, GroupAuthorizationFailedError) else None
+        found = from_error(current, namespace, operation or Operation.WRITE)
+        if found is not None:
+            return str(found)
+        inner = getattr(current, "error", None)
+        todo += [current.__cause__, current.__context__]
+        if isinstance(inner, BaseException):
+            todo.append(inner)
+    return None
 
 
 async def topic_denied(client: Any, topic: str) -> bool:

@@ -145,7 +145,7 @@ def run_start(args: argparse.Namespace) -> int:
     if layout.bootstrap != "127.0.0.1:9092":
         print(f"clients: export KAFKRON_BOOTSTRAP={layout.bootstrap}")
     first = layout.node(1)
-    if layout.nodes == 1 and broker_secure.is_secure(first):
+    if broker_secure.is_secure(first):
         print(
             f"secure: the admin's client config is {broker_secure.admin_config(first)}"
             f" (export KAFKRON_CLIENT_CONFIG=...); clients trust {broker_secure.ca_file(first)}"

@@ -8,6 +8,13 @@ key and value serializers of the contract: the schedule id as a UTF-8 string key
 (a rejection keeps its original key as bytes), the values as the typed records of
 `actors.faust.records`, commands as the exact bytes `actors.faust.commands` checked.
 
+The app connects with the process's client security, read from the same place as
+every other kafkron client (`topics.security`: ``KAFKRON_SECURITY_PROTOCOL``,
+``KAFKRON_SASL_*``, ``KAFKRON_SSL_CAFILE`` or ``KAFKRON_CLIENT_CONFIG``), turned into
+Faust's ``broker_credentials`` (`broker_credentials`). Its principal needs Read on
+the topics it consumes and on its group (the app id), plus what Faust itself uses
+(its tables' changelog topics).
+
 Faust tables must be partitioned like the streams that update them (a table's
 changelog partition is the partition of the event that changed it), so give the
 app the namespace's shard count (`topics.admin.shard_count`) as
@@ -26,12 +33,32 @@ from actors.faust import transport
 from actors.faust.records import DeadLetterRecord, RejectedRecord, ResultRecord, RunRecord
 from actors.faust.serializers import dead_letter_codec, rejected_codec, result_codec, run_codec
 from topics.names import Settings, TopicKind
+from topics.security import ClientSecurity, client_kwargs, current
 
 
 def broker_urls(settings: Settings) -> list[str]:
     """``kafkron://host:port`` per bootstrap server: the read-committed transport."""
     hosts = [host.strip() for host in settings.bootstrap.split(",") if host.strip()]
     return [f"{transport.SCHEME}://{host}" for host in hosts]
+
+
+def broker_credentials(security: ClientSecurity) -> Any:
+    """Faust's credentials for `security`; None for PLAINTEXT.
+
+    The TLS context is the one every kafkron client builds (`client_kwargs`), so the
+    Faust app trusts exactly the CA the scheduler and the workers trust.
+    """
+    kwargs = client_kwargs(security)
+    if security.uses_sasl:
+        return faust.SASLCredentials(
+            username=security.username,
+            password=security.password,
+            mechanism=security.mechanism,
+            ssl_context=kwargs.get("ssl_context"),
+        )
+    if security.uses_tls:
+        return faust.SSLCredentials(kwargs["ssl_context"])
+    return None
 
 
 def kafkron_app(
@@ -46,13 +73,18 @@ def kafkron_app(
 
     ``app_id`` is the consumer group and prefixes the app's own topics (table
     changelogs); ``partitions`` is the namespace's shard count. ``options`` go to
-    ``faust.App`` as they are (``web_enabled=False``, ``store=...``, ...).
+    ``faust.App`` as they are (``web_enabled=False``, ``store=...``, ...); without
+    ``broker_credentials`` the process's client security is used (see the module doc).
     """
     if partitions < 1:
         raise ValueError(f"partitions: expected the namespace's shard count, got {partitions}")
     if data_dir is not None:
         Path(data_dir).mkdir(parents=True, exist_ok=True)  # Faust's worker expects it
         options["datadir"] = str(data_dir)
+    if "broker_credentials" not in options:
+        credentials = broker_credentials(current())
+        if credentials is not None:
+            options["broker_credentials"] = credentials
     return faust.App(
         app_id,
         broker=broker_urls(settings),

@@ -32,6 +32,8 @@ event carrying an old token is answered by closing what it opened)::
     LIVE         write_done              LIVE
     LIVE         write_failed, fenced    WAITING(+session)  Close + Pause
     LIVE         write_failed            WAITING(+backoff)  Close + Pause
+    LIVE         write_failed, denied    WAITING(+doubling) Close + Pause (noted once per interval)
+    building     step_failed, denied     WAITING(+doubling) Close + Pause (noted once per interval)
     building     step_failed             WAITING(+backoff)  Close + Pause
     LIVE         revoked                 PARKED         (core and producer kept)
     PARKED       assigned again          PROBING        Probe     (resume: no fence, no restore)
@@ -84,6 +86,16 @@ Why each rule:
   turning while others fence or restore (a revocation never waits for a restore).
 - **Bounded turns.** One turn fires at most ``max_fires_per_turn`` per shard; a
   backlog goes out over several transactions, the next turn at once.
+- **A refusal backs off, quietly.** A missing ACL (the executor says which, as
+  ``denied``) is not cured by rebuilding at once: the shard is closed (its
+  transaction aborted, nothing of it committed) and left alone for a backoff
+  that doubles from ``rebuild_backoff_ms`` to ``DENIED_BACKOFF_MAX_MS``, so a
+  revoked ACL costs one fence and one probe per backoff, not a rebuild loop. The
+  refusal is noted when it starts and then once per ``DENIED_NOTE_INTERVAL_MS``
+  (with how many attempts were refused meanwhile); the first committed write
+  after it says the shard is authorized again. Rebuilding from the changelog
+  and the committed offsets is what makes the restored shard lose nothing and
+  repeat nothing.
 - **A run record the runs topic cannot take** is ended as a failed, non-retryable
   attempt in the same turn (`actors.scheduler.oversize`), never written.
 """
@@ -107,6 +119,11 @@ MAX_SLEEP_MS = 1_000
 # How soon to look again while a shard waits to be built (a cheap turn).
 WAITING_POLL_MS = 100
 SAMPLE_MAX_AGE_MS = 60_000
+# A refused shard (a missing ACL) is tried again after a backoff doubling up to this:
+# an admin restoring the ACL sees firing resume within it.
+DENIED_BACKOFF_MAX_MS = 30_000
+# While a refusal lasts, its note is repeated at most this often.
+DENIED_NOTE_INTERVAL_MS = 60_000
 
 
 class Phase(StrEnum):
@@ -253,6 +270,16 @@ class ClockSample:
         return (self.acked_ms - self.sent_ms) - (self.acked_mono_ms - self.sent_mono_ms)
 
 
+@dataclass(slots=True)
+class Refusal:
+    """A partition whose writes the broker refuses (a missing ACL), across its rebuilds."""
+
+    text: str
+    backoff_ms: int
+    noted_mono_ms: int
+    unnoted: int = 0  # refused attempts since the last note
+
+
 # -- the shard slot ----------------------------------------------------------------------
 
 
@@ -324,6 +351,7 @@ class SchedulerMachine:
         self._sample_mono_ms: int | None = None
         self._sample_needed = False  # a step was seen: no fires until a fresh sample
         self._refreshing: int | None = None  # partition of a refresh probe in flight
+        self.refusals: dict[int, Refusal] = {}
 
     # -- membership ------------------------------------------------------------------
 
@@ -332,6 +360,8 @@ class SchedulerMachine:
         wanted = frozenset(partitions)
         self.assigned = wanted
         actions: list[Action] = [Pause(p) for p in sorted(wanted)]
+        for p in set(self.refusals) - wanted:
+            del self.refusals[p]
         for p in sorted(set(self.slots) - wanted):
             gone = self.slots.pop(p)
             actions.append(Close(p, gone.token, "revoked, not assigned back"))
@@ -499,14 +529,29 @@ class SchedulerMachine:
         return [Note("info", "build", f"shard {p} {how}")]
 
     def step_failed(
-        self, p: int, token: int, *, fenced: bool, error: str, mono_ms: int
+        self,
+        p: int,
+        token: int,
+        *,
+        fenced: bool,
+        error: str,
+        mono_ms: int,
+        denied: str | None = None,
     ) -> list[Action]:
-        """A build step (fence, probe, restore, position) failed."""
+        """A build step (fence, probe, restore, position) failed.
+
+        ``denied``: the broker refused it for a missing ACL; the text names the
+        operation, the resource and the role that grants it.
+        """
         slot = self.slots.get(p)
         if slot is None or slot.token != token or slot.phase in (Phase.LIVE, Phase.PARKED):
             if slot is not None and slot.token == token and slot.phase is Phase.LIVE:
-                return self.write_failed(p, token, fenced=fenced, error=error, mono_ms=mono_ms)
+                return self.write_failed(
+                    p, token, fenced=fenced, error=error, mono_ms=mono_ms, denied=denied
+                )
             return [Close(p, token, "failed attempt no longer wanted")]
+        if denied is not None and not fenced:
+            return self._refused(slot, denied, mono_ms)
         if slot.resumed and fenced:
             # Someone owned p while it was parked: build it afresh, now.
             return self._failed(slot, f"resume fenced ({error}); rebuilding", mono_ms, 0)
@@ -594,22 +639,38 @@ class SchedulerMachine:
     def write_done(self, p: int, token: int, samples: Iterable[ClockSample] = ()) -> list[Action]:
         """The `Write` committed; ``samples``: the broker stamps of its runs batches."""
         slot = self.slots.get(p)
+        actions: list[Action] = []
         if slot is not None and slot.token == token:
             slot.writing = False
-        actions: list[Action] = []
+            if self.refusals.pop(p, None) is not None:
+                actions.append(
+                    Note("info", "authorized", f"shard {p}: authorized again; firing resumed")
+                )
         for sample in samples:
             actions.extend(self._observe(sample))
         return actions
 
     def write_failed(
-        self, p: int, token: int, *, fenced: bool, error: str, mono_ms: int
+        self,
+        p: int,
+        token: int,
+        *,
+        fenced: bool,
+        error: str,
+        mono_ms: int,
+        denied: str | None = None,
     ) -> list[Action]:
-        """The transaction of `Write` (or a refresh probe) did not commit."""
+        """The transaction of `Write` (or a refresh probe) did not commit.
+
+        ``denied``: it was refused for a missing ACL (see `step_failed`).
+        """
         slot = self.slots.get(p)
         if slot is None or slot.token != token:
             return [Close(p, token, "write of an attempt no longer wanted failed")]
         if self._refreshing == p:
             self._refreshing = None
+        if denied is not None and not fenced:
+            return self._refused(slot, denied, mono_ms)
         if fenced:
             note = Note(
                 "error",
@@ -698,7 +759,9 @@ class SchedulerMachine:
             return None
         return slot
 
-    def _failed(self, slot: Slot, why: str, mono_ms: int, backoff_ms: int) -> list[Action]:
+    def _failed(
+        self, slot: Slot, why: str, mono_ms: int, backoff_ms: int, *, note: bool = True
+    ) -> list[Action]:
         p = slot.partition
         old = slot.token
         opened = slot.phase is not Phase.WAITING
@@ -711,11 +774,42 @@ class SchedulerMachine:
             actions.insert(0, Close(p, old, why))
         if backoff_ms:
             why = f"{why}; retrying in {backoff_ms / 1000:.0f} s"
-        actions.append(Note("error", "drop", f"shard {p}: {why}"))
+        if note:
+            actions.append(Note("error", "drop", f"shard {p}: {why}"))
         if p not in self.assigned:
             del self.slots[p]
             if retry.standby and retry.standby_watch is not None:
                 self.warm[p] = retry.standby_watch
+        return actions
+
+    def _refused(self, slot: Slot, denied: str, mono_ms: int) -> list[Action]:
+        """Leave shard p alone for a growing backoff; note it once per interval."""
+        p = slot.partition
+        refusal = self.refusals.get(p)
+        if refusal is None:
+            refusal = Refusal(denied, self.rebuild_backoff_ms, mono_ms)
+            self.refusals[p] = refusal
+            noted = True
+        else:
+            refusal.backoff_ms = min(refusal.backoff_ms * 2, DENIED_BACKOFF_MAX_MS)
+            refusal.unnoted += 1
+            noted = denied != refusal.text or (
+                mono_ms - refusal.noted_mono_ms >= DENIED_NOTE_INTERVAL_MS
+            )
+        actions = self._failed(slot, "refused", mono_ms, refusal.backoff_ms, note=False)
+        if noted:
+            again = f" (refused {refusal.unnoted} more times since)" if refusal.unnoted else ""
+            refusal.text, refusal.noted_mono_ms, refusal.unnoted = denied, mono_ms, 0
+            actions.append(
+                Note(
+                    "error",
+                    "denied",
+                    f"shard {p}: {denied}{again}. Its transaction was aborted: nothing of it"
+                    f" is committed. Shard {p} is left alone and tried again in"
+                    f" {refusal.backoff_ms / 1000:.0f} s (then at most every"
+                    f" {DENIED_BACKOFF_MAX_MS / 1000:.0f} s) until the ACL is granted",
+                )
+            )
         return actions
 
     def _observe(self, sample: ClockSample | None) -> list[Action]:

@@ -90,6 +90,7 @@ from actors.scheduler.writer import Partitioner
 from topics.clients import consumer_kwargs
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
+from topics.refusals import denied_in
 
 log = logging.getLogger("kafkron.scheduler")
 
@@ -381,6 +382,7 @@ class SchedulerRuntime:
                         fenced=fenced,
                         error=str(outcome),
                         mono_ms=self._mono(),
+                        denied=denied_in(outcome, self.settings.namespace),
                     )
                 )
             else:
@@ -430,6 +432,7 @@ class SchedulerRuntime:
             event = await asyncio.wait_for(self._do_step(action), BUILD_TIMEOUT_S)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
+            denied = denied_in(exc, self.settings.namespace)
             async with self._lock:
                 if isinstance(action, Probe) and action.refresh:
                     events = machine.write_failed(
@@ -438,6 +441,7 @@ class SchedulerRuntime:
                         fenced=isinstance(exc, ShardFenced),
                         error=error,
                         mono_ms=self._mono(),
+                        denied=denied,
                     )
                 else:
                     events = machine.step_failed(
@@ -446,6 +450,7 @@ class SchedulerRuntime:
                         fenced=isinstance(exc, ShardFenced),
                         error=error,
                         mono_ms=self._mono(),
+                        denied=denied,
                     )
                 self._execute(events)
             return

@@ -55,6 +55,7 @@ from aiokafka.producer.transaction_manager import TransactionState
 from actors.worker.core import Commit
 from topics.names import Settings, TopicKind
 from topics.partitioner import murmur2_partition
+from topics.refusals import denied_in
 
 T = TypeVar("T")
 
@@ -74,9 +75,10 @@ _FENCED = (ProducerFenced, TransactionalIdAuthorizationFailed)
 
 @dataclass(frozen=True, slots=True)
 class WriteOutcome:
-    kind: str  # "done" | "failed" | "refused" | "fenced" | "unknown"
+    kind: str  # "done" | "failed" | "refused" | "fenced" | "unknown" | "denied"
     reason: str = ""
     refused: tuple[int, ...] = ()
+    denied: str = ""  # "denied": the missing ACL and the role that grants it
 
 
 @dataclass(slots=True)
@@ -96,11 +98,16 @@ async def write_commit(
 ) -> WriteOutcome:
     """Carry out one ``Write``; never raises (the outcome says what happened)."""
     try:
-        return await _write(producer, settings, commit, abort_from_ms, now_ms)
+        outcome, error = await _write(producer, settings, commit, abort_from_ms, now_ms)
     except _FENCED as exc:
         return WriteOutcome("fenced", type(exc).__name__)
     except TimeoutError:
         return WriteOutcome("unknown", f"a step got no answer in {STEP_TIMEOUT_S:.0f} s")
+    # An aborted transaction refused for a missing ACL: the machine parks the partition.
+    denied = denied_in(error, settings.namespace) if error and outcome.kind == "failed" else None
+    if denied is not None:
+        return WriteOutcome("denied", outcome.reason, denied=denied)
+    return outcome
 
 
 async def _write(
@@ -109,7 +116,8 @@ async def _write(
     commit: Commit,
     abort_from_ms: int | None,
     now_ms: Callable[[], int],
-) -> WriteOutcome:
+) -> tuple[WriteOutcome, BaseException | None]:
+    """The outcome, and the error that ended the transaction (if one did)."""
     results_topic = settings.topic(TopicKind.RESULTS)
     try:
         count = len(await within(producer.partitions_for(results_topic)))
@@ -126,35 +134,37 @@ async def _write(
                 settings.worker_group,
             )
         )
-        refused, failure = await _batch_outcomes(futures)
+        refused, error = await _batch_outcomes(futures)
     except (*_FENCED, TimeoutError):
         raise
     except _TooLarge as exc:
         aborted = await _aborted(producer, str(exc))
         if aborted.kind != "failed":
-            return aborted
-        return WriteOutcome("refused", str(exc), (exc.index,))
+            return aborted, exc
+        return WriteOutcome("refused", str(exc), (exc.index,)), exc
     except Exception as exc:
-        return await _aborted(producer, f"{type(exc).__name__}: {exc}")
-    if failure is not None:
+        return await _aborted(producer, f"{type(exc).__name__}: {exc}"), exc
+    if error is not None:
+        failure = f"{type(error).__name__}: {error}"
         if refused:
             aborted = await _aborted(producer, failure)
             if aborted.kind != "failed":
-                return aborted
-            return WriteOutcome("refused", failure, tuple(sorted(refused)))
-        return await _aborted(producer, failure)
+                return aborted, error
+            return WriteOutcome("refused", failure, tuple(sorted(refused))), error
+        return await _aborted(producer, failure), error
     if abort_from_ms is not None and now_ms() >= abort_from_ms:
         # Committing now could make a result visible after the shard's own verdict.
-        return await _aborted(producer, "too close to the shard's timed_out verdict")
+        return await _aborted(producer, "too close to the shard's timed_out verdict"), None
     try:
         await _bounded(producer.commit_transaction())
     except _FENCED:
         raise
     except Exception as exc:
         if transaction_state(producer) is TransactionState.ABORTABLE_ERROR:
-            return await _aborted(producer, f"{type(exc).__name__}: {exc}")
-        return WriteOutcome("unknown", f"commit failed midway: {type(exc).__name__}: {exc}")
-    return WriteOutcome("done")
+            return await _aborted(producer, f"{type(exc).__name__}: {exc}"), exc
+        what = f"commit failed midway: {type(exc).__name__}: {exc}"
+        return WriteOutcome("unknown", what), exc
+    return WriteOutcome("done"), None
 
 
 async def _send_results(
@@ -209,13 +219,13 @@ class _TooLarge(Exception):
 
 async def _batch_outcomes(
     futures: list[tuple[asyncio.Future[object], list[int]]],
-) -> tuple[set[int], str | None]:
+) -> tuple[set[int], BaseException | None]:
     """Wait for every batch; (indices refused for good, the first failure or None)."""
     if not futures:
         return set(), None
     await asyncio.wait([f for f, _ in futures], timeout=STEP_TIMEOUT_S)
     refused: set[int] = set()
-    failure: str | None = None
+    failure: BaseException | None = None
     for future, indices in futures:
         if not future.done():
             raise TimeoutError("a batch of results was not acknowledged")
@@ -224,7 +234,7 @@ async def _batch_outcomes(
             continue
         if isinstance(exc, _FENCED):
             raise exc
-        failure = failure or f"{type(exc).__name__}: {exc}"
+        failure = failure or exc
         if isinstance(exc, _REFUSED_FOR_GOOD):
             refused.update(indices)
     return refused, failure

@@ -84,6 +84,19 @@ Rules:
   after it says what made it). A result whose attempt the shard decides itself
   (``topics.deadlines``) before a write could commit it (``COMMIT_GUARD_MS``) is
   not written: no retry commits after the shard's ``timed_out``.
+- **A missing ACL parks the partition.** A transaction refused for authorization
+  (``commit_denied``: Write on ``{ns}.results``, Read on the group; the executor
+  names the ACL and the role that grants it) is aborted, so nothing of it is
+  visible. Retrying at once, or adopting afresh, would only run the jobs again
+  for results that cannot be written: instead the partition is paused (no new runs
+  are fetched from it), its results are kept, and the same write is tried again
+  after ``COMMIT_RETRY_MS`` doubling to ``DENIED_RETRY_MAX_MS``, with no
+  re-adoption: only a fresh producer of the same lease (a refused batch leaves the
+  idempotent producer's sequence numbers out of step with the broker's). The
+  refusal is noted when it starts and then once per ``DENIED_NOTE_INTERVAL_MS``;
+  once the ACL is back the results and the offset commit together, the partition
+  is resumed and a note says so. A result whose shard verdict comes first is
+  dropped as on any failed commit.
 - **Refused records end visibly.** A result record the broker refuses for good (too
   large for ``{ns}.results``, an invalid record) aborts the transaction (the
   executor reads every batch's outcome before it commits: aiokafka commits a
@@ -116,6 +129,10 @@ ADOPT_RETRY_MAX_MS = 10_000
 COMMIT_RETRY_MS = 500
 COMMIT_RETRY_MAX_MS = 5_000
 COMMIT_FAILURES_BEFORE_READOPT = 6
+DENIED_RETRY_MAX_MS = 30_000
+"""A partition whose writes are refused for a missing ACL is tried at most this rarely."""
+DENIED_NOTE_INTERVAL_MS = 60_000
+"""While a refusal lasts, its note is repeated at most this often."""
 COMMIT_GUARD_MS = 5_000
 """How long before the shard's verdict a result stops being written: the room a
 transaction that begins now has to commit (the executor aborts instead of
@@ -287,10 +304,26 @@ class _Slot:
     adopt_failures: int = 0
     commit_failures: int = 0
     write_after_ms: int = 0
+    denied: _Denied | None = None  # writes refused for a missing ACL
+    # A refused batch still took its sequence number in the idempotent producer, so
+    # the broker would answer the next one OutOfOrderSequenceNumber: the retry of a
+    # denied write takes a fresh producer of the same lease (no re-adoption: we own
+    # the partition and its aborted transaction left nothing to settle).
+    renew_producer: bool = False
+    renewing: bool = False  # that producer is starting
+
+
+@dataclass(slots=True)
+class _Denied:
+    text: str
+    retry_ms: int
+    noted_ms: int
+    unnoted: int = 0
 
 
 @dataclass(slots=True)
 class MembershipCounts:
+    denied: int = 0
     adoptions: int = 0
     adoption_failures: int = 0
     fenced: int = 0
@@ -389,6 +422,11 @@ class WorkerMachine:
     # --- adoption -------------------------------------------------------------------
 
     def producer_started(self, partition: int, lease: int, now_ms: int) -> list[Action]:
+        renewed = self._current(partition, lease, LIVE)
+        if renewed is not None and renewed.renewing:
+            # The fresh producer after a refusal: the kept results go out at once.
+            renewed.renewing = renewed.renew_producer = False
+            return self._settle(self._write(partition, now_ms), now_ms)
         slot = self._current(partition, lease, ADOPTING)
         if slot is None:
             self.counts.stale_answers += 1
@@ -407,6 +445,8 @@ class WorkerMachine:
         slot.adopt_failures = 0
         slot.commit_failures = 0
         slot.write_after_ms = 0
+        slot.denied = None  # a new adoption proves nothing yet; its first write will
+        slot.renew_producer = slot.renewing = False
         self.counts.adoptions += 1
         core = self.core
         core.assign(partition, offset, metadata, now_ms, lease)
@@ -417,6 +457,12 @@ class WorkerMachine:
     def adoption_failed(self, partition: int, lease: int, reason: str, now_ms: int) -> list[Action]:
         actions: list[Action] = [CloseProducer(partition, lease)]
         slot = self._slots.get(partition)
+        if slot is not None and slot.lease == lease and slot.state == LIVE and slot.renewing:
+            # The fresh producer after a refusal did not start: try again later.
+            slot.renewing = False
+            slot.write_after_ms = now_ms + (slot.denied.retry_ms if slot.denied else ADOPT_RETRY_MS)
+            actions.append(Note(f"runs partition {partition}: {reason}", warning=True))
+            return self._settle(actions, now_ms)
         if slot is None or slot.lease != lease or slot.state not in (ADOPTING, READING):
             self.counts.stale_answers += 1
             return actions
@@ -483,7 +529,45 @@ class WorkerMachine:
         slot = self._slots.get(commit.partition)
         if slot is not None and slot.lease == commit.lease:
             slot.commit_failures = 0
+            if slot.denied is not None:
+                slot.denied = None
+                note = Note(f"runs partition {commit.partition}: authorized again; resumed")
+                return self._settle([note], now_ms)
         return []
+
+    def commit_denied(self, commit: Commit, denied: str, now_ms: int) -> list[Action]:
+        """The transaction was refused for a missing ACL and aborted (nothing of it is
+        visible); ``denied`` names the operation, the resource and the granting role."""
+        self.counts.denied += 1
+        self.core.commit_failed(commit, now_ms, COMMIT_GUARD_MS)
+        slot = self._slots.get(commit.partition)
+        if slot is None or slot.lease != commit.lease or slot.state != LIVE:
+            return []
+        state = slot.denied
+        if state is None:
+            state = slot.denied = _Denied(denied, COMMIT_RETRY_MS, now_ms)
+            noted = True
+        else:
+            state.retry_ms = min(DENIED_RETRY_MAX_MS, state.retry_ms * 2)
+            state.unnoted += 1
+            noted = denied != state.text or now_ms - state.noted_ms >= DENIED_NOTE_INTERVAL_MS
+        slot.write_after_ms = now_ms + state.retry_ms
+        slot.renew_producer = True
+        actions: list[Action] = []
+        if noted:
+            again = f" (refused {state.unnoted} more times since)" if state.unnoted else ""
+            state.text, state.noted_ms, state.unnoted = denied, now_ms, 0
+            actions.append(
+                Note(
+                    f"runs partition {commit.partition}: {denied}{again}. The transaction was"
+                    " aborted: nothing of it is visible. No more runs are fetched from this"
+                    f" partition; its results are kept and written again in {state.retry_ms} ms"
+                    f" (then at most every {DENIED_RETRY_MAX_MS // 1000} s) until the ACL is"
+                    " granted",
+                    warning=True,
+                )
+            )
+        return self._settle(actions, now_ms)
 
     def commit_failed(self, commit: Commit, reason: str, now_ms: int) -> list[Action]:
         """The transaction was aborted (nothing of it is visible)."""
@@ -557,8 +641,12 @@ class WorkerMachine:
             if slot.state == BACKOFF and slot.since_ms <= now_ms:
                 actions.extend(self._adopt(p, slot))
         for p, slot in sorted(self._slots.items()):
-            if slot.state == LIVE and slot.write_after_ms <= now_ms:
+            if slot.state == LIVE and slot.write_after_ms <= now_ms and not slot.renewing:
                 slot.write_after_ms = 0
+                if slot.renew_producer:
+                    slot.renewing = True
+                    actions += [CloseProducer(p, slot.lease), StartProducer(p, slot.lease)]
+                    continue
                 actions.extend(self._write(p, now_ms))
         return self._settle(actions, now_ms)
 
@@ -634,7 +722,7 @@ class WorkerMachine:
     def _write(self, partition: int, now_ms: int) -> list[Action]:
         core = self.core
         commit = core.take_commit(partition)
-        if commit is None:
+        if commit is None:  # nothing to write, or a write in flight
             return []
         if any(shard_decides(d, now_ms + COMMIT_GUARD_MS) for d in commit.deadlines):
             # Too late for some of them: the shard's verdict comes first. Hand the rest
@@ -652,7 +740,7 @@ class WorkerMachine:
         full = core.paused()
         wanted: set[int] = set()
         for p, slot in self._slots.items():
-            if self._stopping or slot.state != LIVE or p in full:
+            if self._stopping or slot.state != LIVE or p in full or slot.denied is not None:
                 wanted.add(p)
         for p in sorted(wanted - self._paused):
             actions.append(Pause(p))

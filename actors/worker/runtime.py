@@ -512,6 +512,8 @@ class WorkerRuntime:
             self._apply(machine.commit_refused(commit, outcome.refused, outcome.reason, now))
         elif outcome.kind == "unknown":
             self._apply(machine.commit_unknown(commit, outcome.reason, now))
+        elif outcome.kind == "denied":
+            self._apply(machine.commit_denied(commit, outcome.denied, now))
         else:
             self._apply(machine.commit_failed(commit, outcome.reason, now))
         self._tick_soon()
