@@ -19,6 +19,7 @@ from actors.faust import (
     DeadLetterRecord,
     RejectedRecord,
     ResultRecord,
+    RunCancelRecord,
     RunRecord,
     declare_topics,
     dlq_replay,
@@ -31,6 +32,7 @@ from actors.faust.serializers import (
     REJECTED,
     RESULT,
     RUN,
+    RUN_CANCEL,
     KafkronCodec,
     WireShape,
     dead_letter_codec,
@@ -79,6 +81,18 @@ def _result(**optional: Any) -> bytes:
         finished_ms=optional.get("finished_ms", T0 + 20),
         worker="w1",
         error=optional.get("error"),
+        counts=optional.get("counts"),
+    )
+
+
+def _cancel(**optional: Any) -> bytes:
+    return messages.cancel_value(
+        run_id=RUN_ID,
+        schedule_id="pay",
+        task=optional.get("task"),
+        attempt=2,
+        reason="stopped by the operator",
+        requested_ms=T0 + 7,
     )
 
 
@@ -113,6 +127,9 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (RESULT, result_codec, _result()),
     (RESULT, result_codec, _result(task="charge", status="failed", error=ERROR)),
     (RESULT, result_codec, _result(status="missed", started_ms=None, finished_ms=None)),
+    (RESULT, result_codec, _result(counts={"succeeded": 3, "failed": 1}, error=ERROR)),
+    (RUN_CANCEL, run_codec, _cancel()),
+    (RUN_CANCEL, run_codec, _cancel(task="charge")),
     (DEAD_LETTER, dead_letter_codec, _dead_letter()),
     (DEAD_LETTER, dead_letter_codec, _dead_letter(task="charge", last_error=ERROR)),
     (REJECTED, rejected_codec, _rejected(b"\x00not json")),
@@ -124,7 +141,8 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
         RunRecord,
         _run(task="charge", logical_date_ms=T0, data_interval=(T0 - 86_400_000, T0)),
     ),
-    (ResultRecord, _result(task="charge", status="failed", error=ERROR)),
+    (ResultRecord, _result(task="charge", status="failed", error=ERROR, counts={"failed": 1})),
+    (RunCancelRecord, _cancel(task="charge")),
     (DeadLetterRecord, _dead_letter(task="charge", last_error=ERROR)),
     (RejectedRecord, _rejected(b"x")),
 ]
@@ -187,11 +205,29 @@ def test_the_models_read_what_the_parsers_read() -> None:
     result = _read(RESULT, result_codec, FULLEST[1][1])
     assert result.error is not None and result.error.type == "CardDeclined"
     assert result.finished_ms == messages.parse_result(FULLEST[1][1]).finished_ms
-    letter = _read(DEAD_LETTER, dead_letter_codec, FULLEST[2][1])
+    assert result.counts == {"failed": 1}
+    letter = _read(DEAD_LETTER, dead_letter_codec, FULLEST[3][1])
     assert letter.last_attempt == 2 and letter.letter_id == f"{RUN_ID}#2"
     assert letter.dead_at_ms == T0 + 99
-    rejected = _read(REJECTED, rejected_codec, FULLEST[3][1])
+    rejected = _read(REJECTED, rejected_codec, FULLEST[4][1])
     assert rejected.original_bytes == b"x"
+
+
+def test_a_cancel_record_on_the_runs_topic_reads_as_its_own_model() -> None:
+    # The runs topic's value type is RunRecord; its cancel records still decode (an
+    # agent on {ns}.runs must not fail on them) as RunCancelRecord.
+    cancel = registry.loads_value(RunRecord, _cancel(task="charge"), serializer=run_codec)
+    assert isinstance(cancel, RunCancelRecord)
+    parsed = messages.parse_cancel(_cancel(task="charge"))
+    assert (cancel.run_id, cancel.attempt, cancel.reason, cancel.task) == (
+        parsed.run_id,
+        parsed.attempt,
+        parsed.reason,
+        parsed.task,
+    )
+    assert cancel.requested_ms == parsed.requested_ms
+    run = registry.loads_value(RunRecord, _run(), serializer=run_codec)
+    assert type(run) is RunRecord
 
 
 def _with_unknown(value: bytes, nested: str | None) -> bytes:
@@ -208,8 +244,8 @@ def _with_unknown(value: bytes, nested: str | None) -> bytes:
         (RUN, run_codec, FULLEST[0][1], "job"),
         (RUN, run_codec, FULLEST[0][1], "data_interval"),
         (RESULT, result_codec, FULLEST[1][1], "error"),
-        (DEAD_LETTER, dead_letter_codec, FULLEST[2][1], "last_error"),
-        (REJECTED, rejected_codec, FULLEST[3][1], None),
+        (DEAD_LETTER, dead_letter_codec, FULLEST[3][1], "last_error"),
+        (REJECTED, rejected_codec, FULLEST[4][1], None),
     ],
 )
 def test_unknown_fields_are_tolerated_and_not_written_back(

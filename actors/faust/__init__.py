@@ -37,6 +37,7 @@ from actors.faust.records import (
     JobRecord,
     RejectedRecord,
     ResultRecord,
+    RunCancelRecord,
     RunRecord,
 )
 
@@ -48,6 +49,7 @@ __all__ = [
     "NamespaceTopics",
     "RejectedRecord",
     "ResultRecord",
+    "RunCancelRecord",
     "RunRecord",
     "broker_urls",
     "declare_topics",

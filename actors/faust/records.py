@@ -93,6 +93,8 @@ class ResultRecord(faust.Record, include_metadata=False):
     """A worker's id, or ``shard-{p}`` for the results the shard decides."""
     task: str | None = None
     error: ErrorRecord | None = None
+    counts: dict[str, int] | None = None
+    """A DAG run's own result (``task`` None): how many of its tasks ended in each state."""
 
     @property
     def scheduled_ms(self) -> int:
@@ -101,6 +103,28 @@ class ResultRecord(faust.Record, include_metadata=False):
     @property
     def finished_ms(self) -> int | None:
         return None if self.finished_at is None else parse_instant(self.finished_at)
+
+
+class RunCancelRecord(
+    faust.Record, include_metadata=False, allow_blessed_key=True, namespace="kafkron.run_cancel"
+):
+    """A cancel record, which ``{ns}.runs`` also carries (under the run's key, after
+    the run): the worker holding that attempt stops it. An agent on ``{ns}.runs``
+    receives these next to `RunRecord` values and tells them apart with ``isinstance``
+    (the runs codec names this model in Faust's blessed key when it reads one)."""
+
+    v: int
+    type: str
+    run_id: str
+    schedule_id: str
+    attempt: int
+    reason: str
+    requested_at: str
+    task: str | None = None
+
+    @property
+    def requested_ms(self) -> int:
+        return parse_instant(self.requested_at)
 
 
 class DeadLetterRecord(faust.Record, include_metadata=False):

@@ -24,7 +24,13 @@ from typing import Any
 import faust
 from faust.serializers import codecs
 
-from actors.faust.records import DeadLetterRecord, RejectedRecord, ResultRecord, RunRecord
+from actors.faust.records import (
+    DeadLetterRecord,
+    RejectedRecord,
+    ResultRecord,
+    RunCancelRecord,
+    RunRecord,
+)
 from topics import codec, messages
 
 
@@ -40,7 +46,8 @@ class WireShape:
 
 
 RUN = WireShape(RunRecord, messages.parse_run, frozenset({"task", "logical_date", "data_interval"}))
-RESULT = WireShape(ResultRecord, messages.parse_result, frozenset({"task", "error"}))
+RESULT = WireShape(ResultRecord, messages.parse_result, frozenset({"task", "error", "counts"}))
+RUN_CANCEL = WireShape(RunCancelRecord, messages.parse_cancel, frozenset({"task"}))
 DEAD_LETTER = WireShape(DeadLetterRecord, messages.parse_dlq, frozenset({"task"}))
 REJECTED = WireShape(RejectedRecord, messages.parse_rejected, frozenset())
 
@@ -104,7 +111,35 @@ class KafkronCodec(codecs.Codec):
         return data
 
 
-run_codec = KafkronCodec(RUN)
+class RunsCodec(KafkronCodec):
+    """``{ns}.runs`` carries runs and cancel records: each is read with its own parser
+    and model. A cancel comes out as a `RunCancelRecord` although the topic's value
+    type is `RunRecord`: its decoded object names that model in Faust's blessed key,
+    which Faust honours for a model that allows it."""
+
+    def __init__(self) -> None:
+        super().__init__(RUN)
+        self.cancel = KafkronCodec(RUN_CANCEL)
+
+    def _loads(self, s: bytes) -> Any:
+        if not messages.is_cancel(s):
+            return super()._loads(s)
+        data = self.cancel._loads(s)
+        data[BLESSED_KEY] = {"ns": RunCancelRecord._options.namespace}
+        return data
+
+    def _dumps(self, s: Any) -> bytes:
+        # Faust hands a model over as its plain dict: a cancel is told by its "type".
+        plain = _plain(s)
+        if isinstance(plain, dict) and plain.get("type") == messages.CANCEL_TYPE:
+            plain.pop(BLESSED_KEY, None)
+            return self.cancel._dumps(plain)
+        return super()._dumps(s)
+
+
+# Where Faust looks for the name of the model a decoded object is (`faust.Record`).
+BLESSED_KEY = "__faust"
+run_codec = RunsCodec()
 result_codec = KafkronCodec(RESULT)
 dead_letter_codec = KafkronCodec(DEAD_LETTER)
 rejected_codec = KafkronCodec(REJECTED)
