@@ -72,3 +72,23 @@ def test_a_decided_run_keeps_its_result_and_another_attempt_is_untouched() -> No
     [result] = results_of(core.take_commit(0))
     assert result.status == "succeeded"
     assert core.counts["cancels"] == 2
+
+
+def test_a_cancel_reaches_a_running_job_on_a_partition_at_its_open_limit() -> None:
+    # 256 runs open, 4 of them running: a cancel record adds no open run (its run is
+    # already delivered), so it is delivered at once rather than held back with the
+    # runs that wait for room; held back, the job it names would run on to success.
+    core = make_core(concurrency=4, max_open=256)
+    starts = []
+    for offset in range(256):
+        record = run_record(offset, schedule_id=f"s{offset}", deadline_ms=T0 + 3_600_000)
+        starts += [a for a in core.receive(record, T0) if isinstance(a, StartJob)]
+    assert len(starts) == 4 and 0 in core.paused()
+    actions = core.receive(cancel_record(256, "s0", reason="bad input"), T0 + 1_000)
+    assert [a.key for a in actions if isinstance(a, CancelJob)] == [starts[0].key]
+    core.job_exited(starts[0].key, Outcome("succeeded"), T0 + 1_800_000)  # exits late
+    [result] = [r for r in results_of(core.take_commit(0)) if r.schedule_id == "s0"]
+    assert result.status == "cancelled"
+    # A run arriving after it still waits for room.
+    assert core.receive(run_record(257, schedule_id="s257"), T0 + 2_000) == []
+    assert 0 in core.paused()

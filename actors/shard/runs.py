@@ -165,7 +165,8 @@ class RunBook:
             self._fired(state, scheduled_ms)
         else:  # CANCEL: the runs in flight are asked to stop (`cancel`); as Temporal's
             # cancel_other, the new one starts once they have ended (it waits in the
-            # buffer, replacing an older waiting one), so two never run at once.
+            # buffer, replacing an older waiting one). "Ended" is as reported: see
+            # the known edges in docs/DESIGN.md §6.6.
             why = "a newer occurrence came due (overlap cancel_other)"
             for waiting_ms in state.buffered:
                 self._skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")

@@ -275,11 +275,14 @@ class WorkerCore:
             return []  # not ours (any more)
         backlog = part.backlog
         offsets = part.offsets
-        if offsets.adds_open(record.offset) and (backlog or offsets.held_count() >= self._max_open):
+        full = offsets.held_count() >= self._max_open
+        if offsets.adds_open(record.offset) and (backlog or (full and not is_cancel(record.value))):
             # Held back, not delivered: the commit metadata never names it, so if we
             # lose the partition now it is simply fetched again by the next owner.
             # (A record below that, a restored open run, is delivered whatever the
-            # limit: it is already counted, and only its run can free room.)
+            # limit: it is already counted, and only its run can free room. So is a
+            # cancel record with nothing backlogged before it: it opens no run, and
+            # the run it stops is already delivered, maybe running.)
             if not backlog or record.offset > backlog[-1].offset:
                 backlog.append(record)
                 self._backlogged.add(record.partition)
