@@ -146,13 +146,7 @@ class KnownException:
 KNOWN_EXCEPTIONS: tuple[KnownException, ...] = ()
 """(importer, imported) prefixes: every violation from under the first to under the second."""
 
-KNOWN_CYCLES = (
-    (
-        frozenset({"actors.shard.definition", "actors.shard.dag_definition"}),
-        "definition and dag_definition import each other; waits for issue 18 "
-        "(ShardCore by composition, in progress elsewhere)",
-    ),
-)
+KNOWN_CYCLES: tuple[tuple[frozenset[str], str], ...] = ()
 
 
 def _under(module: str, prefixes: tuple[str, ...]) -> bool:
@@ -296,6 +290,22 @@ def test_a_planted_upward_import_is_caught(tmp_path: Path) -> None:
         ("topics.names", "actors.scheduler.runtime")
     ]
     assert planted[0].contract == "topics is the bottom layer"
+
+
+def test_a_planted_import_cycle_is_caught(tmp_path: Path) -> None:
+    """The real tree, copied, with the cycle this layout once had put back (a lazy
+    import of the DAG definitions from the schedule definitions)."""
+    root = _copy_tree(tmp_path)
+    definition = root / "actors" / "shard" / "definition.py"
+    definition.write_text(
+        definition.read_text(encoding="utf-8") + "\n\ndef _planted() -> None:\n"
+        "    from actors.shard import dag_definition  # noqa: F401\n",
+        encoding="utf-8",
+    )
+    assert import_cycles(ROOT) == []
+    assert import_cycles(root) == [
+        frozenset({"actors.shard.definition", "actors.shard.dag_definition"})
+    ]
 
 
 def test_relative_and_lazy_imports_are_resolved(tmp_path: Path) -> None:

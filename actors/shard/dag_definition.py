@@ -18,7 +18,7 @@ schedules (every default filled in, fixed key order)::
                ...}}
 
 so a restore needs no validator, and the presence of ``"tasks"`` is what tells
-`restored_definition` it is reading a DAG.
+`actors.shard.restored` it is reading a DAG.
 
 The data interval of a run (Airflow's, see `data_interval`) needs the spec's
 occurrence *before* a run's, which `CompiledSpec` does not offer; it is found by

@@ -196,20 +196,21 @@ def shared_definition(command: ScheduleUpsert, def_bytes: bytes) -> Definition:
     return definition
 
 
-def restored_definition(schedule_id: str, def_bytes: bytes) -> Definition:
-    """The `Definition` behind changelog bytes written by `definition_bytes`.
+def cached_definition(def_bytes: bytes) -> Definition | None:
+    """The shared `Definition` of ``def_bytes`` if one was built already and does not
+    depend on the schedule's id (the common case of a restore: no decoding at all)."""
+    return _definitions.get((def_bytes, None))
+
+
+def restored_schedule_definition(
+    schedule_id: str, def_bytes: bytes, doc: Mapping[str, Any]
+) -> Definition:
+    """The `Definition` of a schedule (not a DAG) behind changelog bytes written by
+    `definition_bytes`, ``doc`` their decoded JSON (see `actors.shard.restored`).
 
     Raises ``SpecError`` or ``ValueError`` only if the bytes were not written by
     this version (or the zone database lost a zone).
     """
-    shared = _definitions.get((def_bytes, None))
-    if shared is not None:  # the common case: a definition that does not depend on the id
-        return shared
-    doc = orjson.loads(def_bytes)
-    if "tasks" in doc:  # a DAG's definition (imported here: dag_definition imports us)
-        from actors.shard.dag_definition import restored_dag_definition
-
-        return restored_dag_definition(schedule_id, doc)
     spec = doc["spec"]
     owner = schedule_id if _depends_on_id(spec, doc["spread_window_s"]) else None
     found = _definitions.get((def_bytes, owner))

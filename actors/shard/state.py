@@ -72,7 +72,8 @@ from typing import Any
 
 import orjson
 
-from actors.shard.definition import Definition, restored_definition
+from actors.shard.definition import Definition
+from actors.shard.restored import restored_definition
 from topics.timefmt import format_ms, parse_instant
 
 # How many dead-lettered runs a schedule remembers for `dlq.replay` (oldest forgotten).
