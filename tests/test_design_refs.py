@@ -29,10 +29,7 @@ _CITATION = re.compile(r"(?P<path>[\w./-]*)DESIGN\.md(?P<sections>(?:,?\s*(?:and
 _SECTION = re.compile(r"§([\d.]*\d)")
 _HEADING = re.compile(r"^#{2,4} (\d+(?:\.\d+)*)\.? ", re.MULTILINE)
 
-BARE_CITATIONS = {
-    "topics/admin.py": "being reworked with the broker launcher (issue 18)",
-    "actors/shard/misfire.py": "being reworked with the shard core (issue 18)",
-}
+BARE_CITATIONS: dict[str, str] = {}
 """Files that may still cite the design without ``docs/``, and why."""
 
 

@@ -1,4 +1,4 @@
-"""Create and check the six topics of the contract (DESIGN.md §2).
+"""Create and check the six topics of the contract (docs/DESIGN.md §2).
 
 The shard count is fixed when the topics are created, like Temporal's history
 shards: ``commands``, ``schedules`` and ``results`` share it so that a schedule

@@ -18,7 +18,7 @@ catch_up    the latest ``catch_up_max`` fire oldest first; older ones are
 skip        none fire; all are reported ``missed``
 ==========  =================================================================
 
-Missed occurrences are never silent (DESIGN.md §3.2) but they are bounded: the
+Missed occurrences are never silent (docs/DESIGN.md §3.2) but they are bounded: the
 oldest `MISSED_DETAIL_MAX` are reported one result each, and every further one
 is folded into ONE summary result carrying the count and the first and last
 instant. An every-second schedule that was down for a day therefore costs 101
