@@ -32,6 +32,18 @@ def _cancelled_outcome(reason: str) -> Outcome:
     return Outcome("cancelled", {"type": "RunCancelled", "message": reason or "cancelled"})
 
 
+async def _call_async(spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]) -> Outcome:
+    """A task on the loop: the whole job, and the mapping of its ending (a cancel at
+    an ``await`` propagates out, to be read by the task's done callback)."""
+    try:
+        await spec.func(ctx, **args)
+    except RunCancelled as exc:
+        return _cancelled_outcome(exc.reason)
+    except Exception as exc:
+        return Outcome("failed", error_of(exc))
+    return Outcome("succeeded")
+
+
 def _call_sync(spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]) -> Outcome:
     """Runs in a pool thread: the whole job, and the mapping of its ending."""
     try:
@@ -56,7 +68,7 @@ class Executor:
             max_workers=max(1, threads), thread_name_prefix="kafkron-job"
         )
         self._contexts: dict[RunKey, RunContext] = {}
-        self._tasks: dict[RunKey, asyncio.Task[None]] = {}
+        self._tasks: dict[RunKey, asyncio.Task[Outcome]] = {}
         # key -> (job name, perf_counter at start): the job-duration metric's inputs.
         self._started: dict[RunKey, tuple[str, float]] = {}
 
@@ -70,7 +82,13 @@ class Executor:
         args = run.job.args
         loop = asyncio.get_running_loop()
         if spec.is_async:
-            self._tasks[key] = loop.create_task(self._run_async(key, spec, ctx, args))
+            task = loop.create_task(_call_async(spec, ctx, args))
+            self._tasks[key] = task
+            # The exit is reported from the task's done callback, not from inside the
+            # coroutine: a task cancelled before its first step (a lease lost in the
+            # same turn that started it) never runs a line of its coroutine, so only
+            # the callback sees that it ended.
+            task.add_done_callback(lambda t: self._async_exited(key, ctx, t))
             return
         future = self._pool.submit(_call_sync, spec, ctx, args)
 
@@ -96,20 +114,13 @@ class Executor:
     def running(self) -> int:
         return len(self._contexts)
 
-    async def _run_async(
-        self, key: RunKey, spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]
-    ) -> None:
-        try:
-            await spec.func(ctx, **args)
-        except asyncio.CancelledError:
-            outcome = _cancelled_outcome(ctx.cancel_reason)
-        except RunCancelled as exc:
-            outcome = _cancelled_outcome(exc.reason)
-        except Exception as exc:
-            outcome = Outcome("failed", error_of(exc))
-        else:
-            outcome = Outcome("succeeded")
+    def _async_exited(self, key: RunKey, ctx: RunContext, task: asyncio.Task[Outcome]) -> None:
         self._tasks.pop(key, None)
+        if task.cancelled():
+            outcome = _cancelled_outcome(ctx.cancel_reason)
+        else:
+            exc = task.exception()
+            outcome = task.result() if exc is None else Outcome("failed", error_of(exc))
         self._exited(key, outcome)
 
     def _sync_exited(self, key: RunKey, fut: concurrent.futures.Future[Outcome]) -> None:

@@ -1,0 +1,117 @@
+"""The executor reports every started job's exit exactly once, however it ended.
+
+No Kafka: the executor is driven directly on an event loop. The case that matters
+is a job cancelled in the same turn of the loop that started it (a lease lost, a
+partition revoked or a cancel record right after ``StartJob``): asyncio then throws
+the cancellation into a coroutine that never ran a line, so no ``try`` inside it can
+see it. Its slot in the core must still be freed, or the worker wedges with every
+slot held by a job that is not running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from actors.worker.core import Outcome, RunKey
+from actors.worker.executor import Executor
+from actors.worker.registry import Registry
+from topics.command_types import Job
+from topics.messages import Run, idempotency_key, parse_run, run_id_for, run_value
+
+T0 = 1_790_000_000_000
+
+
+def _run(name: str, offset: int) -> tuple[RunKey, Run]:
+    run_id = run_id_for(f"s{offset}", T0)
+    value = run_value(
+        run_id=run_id,
+        schedule_id=f"s{offset}",
+        task=None,
+        scheduled_ms=T0,
+        fired_ms=T0,
+        attempt=1,
+        job=Job(name, {}),
+        idempotency_key=idempotency_key(run_id),
+        deadline_ms=T0 + 60_000,
+    )
+    return (0, offset, 1), parse_run(value)
+
+
+def _registry() -> Registry:
+    registry = Registry()
+
+    async def noop(ctx: object) -> None:
+        return None
+
+    def noop_sync(ctx: object) -> None:
+        return None
+
+    async def forever(ctx: object) -> None:
+        await asyncio.Event().wait()
+
+    registry.register("noop", noop)
+    registry.register("noop_sync", noop_sync)
+    registry.register("forever", forever)
+    return registry
+
+
+async def _exits_after(actions: list[tuple[str, str, int]]) -> list[tuple[RunKey, Outcome]]:
+    exits: list[tuple[RunKey, Outcome]] = []
+    executor = Executor(
+        _registry(), threads=4, worker="w", on_exit=lambda k, o: exits.append((k, o))
+    )
+    for verb, name, offset in actions:
+        key, run = _run(name, offset)
+        if verb == "start":
+            executor.start(key, run)
+        else:
+            executor.cancel(key, "lease lost")
+    for _ in range(100):  # let tasks, callbacks and pool threads finish
+        if executor.running == 0:
+            break
+        await asyncio.sleep(0.01)
+    await executor.close()
+    return exits
+
+
+def test_an_async_job_cancelled_before_its_first_step_still_reports_its_exit() -> None:
+    exits = asyncio.run(_exits_after([("start", "noop", 1), ("cancel", "noop", 1)]))
+    assert [(key, outcome.status) for key, outcome in exits] == [((0, 1, 1), "cancelled")]
+
+
+def test_every_job_of_a_burst_cancelled_at_once_reports_exactly_one_exit() -> None:
+    burst = [("start", "noop", i) for i in range(16)] + [("cancel", "noop", i) for i in range(16)]
+    exits = asyncio.run(_exits_after(burst))
+    assert sorted(key for key, _ in exits) == [(0, i, 1) for i in range(16)]
+    assert {outcome.status for _, outcome in exits} == {"cancelled"}
+
+
+def test_a_job_that_ran_reports_its_own_outcome_once() -> None:
+    exits = asyncio.run(_exits_after([("start", "noop", 1), ("start", "noop_sync", 2)]))
+    assert sorted((key, outcome.status) for key, outcome in exits) == [
+        ((0, 1, 1), "succeeded"),
+        ((0, 2, 1), "succeeded"),
+    ]
+
+
+def test_a_running_async_job_cancelled_at_its_await_reports_cancelled_once() -> None:
+    async def scenario() -> list[tuple[RunKey, Outcome]]:
+        exits: list[tuple[RunKey, Outcome]] = []
+        executor = Executor(
+            _registry(), threads=2, worker="w", on_exit=lambda k, o: exits.append((k, o))
+        )
+        key, run = _run("forever", 7)
+        executor.start(key, run)
+        await asyncio.sleep(0.05)  # it is now waiting at its await
+        executor.cancel(key, "stop")
+        for _ in range(100):
+            if exits:
+                break
+            await asyncio.sleep(0.01)
+        await executor.close()
+        return exits
+
+    exits = asyncio.run(scenario())
+    assert [(key, o.status, (o.error or {}).get("message")) for key, o in exits] == [
+        ((0, 7, 1), "cancelled", "stop")
+    ]
