@@ -40,6 +40,7 @@ BROKEN_VARIANTS = (
     "worker-commit-refused-batch",  # a worker commits although a result was refused (1)
     "unbounded-commit-retry",  # failed commits' results are written however late (finding 8)
     "run-key-no-lease",  # jobs known by (partition, offset) alone: a re-delivery collides (3)
+    "worker-wall-clock",  # the worker decides by its wall clock alone, even when behind
 )
 
 

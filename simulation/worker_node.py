@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from actors.worker.clock import BrokerFloor
 from actors.worker.core import (
     CancelJob,
     Commit,
@@ -118,6 +119,7 @@ class WorkerNode:
         self.running: dict[RunKey, _Job] = {}
         self.slow_factor = 1.0
         self.false_lease_losses: list[tuple[int, str]] = []  # (true ms, why it was false)
+        self.floor = BrokerFloor()
         self.machine = self._new_machine(0)
         self._wake_ms: int | None = None
         self._unbounded: dict[int, dict[bytes | None, OutRecord]] = {}  # broken variant only
@@ -126,6 +128,27 @@ class WorkerNode:
     @property
     def core(self) -> WorkerCore:
         return self.machine.core
+
+    def _now(self) -> int:
+        """The machine's time, read as the runtime reads it (``clock.BrokerFloor``)."""
+        return self.floor.now_ms(self.clock.now_ms(), self.clock.mono_ms())
+
+    def _now_at(self, true_ms: int) -> int:
+        """The machine's time at the past true instant ``true_ms``."""
+        ago_ms = self.host.time.true_ms - true_ms
+        floor = self.floor.floor_ms(self.clock.mono_ms() - ago_ms)
+        wall = self.clock.local_ms(true_ms)
+        return wall if floor is None or floor < wall else floor
+
+    def _true_ms_at(self, machine_ms: int) -> int:
+        """The true instant by which the machine's time reads ``machine_ms``."""
+        true_now = self.host.time.true_ms
+        by_wall = self.clock.true_ms_at(machine_ms)
+        floor = self.floor.floor_ms(self.clock.mono_ms())
+        if floor is None:
+            return by_wall
+        # The floor advances with the monotonic clock, as fast as true time.
+        return max(true_now, min(by_wall, true_now + machine_ms - floor))
 
     def _new_machine(self, now_ms: int) -> WorkerMachine:
         core = WorkerCore(
@@ -145,7 +168,8 @@ class WorkerNode:
         now = self.host.time.true_ms
         self.state = "up"
         self.incarnation += 1
-        self.machine = self._new_machine(self.clock.now_ms())
+        self.floor = BrokerFloor()  # a new process knows nothing of the broker's clock
+        self.machine = self._new_machine(self._now())
         self.running, self.producers, self.positions, self.paused = {}, {}, {}, set()
         self.assigned, self.generation, self._wake_ms = frozenset(), -1, None
         self.joining_until_ms = None
@@ -213,14 +237,14 @@ class WorkerNode:
     def turn(self) -> None:
         host = self.host
         kafka = host.kafka
-        now_ms = self.clock.now_ms()
+        now_ms = self._now()
         if kafka.available:
             self._poll_group(now_ms)
             self._fetch(now_ms)
         else:
             # Heartbeats (in the background, in the real runtime) succeeded until the
             # broker stopped answering; the lease runs out from that instant.
-            self.core.lease_renewed(self.clock.local_ms(kafka.unavailable_since_ms))
+            self.core.lease_renewed(self._now_at(kafka.unavailable_since_ms))
         self._act(self.machine.tick(now_ms))
         self._schedule_next()
 
@@ -289,7 +313,9 @@ class WorkerNode:
                 continue
             records, self.positions[p] = kafka.fetch(TopicKind.RUNS, p, position, MAX_FETCH)
             if records:
-                self._act(machine.records(records, now_ms))
+                if "worker-wall-clock" not in self.host.broken:  # else: no floor at all
+                    self.floor.observe(records[-1].timestamp_ms, self.clock.mono_ms())
+                self._act(machine.records(records, self._now()))
 
     def _act(self, actions: list[Action]) -> None:
         host = self.host
@@ -379,7 +405,7 @@ class WorkerNode:
         host = self.host
 
         def answer() -> None:
-            now_ms = self.clock.now_ms()
+            now_ms = self._now()
             tx_id = host.settings.worker_transactional_id(p)
             try:
                 epoch = host.kafka.init_for_adoption(tx_id, host.time.true_ms)
@@ -395,7 +421,7 @@ class WorkerNode:
         host = self.host
 
         def answer() -> None:
-            now_ms = self.clock.now_ms()
+            now_ms = self._now()
             try:
                 committed, metadata = host.kafka.committed_for_adoption(
                     host.settings.worker_group, TopicKind.RUNS, p
@@ -435,7 +461,7 @@ class WorkerNode:
         del self.running[key]
         if job.outcome.status == "succeeded":
             self.jobs.effect(job.run)
-        self._act(self.machine.job_exited(key, job.outcome, self.clock.now_ms()))
+        self._act(self.machine.job_exited(key, job.outcome, self._now()))
         self.wake(self.host.time.true_ms)
 
     def _exited_by_offset(self, key: RunKey, job: _Job) -> None:
@@ -456,7 +482,7 @@ class WorkerNode:
         reported = self._by_offset.pop(key[:2], key)
         if reported != key and self.running.pop(reported, None) is None:
             return
-        self._act(self.machine.job_exited(reported, job.outcome, self.clock.now_ms()))
+        self._act(self.machine.job_exited(reported, job.outcome, self._now()))
         self.wake(self.host.time.true_ms)
 
     # -- writes -----------------------------------------------------------------------
@@ -470,7 +496,7 @@ class WorkerNode:
         epoch = self.producers.get((p, commit.lease))
         machine = self.machine
         if epoch is None:
-            self._act(machine.commit_failed(commit, "producer closed", self.clock.now_ms()))
+            self._act(machine.commit_failed(commit, "producer closed", self._now()))
             return
         results = list(commit.results)
         unbounded = "unbounded-commit-retry" in host.broken
@@ -494,7 +520,7 @@ class WorkerNode:
                 {(TopicKind.RUNS, p): (commit.offset, commit.metadata)},
             )
         except ProducerFenced:
-            self._act(machine.fenced(p, commit.lease, self.clock.now_ms()))
+            self._act(machine.fenced(p, commit.lease, self._now()))
             return
         except BrokerUnavailable as exc:
             self._failed(commit, str(exc), results)
@@ -502,7 +528,7 @@ class WorkerNode:
         if refused and "worker-commit-refused-batch" not in host.broken:
             # Every send's answer is read before the commit (``committer``'s rule).
             kafka.abort(txn, true_ms)
-            now_ms = self.clock.now_ms()
+            now_ms = self._now()
             for_good = [i for i, exc in refused.items() if exc.for_good and i < len(commit.results)]
             if len(for_good) == len(refused):
                 self._act(machine.commit_refused(commit, for_good, "MESSAGE_TOO_LARGE", now_ms))
@@ -518,7 +544,7 @@ class WorkerNode:
                 host.at(host.time.true_ms + PAUSED_RETRY_MS, done)
                 return
             now = host.time.true_ms
-            local = self.clock.now_ms()
+            local = self._now()
             if action.abort_from_ms is not None and local >= action.abort_from_ms and not unbounded:
                 kafka.abort(txn, now)
                 self._failed(commit, "too close to the shard's timed_out verdict", results)
@@ -550,7 +576,7 @@ class WorkerNode:
     def _failed(self, commit: Commit, reason: str, written: list[OutRecord]) -> None:
         if "unbounded-commit-retry" in self.host.broken:
             self._unbounded[commit.partition] = {r.value: r for r in written}
-        self._act(self.machine.commit_failed(commit, reason, self.clock.now_ms()))
+        self._act(self.machine.commit_failed(commit, reason, self._now()))
 
     def _schedule_next(self) -> None:
         if self.state != "up":
@@ -569,7 +595,7 @@ class WorkerNode:
         )
         local_due = self.machine.next_wake_ms(lease=not heard)
         if local_due is not None:
-            due.append(self.clock.true_ms_at(local_due))
+            due.append(self._true_ms_at(local_due))
         # Records it has not fetched yet: fetch at once, but only while the broker
         # answers (a turn without a broker fetches nothing, and waking for them
         # again at the same instant would never end); the broker's return wakes it.

@@ -57,6 +57,8 @@ WORKER_VARIANTS = [
     ("worker-commit-refused-batch", "worker-results-refused", "converged"),  # finding 1
     ("unbounded-commit-retry", "worker-results-refused", "exactly-once"),  # finding 8
     ("run-key-no-lease", "worker-sync-job-outlives-lease", "effects-once"),  # finding 3
+    # A worker clock behind the broker's: results after the shard's verdict.
+    ("worker-wall-clock", "worker-clock-behind", "exactly-once"),
 ]
 
 

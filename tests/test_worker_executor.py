@@ -49,6 +49,14 @@ def _registry() -> Registry:
     async def forever(ctx: object) -> None:
         await asyncio.Event().wait()
 
+    async def stray_cancel(ctx: object) -> None:
+        raise asyncio.CancelledError  # as a library's internal cancel would
+
+    async def exits(ctx: object) -> None:
+        raise SystemExit(3)
+
+    registry.register("stray_cancel", stray_cancel)
+    registry.register("exits", exits)
     registry.register("noop", noop)
     registry.register("noop_sync", noop_sync)
     registry.register("forever", forever)
@@ -114,4 +122,20 @@ def test_a_running_async_job_cancelled_at_its_await_reports_cancelled_once() -> 
     exits = asyncio.run(scenario())
     assert [(key, o.status, (o.error or {}).get("message")) for key, o in exits] == [
         ((0, 7, 1), "cancelled", "stop")
+    ]
+
+
+def test_a_cancellation_the_worker_did_not_ask_for_is_a_failure_to_retry() -> None:
+    """``cancelled`` is final (never retried); a library's stray cancel is not that."""
+    exits = asyncio.run(_exits_after([("start", "stray_cancel", 1)]))
+    assert [(key, o.status, (o.error or {}).get("type")) for key, o in exits] == [
+        ((0, 1, 1), "failed", "CancelledError")
+    ]
+
+
+def test_an_async_job_raising_system_exit_fails_without_ending_the_worker() -> None:
+    exits = asyncio.run(_exits_after([("start", "exits", 1), ("start", "noop", 2)]))
+    assert sorted((key, o.status, (o.error or {}).get("type")) for key, o in exits) == [
+        ((0, 1, 1), "failed", "SystemExit"),
+        ((0, 2, 1), "succeeded", None),
     ]

@@ -56,6 +56,7 @@ from aiokafka.consumer.fetcher import ConsumerRecord
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from actors.closing import bounded
+from actors.monotonic import monotonic_ms
 from actors.observe import metrics
 from actors.scheduler.breather import Breather
 from actors.scheduler.clock import Clock, SystemClock
@@ -77,12 +78,7 @@ from actors.scheduler.lifecycle import (
 )
 from actors.scheduler.limits import topic_limits
 from actors.scheduler.restore import make_restore_consumer, read_to_end
-from actors.scheduler.shard_runner import (
-    ShardFenced,
-    ShardRunner,
-    ShardWriteFailed,
-    monotonic_ms,
-)
+from actors.scheduler.shard_runner import ShardFenced, ShardRunner, ShardWriteFailed
 from actors.scheduler.skew import DEFAULT_BOUND_MS
 from actors.scheduler.standby import StandbyTailer
 from actors.scheduler.warm import WarmShard

@@ -35,6 +35,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
 from actors.closing import bounded, stop_producer
+from actors.monotonic import monotonic_ms
 from actors.observe import metrics
 from actors.observe.events import log_committed
 from actors.scheduler.clock import Clock
@@ -60,16 +61,6 @@ _LOG_APPEND_TIME = 1
 ABORT_TIMEOUT_S = 5.0
 
 Mono = Callable[[], int]
-
-
-# The machine's monotonic clock counts time the host spent suspended (Linux's
-# CLOCK_BOOTTIME): a suspended laptop or a paused VM did live through those hours,
-# so a standby's staleness and the wall clock's step check must see them.
-_MONO_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
-
-
-def monotonic_ms() -> int:
-    return time.clock_gettime_ns(_MONO_CLOCK) // 1_000_000
 
 
 class ShardFenced(Exception):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -26,6 +27,8 @@ from topics.messages import Run
 log = logging.getLogger("kafkron.worker")
 
 ExitCallback = Callable[[RunKey, Outcome], None]
+CLOSE_WAIT_S = 10.0
+"""How long ``close`` waits for cancelled async jobs to end."""
 
 
 def _cancelled_outcome(reason: str) -> Outcome:
@@ -33,15 +36,32 @@ def _cancelled_outcome(reason: str) -> Outcome:
 
 
 async def _call_async(spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]) -> Outcome:
-    """A task on the loop: the whole job, and the mapping of its ending (a cancel at
-    an ``await`` propagates out, to be read by the task's done callback)."""
+    """A task on the loop: the whole job, and the mapping of its ending. The worker's
+    own cancel propagates out, to be read by the task's done callback."""
     try:
         await spec.func(ctx, **args)
     except RunCancelled as exc:
         return _cancelled_outcome(exc.reason)
-    except Exception as exc:
+    except asyncio.CancelledError:
+        if ctx.cancelled:
+            raise
+        return _stray_cancel()
+    except BaseException as exc:  # as for sync jobs: a job's SystemExit must not end the worker
         return Outcome("failed", error_of(exc))
     return Outcome("succeeded")
+
+
+def _stray_cancel() -> Outcome:
+    """A ``CancelledError`` the worker did not ask for (a library's own cancel, an
+    awaited future cancelled by someone else): a failure, retried like any other,
+    not a ``cancelled`` attempt, which is final."""
+    return Outcome(
+        "failed",
+        {
+            "type": "CancelledError",
+            "message": "the job was cancelled by something other than the worker",
+        },
+    )
 
 
 def _call_sync(spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]) -> Outcome:
@@ -93,7 +113,10 @@ class Executor:
         future = self._pool.submit(_call_sync, spec, ctx, args)
 
         def done(fut: concurrent.futures.Future[Outcome]) -> None:
-            loop.call_soon_threadsafe(self._sync_exited, key, fut)
+            # A job that outlives the worker's loop (a sync job never asked to stop
+            # returns after shutdown) has no one left to report to.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._sync_exited, key, fut)
 
         future.add_done_callback(done)
 
@@ -117,7 +140,7 @@ class Executor:
     def _async_exited(self, key: RunKey, ctx: RunContext, task: asyncio.Task[Outcome]) -> None:
         self._tasks.pop(key, None)
         if task.cancelled():
-            outcome = _cancelled_outcome(ctx.cancel_reason)
+            outcome = _cancelled_outcome(ctx.cancel_reason) if ctx.cancelled else _stray_cancel()
         else:
             exc = task.exception()
             outcome = task.result() if exc is None else Outcome("failed", error_of(exc))
@@ -146,5 +169,14 @@ class Executor:
             self.cancel(key, "worker stopping")
         tasks = list(self._tasks.values())
         if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # A job that swallows its cancellation would hold the worker's exit
+            # for ever: wait a bounded time, then leave it behind.
+            _, pending = await asyncio.wait(tasks, timeout=CLOSE_WAIT_S)
+            if pending:
+                log.warning(
+                    "%d async jobs did not stop within %.0f s of being cancelled; "
+                    "leaving them behind",
+                    len(pending),
+                    CLOSE_WAIT_S,
+                )
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -53,7 +53,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient
 
 from actors.closing import bounded, stop_producer
+from actors.monotonic import monotonic_ms
 from actors.observe import metrics
+from actors.worker.clock import BrokerFloor
 from actors.worker.committer import CommitStats, within, write_commit
 from actors.worker.core import (
     CancelJob,
@@ -101,6 +103,8 @@ ADOPT_STEP_TIMEOUT_S = 30.0
 """Longest wait for ``init_transactions`` or the committed-offset read; then the
 adoption counts as failed and is retried (``membership.ADOPT_RETRY_MS``)."""
 STATS_EVERY_S = 10.0
+LOG_APPEND_TIME = 1
+"""aiokafka's ``timestamp_type`` of a record stamped by the broker (``{ns}.runs``)."""
 
 
 def now_ms() -> int:
@@ -195,6 +199,12 @@ class WorkerRuntime:
         self._tick_pending = False
         self._commit_stats = CommitStats()
         self.on_result_committed: Callable[[Commit], None] | None = None
+        self._floor = BrokerFloor()
+
+    def _now(self) -> int:
+        """The time every decision is made at: the wall clock, never behind the
+        broker's as the fetched runs show it (``clock.BrokerFloor``)."""
+        return self._floor.now_ms(now_ms(), monotonic_ms())
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -259,11 +269,13 @@ class WorkerRuntime:
             "adoptions": counts.adoptions,
             "adoption_failures": counts.adoption_failures,
             "commit_failures": counts.commit_failures,
+            # Above 0: the wall clock is behind the broker's; decisions use the broker's.
+            "clock_behind_ms": self._floor.behind_ms(now_ms(), monotonic_ms()),
         }
 
     async def _drain(self) -> None:
         """Stop fetching; let running jobs finish for up to ``drain_s``; commit."""
-        self._apply(self.machine.stop(now_ms()))
+        self._apply(self.machine.stop(self._now()))
         deadline = time.monotonic() + self.options.drain_s
         while time.monotonic() < deadline and not self.core.idle():
             self._tick()
@@ -278,7 +290,7 @@ class WorkerRuntime:
             )
 
     async def _shutdown(self, consumer: AIOKafkaConsumer, admin: AIOKafkaAdminClient) -> None:
-        self._apply(self.machine.close(now_ms()))
+        self._apply(self.machine.close(self._now()))
         for key in list(self._producers):
             self._close_producer(*key)
         await self._executor.close()
@@ -293,8 +305,19 @@ class WorkerRuntime:
     # --- inputs ------------------------------------------------------------------------
 
     def _receive(self, batch: dict[TopicPartition, list[Any]]) -> None:
-        now = now_ms()
+        mono = monotonic_ms()
         runs_topic = self._runs_topic
+        appended_ms = max(
+            (
+                record.timestamp
+                for items in batch.values()
+                for record in items
+                if record.timestamp_type == LOG_APPEND_TIME
+            ),
+            default=0,
+        )
+        self._floor.observe(appended_ms, mono)
+        now = self._floor.now_ms(now_ms(), mono)
         records = [
             InRecord(
                 TopicKind.RUNS,
@@ -311,7 +334,7 @@ class WorkerRuntime:
         self._apply(self.machine.records(records, now))
 
     def _job_exited(self, key: RunKey, outcome: Outcome) -> None:
-        self._apply(self.machine.job_exited(key, outcome, now_ms()))
+        self._apply(self.machine.job_exited(key, outcome, self._now()))
         self._tick_soon()
 
     def _tick_soon(self) -> None:
@@ -322,10 +345,10 @@ class WorkerRuntime:
 
     def _tick(self) -> None:
         self._tick_pending = False
-        self._apply(self.machine.tick(now_ms()))
+        self._apply(self.machine.tick(self._now()))
 
     def rebalance_started(self) -> None:
-        self._apply(self.machine.rebalance_started(now_ms()))
+        self._apply(self.machine.rebalance_started(self._now()))
 
     def rebalanced(self, assigned: Iterable[TopicPartition]) -> None:
         """The group's new assignment for us (from the listener; nothing awaited)."""
@@ -333,7 +356,7 @@ class WorkerRuntime:
         rejoined = self._member is not None and member_id != self._member
         self._member = member_id
         partitions = {tp.partition for tp in assigned if tp.topic == self._runs_topic}
-        self._apply(self.machine.assigned(partitions, now_ms(), rejoined=rejoined))
+        self._apply(self.machine.assigned(partitions, self._now(), rejoined=rejoined))
 
     def _member_id(self) -> str | None:
         consumer = self._consumer
@@ -349,7 +372,7 @@ class WorkerRuntime:
         async def watched() -> bool:
             ok = await original()
             if ok:
-                self._apply(self.machine.heartbeat(now_ms()))
+                self._apply(self.machine.heartbeat(self._now()))
             return ok
 
         coordinator._do_heartbeat = watched
@@ -419,7 +442,7 @@ class WorkerRuntime:
             self._timer.cancel()
         loop = asyncio.get_running_loop()
         self._timer_due_ms = due
-        self._timer = loop.call_later(max(0.0, (due - now_ms()) / 1000), self._timer_fired)
+        self._timer = loop.call_later(max(0.0, (due - self._now()) / 1000), self._timer_fired)
 
     def _timer_fired(self) -> None:
         self._timer = None
@@ -444,9 +467,9 @@ class WorkerRuntime:
         try:
             await within(producer.start(), ADOPT_STEP_TIMEOUT_S)
         except Exception as exc:  # the coordinator loading or moving, a timeout, ...
-            self._apply(self.machine.adoption_failed(partition, lease, _describe(exc), now_ms()))
+            self._apply(self.machine.adoption_failed(partition, lease, _describe(exc), self._now()))
             return
-        self._apply(self.machine.producer_started(partition, lease, now_ms()))
+        self._apply(self.machine.producer_started(partition, lease, self._now()))
 
     async def _read_committed(self, partition: int, lease: int) -> None:
         tp = TopicPartition(self._runs_topic, partition)
@@ -464,9 +487,9 @@ class WorkerRuntime:
                 beginning = await within(consumer.beginning_offsets([tp]), ADOPT_STEP_TIMEOUT_S)
                 start, metadata = beginning[tp], None
         except Exception as exc:
-            self._apply(self.machine.adoption_failed(partition, lease, _describe(exc), now_ms()))
+            self._apply(self.machine.adoption_failed(partition, lease, _describe(exc), self._now()))
             return
-        self._apply(self.machine.committed_read(partition, lease, start, metadata, now_ms()))
+        self._apply(self.machine.committed_read(partition, lease, start, metadata, self._now()))
 
     def _close_producer(self, partition: int, lease: int) -> None:
         producer = self._producers.pop((partition, lease), None)
@@ -478,7 +501,7 @@ class WorkerRuntime:
         commit = action.commit
         producer = self._producers.get((commit.partition, commit.lease))
         if producer is None:  # closed meanwhile (the machine has moved on)
-            self._apply(self.machine.commit_failed(commit, "producer closed", now_ms()))
+            self._apply(self.machine.commit_failed(commit, "producer closed", self._now()))
             return
         began = time.perf_counter()
         outcome = await write_commit(
@@ -486,9 +509,9 @@ class WorkerRuntime:
             self.settings,
             commit,
             abort_from_ms=action.abort_from_ms,
-            now_ms=now_ms,
+            now_ms=self._now,
         )
-        now = now_ms()
+        now = self._now()
         machine = self.machine
         if outcome.kind == "done":
             self._apply(machine.commit_done(commit, now))
