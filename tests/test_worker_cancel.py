@@ -24,21 +24,47 @@ def cancel_record(
     return InRecord(TopicKind.RUNS, 0, offset, schedule_id.encode(), value)
 
 
-def test_a_running_job_is_cancelled_with_one_result_and_its_late_exit_is_ignored() -> None:
+def test_a_running_job_is_cancelled_with_one_result_once_it_has_stopped() -> None:
+    # "Ended" means stopped: the result that lets the shard start the next run
+    # (overlap cancel_other) waits for the job's exit, whatever the job returns.
     core = make_core()
     [start] = core.receive(run_record(0, schedule_id="a"), T0)
     assert isinstance(start, StartJob)
     [stop] = core.receive(cancel_record(1, "a", reason="bad input"), T0 + 10)
     assert stop == CancelJob(start.key, "cancelled: bad input")
+    assert core.receive(cancel_record(2, "a", reason="again"), T0 + 11) == []  # asked once
+    early = core.take_commit(0)
+    assert early is not None and results_of(early) == []  # still running: no result yet
+    assert early.offset == 0  # the run is open, so nothing past it is committed
+    core.commit_done(early)
     core.job_exited(start.key, Outcome("succeeded"), T0 + 20)  # it finished anyway
     commit = core.take_commit(0)
     [result] = results_of(commit)
-    assert (result.status, result.started_ms, result.error) == (
+    assert (result.status, result.started_ms, result.finished_ms, result.error) == (
         "cancelled",
         T0,
+        T0 + 20,
         {"type": "Cancelled", "message": "bad input"},
     )
-    assert commit is not None and commit.offset == 2  # both records done
+    assert commit is not None and commit.offset == 3  # every record done
+    assert core.take_commit(0) is None
+
+
+def test_a_cancelled_job_that_never_stops_ends_cancelled_at_its_deadline() -> None:
+    # A sync job that never calls ctx.heartbeat() cannot be stopped: its attempt ends
+    # cancelled at the deadline (not timed_out), its late exit writes nothing more.
+    core = make_core()
+    [start] = core.receive(run_record(0, schedule_id="a", deadline_ms=T0 + 1_000), T0)
+    assert isinstance(start, StartJob)
+    core.receive(cancel_record(1, "a", reason="bad input"), T0 + 10)
+    early = core.take_commit(0)
+    assert early is not None and results_of(early) == []
+    core.commit_done(early)
+    assert core.advance(T0 + 1_000) == []  # told to stop already: no second CancelJob
+    [result] = results_of(core.take_commit(0))
+    assert result.status == "cancelled"
+    assert result.error is not None and result.error["message"].startswith("bad input (")
+    assert core.job_exited(start.key, Outcome("succeeded"), T0 + 5_000) == []
     assert core.take_commit(0) is None
 
 

@@ -38,8 +38,11 @@ Decisions made here:
   worker and shard hosts).
 - A cancel record (``run.cancel``, ``overlap: cancel_other``; docs/DESIGN.md §6.6)
   comes on the run's partition after the run: a queued run is recorded
-  ``cancelled`` without starting, a running one is recorded ``cancelled`` at once
-  and its job is asked to stop (``CancelJob``), a decided one keeps its result.
+  ``cancelled`` without starting; a running one's job is asked to stop
+  (``CancelJob``) and its ``cancelled`` result is recorded when the job has really
+  exited (whatever it returned), or at its deadline if it never exits: "ended"
+  means stopped, so ``cancel_other`` never starts the next run beside a job that
+  still runs; a decided one keeps its result.
 - A run naming a job this worker does not have fails with ``UnknownJob`` (retried
   by the schedule actor with backoff, time enough to deploy a worker that has it).
 - A revoked partition's runs are cancelled and their results are dropped, committed
@@ -151,6 +154,9 @@ class _Running:
     started_ms: int
     decided: bool = False  # result already recorded (timed out); ignore the exit outcome
     dropped: bool = False  # partition gone; never record a result
+    # Asked to stop by a cancel record: its one result, ``cancelled`` with this
+    # error, is recorded when the job exits (or at its deadline), not before.
+    cancelled: Mapping[str, str] | None = None
 
 
 @dataclass(slots=True)
@@ -339,9 +345,11 @@ class WorkerCore:
         It comes after its run on the same partition, so the run is queued, running
         or finished here already (or was finished by an earlier owner). A queued run
         never starts; a running job is asked to stop (an async job at its ``await``,
-        a sync one at its next ``ctx.heartbeat()``) and its slot stays taken until it
-        exits, whatever it returns ignored, as at a deadline. A run already decided
-        keeps its result: that is the attempt's one result.
+        a sync one at its next ``ctx.heartbeat()``) and its ``cancelled`` result is
+        recorded once it has exited, whatever it returned (`job_exited`), or at its
+        deadline if it never does (`advance`): the result says the job has stopped,
+        so the shard's ``cancel_other`` starts the next run only then. A run already
+        decided keeps its result: that is the attempt's one result.
         """
         self._finish(part, record.offset)
         try:
@@ -364,18 +372,10 @@ class WorkerCore:
                 and running_key[2] == lease
                 and not running.decided
                 and not running.dropped
+                and running.cancelled is None
                 and _names(cancel, running.run)
             ):
-                running.decided = True
-                self._record(
-                    part,
-                    running_key[1],
-                    running.run,
-                    "cancelled",
-                    running.started_ms,
-                    now_ms,
-                    _cancel_error(cancel),
-                )
+                running.cancelled = _cancel_error(cancel)
                 return [CancelJob(running_key, f"cancelled: {cancel.reason}")]
         return []
 
@@ -387,14 +387,15 @@ class WorkerCore:
         if not running.decided and not running.dropped:
             part = self._partitions.get(key[0])
             if part is not None and part.lease == key[2]:
+                cancelled = running.cancelled
                 self._record(
                     part,
                     key[1],
                     running.run,
-                    outcome.status,
+                    outcome.status if cancelled is None else "cancelled",
                     running.started_ms,
                     now_ms,
-                    outcome.error,
+                    outcome.error if cancelled is None else cancelled,
                 )
         if key[0] in self._backlogged:
             actions = self._refill((key[0],), now_ms)
@@ -420,6 +421,23 @@ class WorkerCore:
                 continue
             running.decided = True
             part = self._partitions[key[0]]
+            if running.cancelled is not None:
+                # Asked to stop and still running at its deadline (a sync job that
+                # never calls ctx.heartbeat()): the attempt ends as it was asked to.
+                self._record(
+                    part,
+                    key[1],
+                    running.run,
+                    "cancelled",
+                    running.started_ms,
+                    now_ms,
+                    {
+                        "type": running.cancelled["type"],
+                        "message": f"{running.cancelled['message']} (the job was still "
+                        f"running at its deadline {format_ms(running.run.deadline_ms)})",
+                    },
+                )
+                continue  # it was told to stop already
             self._record(
                 part,
                 key[1],
