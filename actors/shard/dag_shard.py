@@ -40,7 +40,6 @@ Decisions
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from actors.shard import dag_run
@@ -72,7 +71,6 @@ class DagShard:
         ) -> None: ...
         def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
         def _fired(self, state: ScheduleState, scheduled_ms: int) -> None: ...
-        def _cancel_timer(self, run: RunState) -> None: ...
         def _skipped(
             self, state: ScheduleState, scheduled_ms: int, kind: str, why: str
         ) -> None: ...
@@ -86,8 +84,11 @@ class DagShard:
             task: str | None = None,
             attempt: int = 1,
         ) -> None: ...
-        def _run_result(
-            self, run: RunState, status: str, finished_ms: int, error: Mapping[str, str]
+        def _cancel_waiting(
+            self, state: ScheduleState, run: RunState, reason: str, now_ms: int
+        ) -> None: ...
+        def _request_cancel(
+            self, state: ScheduleState, run: RunState, reason: str, now_ms: int
         ) -> None: ...
 
     # --- commands -----------------------------------------------------------------
@@ -277,15 +278,23 @@ class DagShard:
     def _dag_cancel_task(
         self, state: ScheduleState, scheduled_ms: int, task: str, now_ms: int
     ) -> None:
-        """A running task was removed from the DAG: end its task run as cancelled."""
-        run = state.runs.pop(run_id_for(state.id, scheduled_ms, task), None)
+        """A running task was removed from the DAG: cancel its task run by the one
+        cancel path (`cancel`, docs/DESIGN.md §6.6), so its attempt has one result.
+
+        An attempt out on ``{ns}.runs`` gets a cancel record and its worker's result
+        ends the run (the shard's own ``cancelled`` only if none comes by the
+        deadline); a run waiting to retry ends ``cancelled`` for the attempt that
+        would have come next. The task is ``removed`` in the DAG run already, so its
+        end moves nothing on.
+        """
+        run = state.runs.get(run_id_for(state.id, scheduled_ms, task))
         if run is None:
             return
-        self._cancel_timer(run)
-        self._in_flight -= 1
         why = "cancelled by the shard: a dag.upsert removed the task"
-        self._run_result(run, "cancelled", now_ms, {"type": "Removed", "message": why})
-        self._counts["cancelled_total"] += 1
+        if run.retry_ms is not None:
+            self._cancel_waiting(state, run, why, now_ms)
+        elif run.cancel_reason is None:
+            self._request_cancel(state, run, why, now_ms)
 
     # --- what each attempt of a task carries ----------------------------------------
 
