@@ -43,6 +43,14 @@ Decisions made here:
   exited (whatever it returned), or at its deadline if it never exits: "ended"
   means stopped, so ``cancel_other`` never starts the next run beside a job that
   still runs; a decided one keeps its result.
+- A partition adopted from another owner is *caught up* before any of its runs
+  start: the executor reads the partition's end (its last stable offset) after the
+  fence and hands it to `assign`; runs delivered below it are queued but not
+  started until the consumer's position has reached it (`caught_up`). So a run
+  whose cancel record was committed before the adoption is never started, however
+  the fetches split the two (docs/DESIGN.md §6.6). A partition that reaches its
+  open-run limit before its end is caught up there (it cannot fetch further
+  until runs finish).
 - A run naming a job this worker does not have fails with ``UnknownJob`` (retried
   by the schedule actor with backoff, time enough to deploy a worker that has it).
 - A revoked partition's runs are cancelled and their results are dropped, committed
@@ -169,6 +177,8 @@ class _Partition:
     dirty: bool = False  # something finished since the last commit was taken
     # Fetched records beyond the open limit, in offset order, not yet delivered.
     backlog: deque[InRecord] = field(default_factory=deque)
+    # Adopted, and not yet fetched up to the end it had then: no job starts.
+    catch_up_to: int | None = None
 
 
 class WorkerCore:
@@ -221,17 +231,41 @@ class WorkerCore:
     # --- assignment ---------------------------------------------------------------
 
     def assign(
-        self, partition: int, committed: int, metadata: str | None, now_ms: int, lease: int = 0
+        self,
+        partition: int,
+        committed: int,
+        metadata: str | None,
+        now_ms: int,
+        lease: int = 0,
+        end_offset: int | None = None,
     ) -> None:
         """``partition`` is ours from ``committed`` on (with that commit's metadata).
 
         ``lease`` numbers this adoption of the partition (see ``RunKey``); the caller
-        gives each adoption of a partition in this process a new one.
+        gives each adoption of a partition in this process a new one. ``end_offset``
+        is the partition's end when it was adopted: its runs start only once the
+        consumer has read that far (`caught_up`).
         """
         if partition in self._partitions:
             return
-        self._partitions[partition] = _Partition(PartitionOffsets(committed, metadata), lease)
+        part = _Partition(PartitionOffsets(committed, metadata), lease)
+        if end_offset is not None and end_offset > part.offsets.fetch_from():
+            part.catch_up_to = end_offset
+        self._partitions[partition] = part
         self._lease_renewed_ms = max(self._lease_renewed_ms, now_ms)
+
+    def catching_up(self) -> frozenset[int]:
+        """Partitions adopted and not yet read to their end (report `caught_up`)."""
+        return frozenset(p for p, part in self._partitions.items() if part.catch_up_to is not None)
+
+    def caught_up(self, partition: int, position: int, now_ms: int) -> list[Action]:
+        """The consumer's position in ``partition`` is ``position`` (the next offset it
+        fetches): from its adoption's end on, its queued runs may start."""
+        part = self._partitions.get(partition)
+        if part is None or part.catch_up_to is None or position < part.catch_up_to:
+            return []
+        part.catch_up_to = None
+        return self._fill(now_ms)
 
     def revoke(self, partition: int, reason: str = "revoked") -> list[Action]:
         """``partition`` is no longer ours: cancel its runs, drop its results."""
@@ -292,6 +326,9 @@ class WorkerCore:
             if not backlog or record.offset > backlog[-1].offset:
                 backlog.append(record)
                 self._backlogged.add(record.partition)
+            # At its limit the partition fetches no further until runs finish: its
+            # catch-up ends here (a cancel record beyond the limit comes later).
+            part.catch_up_to = None
             return []
         actions = self._deliver(part, record, now_ms)
         if fill:
@@ -631,9 +668,13 @@ class WorkerCore:
         """Start queued runs while slots are free."""
         actions: list[Action] = []
         queue = self._queue
+        held: list[tuple[RunKey, Run]] = []
         while queue and len(self._running) < self._concurrency:
             key, run = queue.popleft()
             part = self._partitions[key[0]]
+            if part.catch_up_to is not None:  # adopted, not read to its end yet
+                held.append((key, run))
+                continue
             if run.deadline_ms <= now_ms:
                 self._record(
                     part,
@@ -649,6 +690,8 @@ class WorkerCore:
             heapq.heappush(self._deadlines, (run.deadline_ms, key))
             self.counts["started"] += 1
             actions.append(StartJob(key, run))
+        if held:
+            queue.extendleft(reversed(held))
         return actions
 
     def _record(
