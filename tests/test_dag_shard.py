@@ -472,3 +472,62 @@ def test_a_shard_restored_at_any_point_of_a_dag_run_writes_what_the_old_one_woul
     assert at_restore.records == []
     for event, expected in zip(events[cut:], outputs[cut:], strict=True):
         assert _drive(restored, event) == expected, event
+
+
+# --- run.cancel of a whole DAG run ----------------------------------------------------
+
+
+def test_a_cancelled_dag_run_stops_its_running_tasks_and_never_starts_the_waiting_ones() -> None:
+    shard, roots = started_shard()
+    out = shard.send(command("run.cancel", DAG_ID, run_id=RUN_ID, reason="wrong prices"))
+    assert out.rejected == []
+    assert sorted((c.run_id, c.attempt, c.reason) for c in out.cancels) == sorted(
+        (roots[t].run_id, 1, "wrong prices") for t in ("usage-rollup", "fx-rates")
+    )
+    assert sorted((r.task, r.attempt, r.status, r.started_ms) for r in out.results) == [
+        ("invoice-nightly", 1, "cancelled", None),
+        ("send-invoices", 1, "cancelled", None),
+    ]
+    # The shard's results for tasks that never ran; the running ones end by their own.
+    assert {r.worker for r in out.results} == {"shard-0"}
+    again = shard.send(command("run.cancel", DAG_ID, run_id=RUN_ID, reason="again"))
+    [rejected] = again.rejected
+    assert "being cancelled already" in rejected.reason
+    restored, _ = shard.restored()  # the cancel survives a failover mid-way
+    for s in (shard, restored):
+        first = s.report(roots["usage-rollup"], "succeeded")  # decided before the cancel
+        assert first.runs == [] and [r for r in first.results if r.task is None] == []
+        last = s.report(roots["fx-rates"], "cancelled")
+        assert last.runs == []
+        [run_result] = [r for r in last.results if r.task is None]
+        assert (run_result.run_id, run_result.attempt, run_result.status) == (
+            RUN_ID,
+            1,
+            "cancelled",
+        )
+        assert run_result.counts == {"succeeded": 1, "cancelled": 3}
+        assert run_result.error is not None and "wrong prices" in run_result.error["message"]
+        assert dag_doc(s)["runs"][RUN_ID]["state"] == "cancelled"  # type: ignore[index]
+
+
+def test_a_cancel_of_a_dag_run_that_ended_says_nothing_to_cancel() -> None:
+    shard, roots = started_shard()
+    invoice = by_task(shard.report(roots["usage-rollup"], "succeeded"))
+    invoice = by_task(shard.report(roots["fx-rates"], "succeeded"))
+    send = by_task(shard.report(invoice["invoice-nightly"], "succeeded"))
+    shard.report(send["send-invoices"], "succeeded")
+    out = shard.send(command("run.cancel", DAG_ID, run_id=RUN_ID))
+    [rejected] = out.rejected
+    assert "nothing to cancel" in rejected.reason
+    assert out.cancels == [] and out.results == []
+
+
+def test_a_cancelled_dag_run_can_be_cleared_and_runs_again() -> None:
+    shard, roots = started_shard()
+    shard.send(command("run.cancel", DAG_ID, run_id=RUN_ID, reason="pause it"))
+    shard.report(roots["usage-rollup"], "cancelled")
+    shard.report(roots["fx-rates"], "cancelled")
+    assert dag_doc(shard)["runs"][RUN_ID]["state"] == "cancelled"  # type: ignore[index]
+    out = shard.send(command("dag.clear", DAG_ID, run_id=RUN_ID, task="fx-rates"))
+    assert out.rejected == [] and [r.task for r in out.runs] == ["fx-rates"]
+    assert dag_doc(shard)["runs"][RUN_ID]["state"] == "running"  # type: ignore[index]
