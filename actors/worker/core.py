@@ -76,10 +76,21 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from actors.worker.offsets import MAX_OPEN_PER_PARTITION, PartitionOffsets
 from topics.deadlines import TIMEOUT_MARGIN_MS, shard_decides
-from topics.messages import Run, RunCancelRecord, is_cancel, parse_cancel, parse_run, result_value
+from topics.messages import (
+    PROGRESS_INTERVAL_MS,
+    PROGRESS_STATUS,
+    Run,
+    RunCancelRecord,
+    is_cancel,
+    parse_cancel,
+    parse_result,
+    parse_run,
+    result_value,
+)
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
 from topics.timefmt import format_ms
@@ -165,6 +176,7 @@ class _Running:
     # Asked to stop by a cancel record: its one result, ``cancelled`` with this
     # error, is recorded when the job exits (or at its deadline), not before.
     cancelled: Mapping[str, str] | None = None
+    progress_ms: int | None = None  # when its last progress report was taken
 
 
 @dataclass(slots=True)
@@ -226,6 +238,7 @@ class WorkerCore:
             "left_to_shard": 0,
             "refused": 0,
             "cancels": 0,
+            "progress": 0,
         }
 
     # --- assignment ---------------------------------------------------------------
@@ -440,6 +453,44 @@ class WorkerCore:
             return actions
         return self._fill(now_ms)
 
+    def progress(self, key: RunKey, details: Any, at_ms: int, now_ms: int) -> None:
+        """The job of ``key`` reported progress (``ctx.heartbeat(details)`` at ``at_ms``).
+
+        A ``running`` result carrying the details and the time goes out with the
+        partition's next commit, at most one per `PROGRESS_INTERVAL_MS` per attempt.
+        It finishes no offset and is not the attempt's result (docs/DESIGN.md §3.5):
+        none is taken once the attempt is decided, asked to stop, dropped, or so late
+        that its verdict is the shard's.
+        """
+        running = self._running.get(key)
+        if running is None or running.decided or running.dropped or running.cancelled:
+            return
+        part = self._partitions.get(key[0])
+        run = running.run
+        if part is None or part.lease != key[2] or shard_decides(run.deadline_ms, now_ms):
+            return
+        last = running.progress_ms
+        if last is not None and at_ms - last < PROGRESS_INTERVAL_MS:
+            return
+        running.progress_ms = at_ms
+        value = result_value(
+            run_id=run.run_id,
+            schedule_id=run.schedule_id,
+            task=run.task,
+            attempt=run.attempt,
+            status=PROGRESS_STATUS,
+            scheduled_ms=run.scheduled_ms,
+            started_ms=running.started_ms,
+            finished_ms=None,
+            worker=self._worker,
+            error=None,
+            progress=(details, at_ms),
+        )
+        part.results.append(OutRecord(TopicKind.RESULTS, run.schedule_id.encode(), value))
+        part.runs.append(run)
+        part.dirty = True
+        self.counts["progress"] += 1
+
     def advance(self, now_ms: int) -> list[Action]:
         """Time passed: enforce deadlines and the lease."""
         actions: list[Action] = []
@@ -599,6 +650,8 @@ class WorkerCore:
                 runs.append(run)
                 continue
             self.counts["refused"] += 1
+            if _is_progress(record):
+                continue  # a progress report is not the attempt's result: drop it
             value = result_value(
                 run_id=run.run_id,
                 schedule_id=run.schedule_id,
@@ -730,6 +783,13 @@ class WorkerCore:
     def _finish(self, part: _Partition, offset: int) -> None:
         part.offsets.finish(offset)
         part.dirty = True
+
+
+def _is_progress(record: OutRecord) -> bool:
+    try:
+        return parse_result(record.value or b"").status == PROGRESS_STATUS
+    except ValueError:
+        return False
 
 
 def _names(cancel: RunCancelRecord, run: Run) -> bool:

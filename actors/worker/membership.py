@@ -20,6 +20,7 @@ Inputs (methods)                              Outputs
   fenced(p, lease)                              CancelJob..., CloseProducer(p, lease)
   records(records)                              StartJob / Discarded
   job_exited(key, outcome)                      StartJob
+  progress(key, details, at)                    - (a report in the next Write)
   commit_done / commit_failed / commit_refused  WakeAt
   commit_unknown                                StartProducer (a fresh producer)
   heartbeat                                     StartProducer (recovery)
@@ -118,6 +119,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from actors.worker.core import (
     CancelJob,
@@ -550,6 +552,12 @@ class WorkerMachine:
 
     def job_exited(self, key: RunKey, outcome: Outcome, now_ms: int) -> list[Action]:
         return list(self.core.job_exited(key, outcome, now_ms))
+
+    def progress(self, key: RunKey, details: Any, at_ms: int, now_ms: int) -> list[Action]:
+        """A running job's ``ctx.heartbeat(details)``: a progress report to write with
+        the partition's next commit (`WorkerCore.progress`)."""
+        self.core.progress(key, details, at_ms, now_ms)
+        return []
 
     # --- writes ---------------------------------------------------------------------
 

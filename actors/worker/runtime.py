@@ -184,6 +184,7 @@ class WorkerRuntime:
             threads=options.concurrency,
             worker=options.worker_id,
             on_exit=self._job_exited,
+            on_progress=self._job_progress,
         )
         self._consumer: AIOKafkaConsumer | None = None
         self._admin: AIOKafkaAdminClient | None = None
@@ -327,6 +328,10 @@ class WorkerRuntime:
                 log.debug("position of %s: %s", tp, _describe(exc))
                 continue
             self._apply(self.machine.fetched_to(partition, position, now_ms()))
+
+    def _job_progress(self, key: RunKey, details: Any, at_ms: int) -> None:
+        self._apply(self.machine.progress(key, details, at_ms, now_ms()))
+        self._tick_soon()  # written with the partition's next commit
 
     def _job_exited(self, key: RunKey, outcome: Outcome) -> None:
         self._apply(self.machine.job_exited(key, outcome, now_ms()))
