@@ -107,10 +107,17 @@ async def test_an_async_and_a_sync_job_are_cancelled_once_and_never_retried(
             await asyncio.sleep(0.5)
         await asyncio.sleep(3)  # room for a retry, were there one
         found = await results(kafka_settings)
+        reports = await results(kafka_settings, progress=True)
         attempts = await _attempts(kafka_settings)
     finally:
         for child in children:
             child.stop()
+    # The sync job's progress went out as running reports (the first heartbeat's at
+    # once, then at most one per 10 s), none of them an outcome.
+    assert reports and {(r.run_id, r.attempt, r.status) for r in reports} == {
+        (sync_id, 1, "running")
+    }
+    assert all(r.progress is not None and r.progress["details"]["beats"] >= 1 for r in reports)
     assert sorted((r.run_id, r.attempt, r.status, r.worker) for r in found) == [
         (async_id, 1, "cancelled", "w1"),
         (sync_id, 1, "cancelled", "w1"),
