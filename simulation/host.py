@@ -75,6 +75,10 @@ class Host(Protocol):
         """A drawn extra delay of a worker's InitProducerId or committed-offset read."""
         ...
 
+    def max_fetch_records(self) -> int | None:
+        """Records one fetch of a runs partition returns at most (None: the default)."""
+        ...
+
     def scenario_flag(self, name: str) -> bool:
         """A boolean knob of the scenario's ``[worker_client]``."""
         ...

@@ -295,6 +295,11 @@ class SimKafka:
         self._check()
         return self.logs[kind][partition].fetch(position, max_records)
 
+    def end_offset(self, kind: TopicKind, partition: int) -> int:
+        """The last stable offset (a read_committed ``ListOffsets`` of the end)."""
+        self._check()
+        return self.logs[kind][partition].last_stable_offset()
+
     def committed(self, group: str, kind: TopicKind, partition: int) -> tuple[int, str | None]:
         self._check()
         return self._group_offsets.get((group, kind, partition), (0, None))

@@ -207,6 +207,9 @@ class WorkerClient:
     records of a new assignment before the rebalance listener has run)."""
     max_result_bytes: int | None = None
     """Result records larger than this are refused (MESSAGE_TOO_LARGE)."""
+    max_fetch_records: int | None = None
+    """A fetch of a runs partition returns at most this many records (default 500):
+    1 splits a run and its cancel record into two fetches."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,16 +404,28 @@ def _seconds_range(value: Any, name: str) -> tuple[int, int]:
 
 
 def _worker_client(data: dict[str, Any]) -> WorkerClient:
-    known = {"join_s", "adopt_delay_s", "fetch_during_adoption", "max_result_bytes"}
+    known = {
+        "join_s",
+        "adopt_delay_s",
+        "fetch_during_adoption",
+        "max_result_bytes",
+        "max_fetch_records",
+    }
     unknown = sorted(set(data) - known)
     if unknown:
         raise ScenarioError(f"worker_client: unknown keys {unknown}; known: {sorted(known)}")
     max_bytes = data.get("max_result_bytes")
+    max_fetch = data.get("max_fetch_records")
+    if max_fetch is not None and (not isinstance(max_fetch, int) or max_fetch < 1):
+        raise ScenarioError(
+            f"worker_client.max_fetch_records: need an integer >= 1, got {max_fetch!r}"
+        )
     return WorkerClient(
         join_ms=_seconds_range(data.get("join_s", 0), "join_s"),
         adopt_delay_ms=_seconds_range(data.get("adopt_delay_s", 0), "adopt_delay_s"),
         fetch_during_adoption=bool(data.get("fetch_during_adoption", False)),
         max_result_bytes=None if max_bytes is None else int(max_bytes),
+        max_fetch_records=max_fetch,
     )
 
 

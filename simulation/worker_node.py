@@ -106,6 +106,7 @@ class WorkerNode:
         self.clock = clock
         self.jobs = jobs
         self.concurrency = concurrency
+        self._max_fetch = host.max_fetch_records() or MAX_FETCH
         self.rules = LeaseRules(session_timeout_ms=host.worker_group.session_timeout_ms)
         self.state = "down"
         self.incarnation = 0
@@ -311,11 +312,13 @@ class WorkerNode:
             adopting = machine.state(p) in ("adopting", "reading")
             if p in self.paused and not (during_adoption and adopting):
                 continue
-            records, self.positions[p] = kafka.fetch(TopicKind.RUNS, p, position, MAX_FETCH)
+            records, self.positions[p] = kafka.fetch(TopicKind.RUNS, p, position, self._max_fetch)
             if records:
                 if "worker-wall-clock" not in self.host.broken:  # else: no floor at all
                     self.floor.observe(records[-1].timestamp_ms, self.clock.mono_ms())
                 self._act(machine.records(records, self._now()))
+            if p in machine.catching_up():
+                self._act(machine.fetched_to(p, self.positions[p], self._now()))
 
     def _act(self, actions: list[Action]) -> None:
         host = self.host
@@ -426,10 +429,11 @@ class WorkerNode:
                 committed, metadata = host.kafka.committed_for_adoption(
                     host.settings.worker_group, TopicKind.RUNS, p
                 )
+                end = host.kafka.end_offset(TopicKind.RUNS, p)
             except (BrokerUnavailable, CoordinatorBusy) as exc:
                 self._adoption_failed(p, lease, str(exc), now_ms)
                 return
-            self._act(self.machine.committed_read(p, lease, committed, metadata, now_ms))
+            self._act(self.machine.committed_read(p, lease, committed, metadata, now_ms, end))
 
         self._later(host.latency_ms() + host.adopt_delay_ms(), answer)
 

@@ -127,6 +127,9 @@ class World:
         low, high = self.scenario.worker_client.adopt_delay_ms
         return 0 if high == 0 else self.rng.randint(low, high)
 
+    def max_fetch_records(self) -> int | None:
+        return self.scenario.worker_client.max_fetch_records
+
     def scenario_flag(self, name: str) -> bool:
         return bool(getattr(self.scenario.worker_client, name))
 

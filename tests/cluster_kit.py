@@ -50,7 +50,7 @@ from broker import quorum
 from broker.cluster import ClusterLayout
 from broker.errors import BrokerError
 from topics.admin import admin_client
-from topics.messages import parse_result, parse_run
+from topics.messages import PROGRESS_STATUS, parse_result, parse_run
 from topics.names import Settings, TopicKind
 
 # Brokers go down on purpose here; aiokafka would log every refused reconnect.
@@ -381,7 +381,7 @@ async def check(
             if record.value is None:
                 continue
             result = parse_result(record.value)
-            if result.status not in ("missed", "skipped"):
+            if result.status not in ("missed", "skipped", PROGRESS_STATUS):
                 answered[(result.run_id, result.attempt)] += 1
         unanswered = sorted(
             k for k, run in fired.items() if answered[k] == 0 and run.scheduled_ms <= window_end_ms

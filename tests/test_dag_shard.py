@@ -15,6 +15,7 @@ from shard_helpers import DAY, MINUTE, SECOND, T0, Out, Shard, command
 
 from actors.shard import dag_run
 from topics.commands import DagUpsert, Rejection, decode_command
+from topics.deadlines import TIMEOUT_MARGIN_MS
 from topics.messages import Run, run_id_for
 from topics.names import TopicKind
 from topics.timefmt import format_ms
@@ -328,20 +329,57 @@ def test_a_schedule_and_a_dag_never_share_an_id() -> None:
     assert "not a DAG" in rejected.reason
 
 
-def test_a_re_upsert_that_removes_a_running_task_cancels_it() -> None:
-    shard, roots = started_shard()
+def _without_fx_rates() -> dict[str, object]:
     body = billing_dag()
     tasks = body["tasks"]
     assert isinstance(tasks, dict)
     del tasks["fx-rates"]
     tasks["invoice-nightly"]["after"] = ["usage-rollup"]
-    out = shard.send(body)
-    [cancelled] = out.results
-    assert (cancelled.task, cancelled.status) == ("fx-rates", "cancelled")
-    invoice = by_task(shard.report(roots["usage-rollup"], "succeeded"))["invoice-nightly"]
-    assert shard.report(roots["fx-rates"], "succeeded").records == []  # ignored: cancelled
-    shard.report(by_task(shard.report(invoice, "succeeded"))["send-invoices"], "succeeded")
-    assert dag_doc(shard)["runs"][RUN_ID]["state"] == "succeeded"  # type: ignore[index]
+    return body
+
+
+def test_a_re_upsert_that_removes_a_running_task_cancels_it_through_its_worker() -> None:
+    # The removed task's attempt is out on {ns}.runs: the shard asks its worker to
+    # stop it (a cancel record, docs/DESIGN.md §6.6) and writes no result of its own,
+    # so the worker's result is the attempt's one result.
+    shard, roots = started_shard()
+    out = shard.send(_without_fx_rates())
+    assert out.results == []
+    [cancel] = out.cancels
+    assert (cancel.run_id, cancel.attempt) == (roots["fx-rates"].run_id, 1)
+    assert "dag.upsert removed the task" in cancel.reason
+    restored, _ = shard.restored()  # the request survives a failover
+    for s in (shard, restored):
+        invoice = by_task(s.report(roots["usage-rollup"], "succeeded"))["invoice-nightly"]
+        done = s.report(roots["fx-rates"], "succeeded")  # it finished as it was stopped
+        assert done.results == [] and done.runs == []  # applied; nothing of the shard's
+        state = s.core.schedule(DAG_ID)
+        assert state is not None and roots["fx-rates"].run_id not in state.runs
+        ended = s.report(by_task(s.report(invoice, "succeeded"))["send-invoices"], "succeeded")
+        [run_result] = [r for r in ended.results if r.task is None]
+        assert run_result.status == "succeeded"
+        assert dag_doc(s)["runs"][RUN_ID]["tasks"]["fx-rates"]["state"] == "removed"  # type: ignore[index]
+
+
+def test_a_removed_task_no_worker_confirms_ends_cancelled_by_the_shard_at_its_deadline() -> None:
+    shard, roots = started_shard()
+    shard.send(_without_fx_rates())
+    fx = roots["fx-rates"]
+    out = shard.run_until(fx.deadline_ms + TIMEOUT_MARGIN_MS)
+    [result] = [r for r in out.results if r.run_id == fx.run_id]
+    assert (result.status, result.attempt, result.worker) == ("cancelled", 1, "shard-0")
+    assert [r for r in out.runs if r.run_id == fx.run_id] == []  # never retried
+
+
+def test_a_removed_task_waiting_to_retry_is_cancelled_without_running_again() -> None:
+    shard, roots = started_shard()
+    fx = roots["fx-rates"]
+    shard.report(fx, "failed")  # waits 1 s for attempt 2
+    out = shard.send(_without_fx_rates())
+    [result] = out.results
+    assert (result.run_id, result.attempt, result.status) == (fx.run_id, 2, "cancelled")
+    assert out.cancels == []  # no attempt is out: nothing to stop
+    assert [r for r in shard.run_until(T0 + MINUTE).runs if r.run_id == fx.run_id] == []
 
 
 def test_the_demo_includes_the_dag_now_that_the_shard_accepts_it() -> None:
@@ -434,3 +472,62 @@ def test_a_shard_restored_at_any_point_of_a_dag_run_writes_what_the_old_one_woul
     assert at_restore.records == []
     for event, expected in zip(events[cut:], outputs[cut:], strict=True):
         assert _drive(restored, event) == expected, event
+
+
+# --- run.cancel of a whole DAG run ----------------------------------------------------
+
+
+def test_a_cancelled_dag_run_stops_its_running_tasks_and_never_starts_the_waiting_ones() -> None:
+    shard, roots = started_shard()
+    out = shard.send(command("run.cancel", DAG_ID, run_id=RUN_ID, reason="wrong prices"))
+    assert out.rejected == []
+    assert sorted((c.run_id, c.attempt, c.reason) for c in out.cancels) == sorted(
+        (roots[t].run_id, 1, "wrong prices") for t in ("usage-rollup", "fx-rates")
+    )
+    assert sorted((r.task, r.attempt, r.status, r.started_ms) for r in out.results) == [
+        ("invoice-nightly", 1, "cancelled", None),
+        ("send-invoices", 1, "cancelled", None),
+    ]
+    # The shard's results for tasks that never ran; the running ones end by their own.
+    assert {r.worker for r in out.results} == {"shard-0"}
+    again = shard.send(command("run.cancel", DAG_ID, run_id=RUN_ID, reason="again"))
+    [rejected] = again.rejected
+    assert "being cancelled already" in rejected.reason
+    restored, _ = shard.restored()  # the cancel survives a failover mid-way
+    for s in (shard, restored):
+        first = s.report(roots["usage-rollup"], "succeeded")  # decided before the cancel
+        assert first.runs == [] and [r for r in first.results if r.task is None] == []
+        last = s.report(roots["fx-rates"], "cancelled")
+        assert last.runs == []
+        [run_result] = [r for r in last.results if r.task is None]
+        assert (run_result.run_id, run_result.attempt, run_result.status) == (
+            RUN_ID,
+            1,
+            "cancelled",
+        )
+        assert run_result.counts == {"succeeded": 1, "cancelled": 3}
+        assert run_result.error is not None and "wrong prices" in run_result.error["message"]
+        assert dag_doc(s)["runs"][RUN_ID]["state"] == "cancelled"  # type: ignore[index]
+
+
+def test_a_cancel_of_a_dag_run_that_ended_says_nothing_to_cancel() -> None:
+    shard, roots = started_shard()
+    invoice = by_task(shard.report(roots["usage-rollup"], "succeeded"))
+    invoice = by_task(shard.report(roots["fx-rates"], "succeeded"))
+    send = by_task(shard.report(invoice["invoice-nightly"], "succeeded"))
+    shard.report(send["send-invoices"], "succeeded")
+    out = shard.send(command("run.cancel", DAG_ID, run_id=RUN_ID))
+    [rejected] = out.rejected
+    assert "nothing to cancel" in rejected.reason
+    assert out.cancels == [] and out.results == []
+
+
+def test_a_cancelled_dag_run_can_be_cleared_and_runs_again() -> None:
+    shard, roots = started_shard()
+    shard.send(command("run.cancel", DAG_ID, run_id=RUN_ID, reason="pause it"))
+    shard.report(roots["usage-rollup"], "cancelled")
+    shard.report(roots["fx-rates"], "cancelled")
+    assert dag_doc(shard)["runs"][RUN_ID]["state"] == "cancelled"  # type: ignore[index]
+    out = shard.send(command("dag.clear", DAG_ID, run_id=RUN_ID, task="fx-rates"))
+    assert out.rejected == [] and [r.task for r in out.runs] == ["fx-rates"]
+    assert dag_doc(shard)["runs"][RUN_ID]["state"] == "running"  # type: ignore[index]

@@ -9,7 +9,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from actors.history.recorder import caught_up, run_recorder
-from actors.history.store import DEAD_LETTERED, HistoryStore, RunView
+from actors.history.store import DEAD_LETTERED, HistoryError, HistoryStore, RunView
 from topics import messages
 from topics.command_types import Job
 from topics.names import Settings, TopicKind
@@ -116,7 +116,10 @@ async def record_until_caught_up(settings: Settings, db: Path, *, rebuild: bool 
             if task.done():
                 task.result()  # raises what killed it
             if reader is None and db.exists():
-                reader = await HistoryStore.open(db, readonly=True)
+                try:
+                    reader = await HistoryStore.open(db, readonly=True)
+                except HistoryError:
+                    continue  # the recorder has created the file, not its tables yet
             if reader is not None and await caught_up(settings, reader):
                 break
         else:

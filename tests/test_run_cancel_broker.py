@@ -107,10 +107,17 @@ async def test_an_async_and_a_sync_job_are_cancelled_once_and_never_retried(
             await asyncio.sleep(0.5)
         await asyncio.sleep(3)  # room for a retry, were there one
         found = await results(kafka_settings)
+        reports = await results(kafka_settings, progress=True)
         attempts = await _attempts(kafka_settings)
     finally:
         for child in children:
             child.stop()
+    # The sync job's progress went out as running reports (the first heartbeat's at
+    # once, then at most one per 10 s), none of them an outcome.
+    assert reports and {(r.run_id, r.attempt, r.status) for r in reports} == {
+        (sync_id, 1, "running")
+    }
+    assert all(r.progress is not None and r.progress["details"]["beats"] >= 1 for r in reports)
     assert sorted((r.run_id, r.attempt, r.status, r.worker) for r in found) == [
         (async_id, 1, "cancelled", "w1"),
         (sync_id, 1, "cancelled", "w1"),
@@ -125,20 +132,25 @@ async def test_an_async_and_a_sync_job_are_cancelled_once_and_never_retried(
 async def test_a_cancel_during_a_worker_kill_is_never_started_by_the_new_owner(
     kafka_settings: Settings, tmp_path: Path
 ) -> None:
-    """The worker running the job is killed (-9) and the cancel sent at once: the
-    worker that adopts its partition reads the run and then the cancel, and writes
-    ``cancelled`` without starting the job again."""
-    workers = [WorkerProcess(kafka_settings, tmp_path, name) for name in ("w1", "w2")]
-    children: list[ChildProcess] = [SchedulerProcess(kafka_settings, tmp_path), *workers]
+    """The only worker, running the job, is killed (-9) and the cancel sent; once the
+    cancel record is committed a second worker starts and adopts the partition: it
+    reads the partition to its end before starting anything, sees the run and then
+    its cancel, and writes ``cancelled`` without starting the job again. (Starting
+    the second worker only then fixes the order the issue asks about: a cancel
+    committed before the new owner adopts the partition.)"""
+    victim = WorkerProcess(kafka_settings, tmp_path, "w1")
+    children: list[ChildProcess] = [SchedulerProcess(kafka_settings, tmp_path), victim]
     try:
-        await wait_until_split(workers, 3)
+        await wait_until_split([victim], 3)
         run_id = await _once(kafka_settings, "cancel-kill", "test.stoppable", now_ms() + 1_000)
         [start] = await wait_marks(tmp_path, lambda ms: len(ms) == 1, 90)
-        victim = next(w for w in workers if w.name == start[3])
-        survivor = next(w for w in workers if w is not victim)
+        assert start[3] == victim.name
         victim.signal(signal.SIGKILL)
         sent = _cli(kafka_settings, "run", "cancel", run_id, "--reason", "operator")
         assert sent.returncode == 0, sent.stderr
+        await _wait_cancel_record(kafka_settings, run_id)
+        survivor = WorkerProcess(kafka_settings, tmp_path, "w2")
+        children.append(survivor)
         [result] = await wait_for_results(
             kafka_settings, lambda rs: len(rs) >= 1, workers=[children[0], survivor]
         )
@@ -149,9 +161,24 @@ async def test_a_cancel_during_a_worker_kill_is_never_started_by_the_new_owner(
         for child in children:
             child.stop()
     assert [(r.run_id, r.attempt, r.status) for r in found] == [(run_id, 1, "cancelled")]
-    assert result.worker == survivor.name and result.started_ms is None
+    assert result.worker == "w2" and result.started_ms is None
     assert [m[0] for m in marks(tmp_path)] == ["start"]  # the new owner never started it
     assert attempts == [(run_id, 1)]
+
+
+async def _wait_cancel_record(settings: Settings, run_id: str, timeout_s: float = 60) -> None:
+    """Until the cancel record of ``run_id`` is committed on the runs topic."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        records = await read_to_end(settings, settings.topic(TopicKind.RUNS))
+        if any(
+            r.value is not None and is_cancel(r.value) and run_id.encode() in r.value
+            for r in records
+        ):
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no cancel record of {run_id} on the runs topic")
+        await asyncio.sleep(0.2)
 
 
 async def test_cancel_other_really_stops_the_old_job(

@@ -229,6 +229,32 @@ def test_cancel_during_worker_failover_is_never_started_by_the_new_owner() -> No
     assert [r.attempt for r in outcome.evidence.runs if r.run_id == run_id] == [1]
 
 
+def test_a_new_owner_fetching_one_record_at_a_time_never_starts_the_cancelled_run(
+    tmp_path: Path,
+) -> None:
+    """The same night with the run and its cancel record in two fetches (each fetch
+    returns one record): the new owner reads its partition to the end it had at the
+    adoption before it starts anything, so the run is never started there."""
+    text = (SCENARIOS / "cancel-during-worker-failover.toml").read_text()
+    split = tmp_path / "split.toml"
+    split.write_text(
+        text.replace(
+            "[[schedulers]]", "[worker_client]\nmax_fetch_records = 1\n\n[[schedulers]]", 1
+        )
+    )
+    outcome = simulate(load(split), 1)
+    assert outcome.ok, outcome.text()
+    run_id = run_id_for("invoice-nightly", parse_instant("2026-03-05T00:00:00Z"))
+    [result] = [r for r in outcome.evidence.results if r.run_id == run_id]
+    assert (result.status, result.worker) == ("cancelled", "worker-2")
+    stopped = [
+        e
+        for e in outcome.world.timeline.events
+        if e.who.startswith("worker") and e.kind == "cancel" and run_id in e.text
+    ]
+    assert stopped == []  # no job of the run was started (and then stopped) anywhere
+
+
 def test_runs_acl_revoked_backs_off_names_the_acl_and_fires_everything_once() -> None:
     """The schedulers' Write on runs revoked twice for seconds: no rebuild loop, no loss."""
     outcome = _run("runs-acl-revoked", 1)

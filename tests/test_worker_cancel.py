@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from test_worker_core import T0, make_core, results_of, run_record
+from test_worker_membership import make_machine, of
 
 from actors.worker.core import CancelJob, Outcome, StartJob
+from actors.worker.membership import WorkerMachine, Write
 from topics.messages import cancel_value, run_id_for
 from topics.names import TopicKind
 from topics.records import InRecord
@@ -24,21 +26,47 @@ def cancel_record(
     return InRecord(TopicKind.RUNS, 0, offset, schedule_id.encode(), value)
 
 
-def test_a_running_job_is_cancelled_with_one_result_and_its_late_exit_is_ignored() -> None:
+def test_a_running_job_is_cancelled_with_one_result_once_it_has_stopped() -> None:
+    # "Ended" means stopped: the result that lets the shard start the next run
+    # (overlap cancel_other) waits for the job's exit, whatever the job returns.
     core = make_core()
     [start] = core.receive(run_record(0, schedule_id="a"), T0)
     assert isinstance(start, StartJob)
     [stop] = core.receive(cancel_record(1, "a", reason="bad input"), T0 + 10)
     assert stop == CancelJob(start.key, "cancelled: bad input")
+    assert core.receive(cancel_record(2, "a", reason="again"), T0 + 11) == []  # asked once
+    early = core.take_commit(0)
+    assert early is not None and results_of(early) == []  # still running: no result yet
+    assert early.offset == 0  # the run is open, so nothing past it is committed
+    core.commit_done(early)
     core.job_exited(start.key, Outcome("succeeded"), T0 + 20)  # it finished anyway
     commit = core.take_commit(0)
     [result] = results_of(commit)
-    assert (result.status, result.started_ms, result.error) == (
+    assert (result.status, result.started_ms, result.finished_ms, result.error) == (
         "cancelled",
         T0,
+        T0 + 20,
         {"type": "Cancelled", "message": "bad input"},
     )
-    assert commit is not None and commit.offset == 2  # both records done
+    assert commit is not None and commit.offset == 3  # every record done
+    assert core.take_commit(0) is None
+
+
+def test_a_cancelled_job_that_never_stops_ends_cancelled_at_its_deadline() -> None:
+    # A sync job that never calls ctx.heartbeat() cannot be stopped: its attempt ends
+    # cancelled at the deadline (not timed_out), its late exit writes nothing more.
+    core = make_core()
+    [start] = core.receive(run_record(0, schedule_id="a", deadline_ms=T0 + 1_000), T0)
+    assert isinstance(start, StartJob)
+    core.receive(cancel_record(1, "a", reason="bad input"), T0 + 10)
+    early = core.take_commit(0)
+    assert early is not None and results_of(early) == []
+    core.commit_done(early)
+    assert core.advance(T0 + 1_000) == []  # told to stop already: no second CancelJob
+    [result] = results_of(core.take_commit(0))
+    assert result.status == "cancelled"
+    assert result.error is not None and result.error["message"].startswith("bad input (")
+    assert core.job_exited(start.key, Outcome("succeeded"), T0 + 5_000) == []
     assert core.take_commit(0) is None
 
 
@@ -92,3 +120,56 @@ def test_a_cancel_reaches_a_running_job_on_a_partition_at_its_open_limit() -> No
     # A run arriving after it still waits for room.
     assert core.receive(run_record(257, schedule_id="s257"), T0 + 2_000) == []
     assert 0 in core.paused()
+
+
+def _adopted(end_offset: int) -> WorkerMachine:
+    """A machine that has just adopted partition 0 from offset 0 (its end then:
+    ``end_offset``), as a new owner after a worker's death."""
+    m = make_machine()
+    m.assigned({0}, T0, rejoined=False)
+    lease = m.lease(0)
+    assert lease is not None
+    m.producer_started(0, lease, T0)
+    m.committed_read(0, lease, 0, None, T0, end_offset=end_offset)
+    return m
+
+
+def test_a_new_owner_never_starts_a_run_whose_cancel_comes_in_a_later_fetch() -> None:
+    # Split fetch at adoption: the run (offset 0) in one fetch, its cancel record
+    # (offset 2, after a transaction marker at 1) in the next. Both were committed
+    # before the adoption, so the run must never start.
+    m = _adopted(end_offset=3)
+    assert m.catching_up() == {0}
+    assert of(m.records([run_record(0, schedule_id="a")], T0 + 1), StartJob) == []
+    assert m.fetched_to(0, 1, T0 + 1) == []  # not at the end yet
+    assert of(m.records([cancel_record(2, "a")], T0 + 2), StartJob) == []
+    assert m.fetched_to(0, 3, T0 + 2) == []  # caught up: nothing left to start
+    assert m.catching_up() == frozenset()
+    [write] = of(m.tick(T0 + 3), Write)
+    [result] = results_of(write.commit)
+    assert (result.status, result.started_ms) == ("cancelled", None)
+
+
+def test_runs_of_an_adopted_partition_start_once_it_is_caught_up() -> None:
+    m = _adopted(end_offset=2)
+    assert of(m.records([run_record(0, schedule_id="a")], T0 + 1), StartJob) == []
+    assert of(m.records([run_record(1, schedule_id="b")], T0 + 1), StartJob) == []
+    started = of(m.fetched_to(0, 2, T0 + 2), StartJob)
+    assert [s.run.schedule_id for s in started] == ["a", "b"]  # in offset order
+    # Later runs start as they come (the catch-up is over).
+    assert len(of(m.records([run_record(2, schedule_id="c")], T0 + 3), StartJob)) == 1
+
+
+def test_a_partition_adopted_at_its_end_does_not_wait() -> None:
+    m = _adopted(end_offset=0)
+    assert m.catching_up() == frozenset()
+    assert len(of(m.records([run_record(0, schedule_id="a")], T0 + 1), StartJob)) == 1
+
+
+def test_a_partition_at_its_open_limit_while_catching_up_starts_its_runs() -> None:
+    # 256 open runs before its end: it cannot fetch further until some finish, so
+    # its catch-up ends there rather than waiting for a position it cannot reach.
+    m = _adopted(end_offset=1_000)
+    records = [run_record(o, schedule_id=f"s{o}", deadline_ms=T0 + 3_600_000) for o in range(257)]
+    started = of(m.records(records, T0 + 1), StartJob)
+    assert len(started) == 4 and m.catching_up() == frozenset()

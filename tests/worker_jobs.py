@@ -71,12 +71,15 @@ async def stoppable(ctx: RunContext, seconds: float = 60.0) -> None:
 
 @job("test.stoppable_sync")
 def stoppable_sync(ctx: RunContext, seconds: float = 60.0) -> None:
-    """A sync job that heartbeats every 50 ms and marks "stopped" when told to stop."""
+    """A sync job that heartbeats every 50 ms (with its progress) and marks "stopped"
+    when told to stop."""
     _mark("start", ctx)
     until = time.monotonic() + seconds
+    beats = 0
     try:
         while time.monotonic() < until:
-            ctx.heartbeat()
+            beats += 1
+            ctx.heartbeat({"beats": beats})
             time.sleep(0.05)
     except RunCancelled:
         _mark("stopped", ctx)

@@ -16,7 +16,14 @@ from aiokafka import AIOKafkaProducer
 
 from actors.views.tail import read_to_end
 from topics.command_types import Job
-from topics.messages import Result, idempotency_key, parse_result, run_id_for, run_value
+from topics.messages import (
+    PROGRESS_STATUS,
+    Result,
+    idempotency_key,
+    parse_result,
+    run_id_for,
+    run_value,
+)
 from topics.names import Settings, TopicKind
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,9 +72,12 @@ async def produce(settings: Settings, records: list[tuple[bytes, bytes]]) -> Non
         await producer.stop()
 
 
-async def results(settings: Settings) -> list[Result]:
+async def results(settings: Settings, *, progress: bool = False) -> list[Result]:
+    """The attempts' results on the results topic; with ``progress``, the ``running``
+    progress reports (``ctx.heartbeat(details)``) instead, which are no outcome."""
     records = await read_to_end(settings, settings.topic(TopicKind.RESULTS))
-    return [parse_result(r.value) for r in records if r.value is not None]
+    found = [parse_result(r.value) for r in records if r.value is not None]
+    return [r for r in found if (r.status == PROGRESS_STATUS) == progress]
 
 
 async def wait_for_results(

@@ -38,9 +38,21 @@ STATUSES = (
     "skipped",
     "missed",
     "upstream_failed",
+    "running",
 )
 """Result statuses. The shard itself writes ``skipped`` (overlap), ``missed`` (misfire)
-and ``upstream_failed`` (a DAG dependency failed); workers write the others."""
+and ``upstream_failed`` (a DAG dependency failed); workers write the others.
+``running`` is a progress report (`PROGRESS_STATUS`), never an attempt's outcome."""
+
+PROGRESS_STATUS = "running"
+"""A worker's progress report for an attempt still running (``ctx.heartbeat(details)``):
+it carries ``progress`` (``{"details", "at"}``), is written at most once per
+`PROGRESS_INTERVAL_MS` per attempt, and is kept out of the one-result-per-attempt
+rule: readers wanting outcomes skip it (the shard ignores it)."""
+PROGRESS_INTERVAL_MS = 10_000
+PROGRESS_DETAILS_MAX_BYTES = 4_096
+"""Larger ``details`` are replaced by a note saying how large they were (a progress
+report must never be refused by the results topic)."""
 
 _STATUS_SET = frozenset(STATUSES)
 
@@ -337,6 +349,8 @@ class Result:
     counts: Mapping[str, int] | None = None
     """A DAG run's own result only (``task`` null, run id without a task): how many
     of its tasks ended in each state, such as ``{"succeeded": 3, "failed": 1}``."""
+    progress: Mapping[str, Any] | None = None
+    """A ``running`` progress report only: ``{"details": ..., "at": instant}``."""
 
 
 def result_value(
@@ -352,9 +366,11 @@ def result_value(
     worker: str,
     error: Mapping[str, str] | None,
     counts: Mapping[str, int] | None = None,
+    progress: tuple[Any, int] | None = None,
 ) -> bytes:
     """The ``{ns}.results`` value of one attempt (or, with ``counts``, of a DAG run as a
-    whole); ``ValueError`` on an unknown status."""
+    whole; with ``progress`` = (details, at_ms), a ``running`` progress report);
+    ``ValueError`` on an unknown status."""
     if status not in _STATUS_SET:
         raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
     record: dict[str, Any] = {
@@ -374,7 +390,23 @@ def result_value(
         record["error"] = {"type": error["type"], "message": error["message"]}
     if counts is not None:
         record["counts"] = dict(counts)
+    if progress is not None:
+        record["progress"] = {"details": bounded_details(progress[0]), "at": _format(progress[1])}
     return orjson.dumps(record)
+
+
+def bounded_details(details: Any) -> Any:
+    """``details`` as JSON can carry them, at most `PROGRESS_DETAILS_MAX_BYTES` encoded:
+    what JSON cannot encode becomes its ``repr``, what is too large a note saying so."""
+    try:
+        encoded = orjson.dumps(details)
+    except TypeError:
+        details = repr(details)[: PROGRESS_DETAILS_MAX_BYTES // 2]
+        encoded = orjson.dumps(details)
+    if len(encoded) > PROGRESS_DETAILS_MAX_BYTES:
+        limit = PROGRESS_DETAILS_MAX_BYTES
+        return {"omitted": f"details of {len(encoded)} bytes (at most {limit})"}
+    return details
 
 
 def parse_result(value: bytes) -> Result:
@@ -402,6 +434,7 @@ def _parse_result_fast(data: Any) -> Result:
         and type(worker) is str
         and error is None
         and "counts" not in data
+        and "progress" not in data
     ):
         raise _Unusual
     return Result(
@@ -435,7 +468,21 @@ def _parse_result_strict(value: bytes) -> Result:
         worker=fields.string("worker"),
         error=fields.error("error"),
         counts=_counts(fields.optional_object("counts")),
+        progress=_progress(fields.optional_object("progress")),
     )
+
+
+def _progress(value: dict[str, Any] | None) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    at = value.get("at")
+    if not isinstance(at, str):
+        raise ValueError(f"result.progress.at: expected an instant, got {at!r}")
+    try:
+        parse_instant(at)
+    except ValueError as exc:
+        raise ValueError(f"result.progress.at: {exc}") from None
+    return value
 
 
 def _counts(value: dict[str, Any] | None) -> Mapping[str, int] | None:

@@ -12,6 +12,8 @@ import asyncio
 import time
 from typing import Any
 
+import orjson
+
 from actors.cli import output
 from actors.history import default_db_path
 from actors.history.store import STATUS_RANK, AttemptView, HistoryError, HistoryStore, RunView
@@ -125,7 +127,22 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
         "status": view.status,
         "worker": view.worker,
         "error": _error(view.error_type, view.error_message),
+        "progress": _progress(view),
     }
+
+
+def _progress(view: AttemptView) -> dict[str, Any] | None:
+    """The latest ``ctx.heartbeat(details)`` the attempt published, with its time."""
+    if view.progress is None:
+        return None
+    return {"details": orjson.loads(view.progress), "at": _opt_instant(view.progress_ms)}
+
+
+def _progress_text(view: AttemptView) -> str:
+    if view.progress is None:
+        return "-"
+    text = view.progress if len(view.progress) <= 60 else view.progress[:57] + "..."
+    return f"{text} at {output.short_instant(view.progress_ms)}"
 
 
 def _opt_instant(value_ms: int | None) -> str | None:
@@ -228,7 +245,17 @@ async def _show_run(args: argparse.Namespace, store: HistoryStore) -> int:
         )
         return 0
     output.print_table(
-        ("attempt", "fired", "started", "finished", "duration", "status", "worker", "error"),
+        (
+            "attempt",
+            "fired",
+            "started",
+            "finished",
+            "duration",
+            "status",
+            "worker",
+            "error",
+            "progress",
+        ),
         [
             (
                 str(a.attempt),
@@ -239,6 +266,7 @@ async def _show_run(args: argparse.Namespace, store: HistoryStore) -> int:
                 a.status,
                 a.worker or "-",
                 _error_text(a.error_type, a.error_message),
+                _progress_text(a),
             )
             for a in attempts
         ],

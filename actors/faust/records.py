@@ -95,6 +95,9 @@ class ResultRecord(faust.Record, include_metadata=False):
     error: ErrorRecord | None = None
     counts: dict[str, int] | None = None
     """A DAG run's own result (``task`` None): how many of its tasks ended in each state."""
+    progress: dict[str, Any] | None = None
+    """A ``running`` progress report only: ``{"details": ..., "at": instant}``; it is
+    not an outcome (the attempt's one result comes later)."""
 
     @property
     def scheduled_ms(self) -> int:

@@ -46,7 +46,9 @@ class WireShape:
 
 
 RUN = WireShape(RunRecord, messages.parse_run, frozenset({"task", "logical_date", "data_interval"}))
-RESULT = WireShape(ResultRecord, messages.parse_result, frozenset({"task", "error", "counts"}))
+RESULT = WireShape(
+    ResultRecord, messages.parse_result, frozenset({"task", "error", "counts", "progress"})
+)
 RUN_CANCEL = WireShape(RunCancelRecord, messages.parse_cancel, frozenset({"task"}))
 DEAD_LETTER = WireShape(DeadLetterRecord, messages.parse_dlq, frozenset({"task"}))
 REJECTED = WireShape(RejectedRecord, messages.parse_rejected, frozenset())

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
@@ -40,6 +41,7 @@ from actors.closing import bounded
 from actors.history.store import (
     AttemptFinished,
     AttemptFired,
+    AttemptProgress,
     DeadLetterRow,
     HistoryStore,
     RejectionRow,
@@ -48,6 +50,7 @@ from actors.history.store import (
 from topics import messages
 from topics.clients import consumer_kwargs
 from topics.names import Settings, TopicKind
+from topics.timefmt import parse_instant
 
 log = logging.getLogger("kafkron.recorder")
 
@@ -101,6 +104,20 @@ def to_row(
         )
     if kind is TopicKind.RESULTS:
         result = messages.parse_result(value)
+        if result.status == messages.PROGRESS_STATUS:
+            progress = result.progress or {}
+            at = progress.get("at")
+            return AttemptProgress(
+                run_id=result.run_id,
+                attempt=result.attempt,
+                schedule_id=result.schedule_id,
+                task=result.task,
+                scheduled_ms=result.scheduled_ms,
+                started_ms=result.started_ms,
+                worker=result.worker,
+                details_json=orjson.dumps(progress.get("details")).decode(),
+                at_ms=parse_instant(at) if isinstance(at, str) else result.scheduled_ms,
+            )
         error_type, error_message = _error_fields(result.error)
         return AttemptFinished(
             run_id=result.run_id,

@@ -13,6 +13,8 @@ kafkron. Every row is keyed by what makes it unique on the wire:
 - ``attempts``: one row per (run_id, attempt). The run record (from ``{ns}.runs``)
   fills the firing columns, the result record (from ``{ns}.results``) the outcome
   columns; either may arrive first, because the topics are read independently.
+  A ``running`` progress report fills ``progress`` (its details, JSON) and
+  ``progress_ms`` with the latest one, and never the outcome columns.
 - ``dead_letters`` and ``rejections``: one row per record, keyed by the record's
   own position (partition, offset) in its topic, and unique by what they describe
   (a run's dead letter at one instant; the rejected command's own position).
@@ -35,6 +37,13 @@ PRAGMAS: tuple[str, ...] = (
     "PRAGMA foreign_keys=OFF",
     "PRAGMA busy_timeout=5000",
 )
+
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("attempts", "progress", "TEXT"),
+    ("attempts", "progress_ms", "INTEGER"),
+)
+"""Columns added after version 1 was released: a database made before them gets
+them at open (``ALTER TABLE ... ADD COLUMN``), so no rebuild is needed."""
 
 DDL: tuple[str, ...] = (
     """
@@ -67,6 +76,8 @@ DDL: tuple[str, ...] = (
         worker          TEXT,
         error_type      TEXT,
         error_message   TEXT,
+        progress        TEXT,
+        progress_ms     INTEGER,
         PRIMARY KEY (run_id, attempt)
     )
     """,

@@ -27,7 +27,7 @@ from typing import Any
 
 import aiosqlite
 
-from actors.history.schema import DDL, PRAGMAS, SCHEMA_VERSION
+from actors.history.schema import ADDED_COLUMNS, DDL, PRAGMAS, SCHEMA_VERSION
 
 RUNNING = "running"
 DEAD_LETTERED = "dead_lettered"
@@ -83,6 +83,21 @@ class AttemptFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class AttemptProgress:
+    """A ``running`` progress report from ``{ns}.results`` (``ctx.heartbeat(details)``)."""
+
+    run_id: str
+    attempt: int
+    schedule_id: str
+    task: str | None
+    scheduled_ms: int | None
+    started_ms: int | None
+    worker: str | None
+    details_json: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetterRow:
     """A record of ``{ns}.dlq`` at (partition, offset)."""
 
@@ -113,7 +128,7 @@ class RejectionRow:
     rejected_ms: int
 
 
-Row = AttemptFired | AttemptFinished | DeadLetterRow | RejectionRow
+Row = AttemptFired | AttemptFinished | AttemptProgress | DeadLetterRow | RejectionRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +178,9 @@ class AttemptView:
     worker: str | None
     error_type: str | None
     error_message: str | None
+    progress: str | None = None
+    """The latest progress details (JSON text) while it ran, if the job reported any."""
+    progress_ms: int | None = None
 
 
 def summarize(
@@ -216,7 +234,7 @@ def summarize(
 
 _ATTEMPT_COLUMNS = (
     "run_id, attempt, schedule_id, task, scheduled_ms, fired_ms, started_ms, finished_ms, "
-    "COALESCE(status, 'running'), worker, error_type, error_message"
+    "COALESCE(status, 'running'), worker, error_type, error_message, progress, progress_ms"
 )
 _RUN_COLUMNS = (
     "run_id, schedule_id, task, job_name, scheduled_ms, fired_ms, started_ms, finished_ms, "
@@ -272,6 +290,10 @@ class HistoryStore:
             if not readonly:
                 for statement in DDL:
                     await db.execute(statement)
+                for table, column, kind in ADDED_COLUMNS:
+                    info = await db.execute_fetchall(f"PRAGMA table_info({table})")
+                    if column not in {str(row[1]) for row in info}:
+                        await db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
                 await db.commit()
             store = cls(db, path, None)
             if reset and not readonly:
@@ -340,6 +362,7 @@ class HistoryStore:
         """
         fired = [r for r in rows if isinstance(r, AttemptFired)]
         finished = [r for r in rows if isinstance(r, AttemptFinished)]
+        progress = [r for r in rows if isinstance(r, AttemptProgress)]
         dead = [r for r in rows if isinstance(r, DeadLetterRow)]
         rejected = [r for r in rows if isinstance(r, RejectionRow)]
         db = self._db
@@ -392,6 +415,34 @@ class HistoryStore:
                     for r in finished
                 ],
             )
+        if progress:
+            # The latest report wins; the outcome columns are left alone (a report
+            # never replaces a result, whichever of the two is read first).
+            await db.executemany(
+                "INSERT INTO attempts (run_id, attempt, schedule_id, task, scheduled_ms, "
+                "started_ms, worker, progress, progress_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id, attempt) DO UPDATE SET "
+                "scheduled_ms = COALESCE(attempts.scheduled_ms, excluded.scheduled_ms), "
+                "started_ms = COALESCE(attempts.started_ms, excluded.started_ms), "
+                "worker = COALESCE(attempts.worker, excluded.worker), "
+                "progress = excluded.progress, progress_ms = excluded.progress_ms "
+                "WHERE attempts.progress_ms IS NULL "
+                "OR attempts.progress_ms <= excluded.progress_ms",
+                [
+                    (
+                        r.run_id,
+                        r.attempt,
+                        r.schedule_id,
+                        r.task,
+                        r.scheduled_ms,
+                        r.started_ms,
+                        r.worker,
+                        r.details_json,
+                        r.at_ms,
+                    )
+                    for r in progress
+                ],
+            )
         if dead:
             await db.executemany(
                 f"INSERT OR REPLACE INTO dead_letters ({_DL_COLUMNS}) "
@@ -433,6 +484,7 @@ class HistoryStore:
                 ],
             )
         touched = {r.run_id for r in fired} | {r.run_id for r in finished}
+        touched |= {r.run_id for r in progress}
         touched |= {r.run_id for r in dead}
         if touched:
             await self._refresh_runs(touched)

@@ -74,6 +74,10 @@ class RunCancels:
 
         _worker: str
 
+        def _dag_cancel_run(
+            self, state: ScheduleState, run_id: str, reason: str, now_ms: int
+        ) -> str: ...
+
     def _on_cancel(
         self, record: InRecord, state: ScheduleState, command: RunCancel, now_ms: int
     ) -> None:
@@ -100,11 +104,9 @@ class RunCancels:
             self._dirty[state.id] = state
             return
         if state.dag is not None and task is None:
-            self._reject(
-                record,
-                f"run_id: {run_id} is a DAG run; cancel its running tasks by their task run "
-                f"ids ({run_id}/TASK): cancelling a whole DAG run is not supported yet",
-            )
+            why_not = self._dag_cancel_run(state, run_id, command.reason, now_ms)
+            if why_not:
+                self._reject(record, why_not)
             return
         self._reject(
             record,

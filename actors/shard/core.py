@@ -163,7 +163,7 @@ from topics.commands import (
     ScheduleUpsert,
     decode_command,
 )
-from topics.messages import parse_result, rejected_value
+from topics.messages import PROGRESS_STATUS, parse_result, rejected_value
 from topics.names import DEFAULT_NAMESPACE, TopicKind
 from topics.records import InRecord, OutRecord
 
@@ -534,6 +534,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             state is None
             or run is None
             or result.status in SHARD_STATUSES
+            or result.status == PROGRESS_STATUS  # a progress report: the attempt runs on
             or run.attempt != result.attempt
             or run.retry_ms is not None
         ):

@@ -16,7 +16,8 @@ run exactly where the crashed one was)::
           "scheduled": "2026-10-10T00:00:00.000Z",
           "logical_date": "2026-10-09T00:00:00.000Z",
           "data_interval": ["2026-10-09T00:00:00.000Z", "2026-10-10T00:00:00.000Z"],
-          "state": "running",                     # running | succeeded | failed
+          "state": "running",                     # running | succeeded | failed | cancelled
+          "cancel": null,                         # run.cancel's reason (only once asked)
           "ended": null,                          # when it reached its final state
           "tasks": {
              "usage-rollup":    {"state": "succeeded", "attempt": 1},
@@ -46,6 +47,12 @@ shard still remembers, and resets every task downstream of it to waiting; the
 run is running again and continues from there. It is refused while a
 downstream task is running, and for a task that is itself waiting, running or
 ``upstream_failed`` (the reason names the failed task to clear instead).
+
+``cancel_run`` (``run.cancel`` of the DAG run itself) marks every waiting task
+``cancelled`` (each takes an attempt number, reported, never run) and returns the
+running ones, whose task runs the shard asks to stop; the run ends ``cancelled``
+once none is running any more, whatever they report. A clear afterwards runs it
+again as any ended run.
 
 A re-upsert that changes the graph applies to running runs (`reconcile`):
 new tasks join waiting, tasks no longer in the DAG become ``removed`` (a running
@@ -79,7 +86,7 @@ BLOCKING = frozenset((FAILED, CANCELLED, UPSTREAM_FAILED))
 OPEN = frozenset((WAITING, RUNNING))
 
 # Run states (RUNNING is shared with tasks).
-RUN_STATES = (RUNNING, SUCCEEDED, FAILED)
+RUN_STATES = (RUNNING, SUCCEEDED, FAILED, CANCELLED)
 
 ENDED_MEMORY = 16
 ENDED_TASKS_MEMORY = 4000
@@ -130,8 +137,13 @@ class Step:
     """(task, attempt, the failed task upstream of it): report, never run."""
     cancel: list[str] = field(default_factory=list)
     """Running tasks no longer in the DAG: end their task runs as cancelled."""
+    stop: list[str] = field(default_factory=list)
+    """Running tasks of a cancelled run: ask their task runs to stop."""
+    cancelled: list[tuple[str, int]] = field(default_factory=list)
+    """(task, attempt) of waiting tasks of a cancelled run: report, never run."""
     ended: str | None = None
-    """``succeeded`` or ``failed`` when the run just reached its final state."""
+    """``succeeded``, ``failed`` or ``cancelled`` when the run just reached its final
+    state."""
 
 
 def new_state() -> DagState:
@@ -221,6 +233,41 @@ def task_ended(
     return step
 
 
+def cancel_run(dag: DagState, graph: Graph, run_id: str, reason: str, now_ms: int) -> Step | str:
+    """``run.cancel`` of DAG run ``run_id``: a `Step`, or why there is nothing to do.
+
+    Waiting tasks become ``cancelled`` at once (``Step.cancelled``); running ones
+    are returned in ``Step.stop`` and end through their own results; the run ends
+    ``cancelled`` once no task is running (at once if none was).
+    """
+    run = runs_of(dag).get(run_id)
+    if run is None or run["state"] != RUNNING:
+        return f"run_id: nothing to cancel, DAG run {run_id} is not running"
+    if run.get("cancel") is not None:
+        return (
+            f"run_id: DAG run {run_id} is being cancelled already ({run['cancel']}); "
+            "it ends cancelled once its running tasks have stopped"
+        )
+    run["cancel"] = reason
+    step = Step()
+    tasks = run["tasks"]
+    for name in graph.topo_order:
+        entry = tasks.get(name)
+        if entry is None:
+            continue
+        if entry["state"] == WAITING:
+            entry.pop("in_degree", None)
+            entry["state"] = CANCELLED
+            entry["attempt"] += 1
+            step.cancelled.append((name, entry["attempt"]))
+        elif entry["state"] == RUNNING:
+            step.stop.append(name)
+    _maybe_end(run, graph, now_ms, step)
+    if step.ended is not None:
+        _move_last(dag, run_id)
+    return step
+
+
 def clear(dag: DagState, graph: Graph, run_id: str, task: str, now_ms: int) -> Step | str:
     """Rerun ``task`` of ``run_id`` and everything downstream; a `Step`, or why not."""
     run = runs_of(dag).get(run_id)
@@ -260,6 +307,7 @@ def clear(dag: DagState, graph: Graph, run_id: str, task: str, now_ms: int) -> S
         entry["in_degree"] = 0  # recomputed by _settle
     run["state"] = RUNNING
     run["ended"] = None
+    run.pop("cancel", None)  # a cancelled run cleared runs again
     _settle(run, graph, now_ms, step)
     if step.ended is not None:
         _move_last(dag, run_id)
@@ -379,7 +427,12 @@ def _maybe_end(run: RunDoc, graph: Graph, now_ms: int, step: Step) -> None:
     tasks = run["tasks"]
     if run["state"] != RUNNING or any(tasks[n]["state"] in OPEN for n in graph.topo_order):
         return
-    final = SUCCEEDED if all(tasks[n]["state"] == SUCCEEDED for n in graph.topo_order) else FAILED
+    if run.get("cancel") is not None:
+        final = CANCELLED
+    elif all(tasks[n]["state"] == SUCCEEDED for n in graph.topo_order):
+        final = SUCCEEDED
+    else:
+        final = FAILED
     run["state"] = final
     run["ended"] = format_ms(now_ms)
     step.ended = final

@@ -40,10 +40,10 @@ Decisions
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from actors.shard import dag_run
+from actors.shard.cancel import CANCELLED_ERROR
 from actors.shard.dag_definition import DagDefinition, dag_definition, dag_definition_bytes
 from actors.shard.definition import Definition
 from actors.shard.state import RunState, ScheduleState
@@ -72,7 +72,6 @@ class DagShard:
         ) -> None: ...
         def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
         def _fired(self, state: ScheduleState, scheduled_ms: int) -> None: ...
-        def _cancel_timer(self, run: RunState) -> None: ...
         def _skipped(
             self, state: ScheduleState, scheduled_ms: int, kind: str, why: str
         ) -> None: ...
@@ -86,8 +85,11 @@ class DagShard:
             task: str | None = None,
             attempt: int = 1,
         ) -> None: ...
-        def _run_result(
-            self, run: RunState, status: str, finished_ms: int, error: Mapping[str, str]
+        def _cancel_waiting(
+            self, state: ScheduleState, run: RunState, reason: str, now_ms: int
+        ) -> None: ...
+        def _request_cancel(
+            self, state: ScheduleState, run: RunState, reason: str, now_ms: int
         ) -> None: ...
 
     # --- commands -----------------------------------------------------------------
@@ -203,7 +205,17 @@ class DagShard:
         """Write what a step of DAG run ``run_id`` decided."""
         scheduled_ms = _scheduled_ms(run_id)
         for task in step.cancel:
-            self._dag_cancel_task(state, scheduled_ms, task, now_ms)
+            why = "cancelled by the shard: a dag.upsert removed the task"
+            self._dag_cancel_task(state, scheduled_ms, task, why, now_ms)
+        if step.stop or step.cancelled:
+            reason = str(dag_run.runs_of(state.dag or {}).get(run_id, {}).get("cancel") or "")
+            for task, attempt in step.cancelled:  # first: a stopped task may end the run
+                self._shard_result(
+                    state, scheduled_ms, dag_run.CANCELLED, CANCELLED_ERROR, reason, task, attempt
+                )
+                self._counts["cancelled_total"] += 1
+            for task in step.stop:
+                self._dag_cancel_task(state, scheduled_ms, task, reason, now_ms)
         for task, attempt, origin in step.upstream_failed:
             why = (
                 f"task {origin!r} upstream of it did not succeed in "
@@ -245,7 +257,13 @@ class DagShard:
                 at_fault.append(name)
         status = str(run["state"])
         error = None
-        if status != dag_run.SUCCEEDED:
+        if status == dag_run.CANCELLED:
+            error = {
+                "type": CANCELLED_ERROR,
+                "message": f"{run.get('cancel') or 'cancelled'}; "
+                + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
+            }
+        elif status != dag_run.SUCCEEDED:
             shown = ", ".join(at_fault[:10]) + (" ..." if len(at_fault) > 10 else "")
             error = {
                 "type": "TaskFailed",
@@ -274,18 +292,38 @@ class DagShard:
             )
         )
 
+    def _dag_cancel_run(self, state: ScheduleState, run_id: str, reason: str, now_ms: int) -> str:
+        """``run.cancel`` of a whole DAG run: its running task runs are asked to stop,
+        its waiting tasks end ``cancelled``; "" when done, else why not."""
+        if state.dag is None:
+            return f"run_id: {run_id} is not a DAG run"
+        step = dag_run.cancel_run(state.dag, _definition(state).graph, run_id, reason, now_ms)
+        if isinstance(step, str):
+            return step
+        self._dag_apply(state, run_id, step, now_ms)
+        self._dirty[state.id] = state
+        return ""
+
     def _dag_cancel_task(
-        self, state: ScheduleState, scheduled_ms: int, task: str, now_ms: int
+        self, state: ScheduleState, scheduled_ms: int, task: str, why: str, now_ms: int
     ) -> None:
-        """A running task was removed from the DAG: end its task run as cancelled."""
-        run = state.runs.pop(run_id_for(state.id, scheduled_ms, task), None)
+        """A running task is cancelled (removed from the DAG by a ``dag.upsert``, or
+        its DAG run cancelled): cancel its task run by the one
+        cancel path (`cancel`, docs/DESIGN.md §6.6), so its attempt has one result.
+
+        An attempt out on ``{ns}.runs`` gets a cancel record and its worker's result
+        ends the run (the shard's own ``cancelled`` only if none comes by the
+        deadline); a run waiting to retry ends ``cancelled`` for the attempt that
+        would have come next. The task is ``removed`` in the DAG run already, so its
+        end moves nothing on.
+        """
+        run = state.runs.get(run_id_for(state.id, scheduled_ms, task))
         if run is None:
             return
-        self._cancel_timer(run)
-        self._in_flight -= 1
-        why = "cancelled by the shard: a dag.upsert removed the task"
-        self._run_result(run, "cancelled", now_ms, {"type": "Removed", "message": why})
-        self._counts["cancelled_total"] += 1
+        if run.retry_ms is not None:
+            self._cancel_waiting(state, run, why, now_ms)
+        elif run.cancel_reason is None:
+            self._request_cancel(state, run, why, now_ms)
 
     # --- what each attempt of a task carries ----------------------------------------
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from actors.worker.errors import RunCancelled
-from topics.messages import Run, idempotency_key
+from topics.messages import PROGRESS_INTERVAL_MS, Run, idempotency_key
 from topics.timefmt import to_datetime
+
+ProgressCallback = Callable[[Any, int], None]
+"""``(details, at_ms)``: called from the job's thread; must be thread-safe."""
 
 
 class RunContext:
@@ -29,15 +33,21 @@ class RunContext:
 
     __slots__ = (
         "_cancel_reason",
+        "_on_progress",
+        "_progress_sent_ms",
         "_run",
         "heartbeat_details",
         "last_heartbeat_ms",
         "worker",
     )
 
-    def __init__(self, run: Run, *, worker: str) -> None:
+    def __init__(
+        self, run: Run, *, worker: str, on_progress: ProgressCallback | None = None
+    ) -> None:
         self._run = run
         self.worker = worker
+        self._on_progress = on_progress
+        self._progress_sent_ms: int | None = None
         self.heartbeat_details: Any = None
         self.last_heartbeat_ms: int | None = None
         # Set (once) by the worker's thread, read by the job's: a plain attribute is
@@ -93,13 +103,21 @@ class RunContext:
     def heartbeat(self, details: Any = None) -> None:
         """Say "still working"; raises ``RunCancelled`` once the worker wants us to stop.
 
-        Call it between units of work. ``details`` (progress, say) is kept for the
-        worker's view of running jobs. The lease itself never depends on heartbeats:
-        the worker keeps its partition for as long as the job runs.
+        Call it between units of work. ``details`` (progress, say: any JSON value) is
+        published, at most once per ``PROGRESS_INTERVAL_MS`` (10 s) per attempt, as a
+        ``running`` result on ``{ns}.results`` carrying the details and the time; the
+        history shows the latest. The lease itself never depends on heartbeats: the
+        worker keeps its partition for as long as the job runs.
         """
-        self.last_heartbeat_ms = time.time_ns() // 1_000_000
+        self.last_heartbeat_ms = now = time.time_ns() // 1_000_000
         if details is not None:
             self.heartbeat_details = details
+            sent = self._progress_sent_ms
+            if self._on_progress is not None and (
+                sent is None or now - sent >= PROGRESS_INTERVAL_MS
+            ):
+                self._progress_sent_ms = now
+                self._on_progress(details, now)
         reason = self._cancel_reason
         if reason is not None:
             raise RunCancelled(reason)

@@ -38,8 +38,19 @@ Decisions made here:
   worker and shard hosts).
 - A cancel record (``run.cancel``, ``overlap: cancel_other``; docs/DESIGN.md §6.6)
   comes on the run's partition after the run: a queued run is recorded
-  ``cancelled`` without starting, a running one is recorded ``cancelled`` at once
-  and its job is asked to stop (``CancelJob``), a decided one keeps its result.
+  ``cancelled`` without starting; a running one's job is asked to stop
+  (``CancelJob``) and its ``cancelled`` result is recorded when the job has really
+  exited (whatever it returned), or at its deadline if it never exits: "ended"
+  means stopped, so ``cancel_other`` never starts the next run beside a job that
+  still runs; a decided one keeps its result.
+- A partition adopted from another owner is *caught up* before any of its runs
+  start: the executor reads the partition's end (its last stable offset) after the
+  fence and hands it to `assign`; runs delivered below it are queued but not
+  started until the consumer's position has reached it (`caught_up`). So a run
+  whose cancel record was committed before the adoption is never started, however
+  the fetches split the two (docs/DESIGN.md §6.6). A partition that reaches its
+  open-run limit before its end is caught up there (it cannot fetch further
+  until runs finish).
 - A run naming a job this worker does not have fails with ``UnknownJob`` (retried
   by the schedule actor with backoff, time enough to deploy a worker that has it).
 - A revoked partition's runs are cancelled and their results are dropped, committed
@@ -65,10 +76,21 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from actors.worker.offsets import MAX_OPEN_PER_PARTITION, PartitionOffsets
 from topics.deadlines import TIMEOUT_MARGIN_MS, shard_decides
-from topics.messages import Run, RunCancelRecord, is_cancel, parse_cancel, parse_run, result_value
+from topics.messages import (
+    PROGRESS_INTERVAL_MS,
+    PROGRESS_STATUS,
+    Run,
+    RunCancelRecord,
+    is_cancel,
+    parse_cancel,
+    parse_result,
+    parse_run,
+    result_value,
+)
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
 from topics.timefmt import format_ms
@@ -151,6 +173,10 @@ class _Running:
     started_ms: int
     decided: bool = False  # result already recorded (timed out); ignore the exit outcome
     dropped: bool = False  # partition gone; never record a result
+    # Asked to stop by a cancel record: its one result, ``cancelled`` with this
+    # error, is recorded when the job exits (or at its deadline), not before.
+    cancelled: Mapping[str, str] | None = None
+    progress_ms: int | None = None  # when its last progress report was taken
 
 
 @dataclass(slots=True)
@@ -163,6 +189,8 @@ class _Partition:
     dirty: bool = False  # something finished since the last commit was taken
     # Fetched records beyond the open limit, in offset order, not yet delivered.
     backlog: deque[InRecord] = field(default_factory=deque)
+    # Adopted, and not yet fetched up to the end it had then: no job starts.
+    catch_up_to: int | None = None
 
 
 class WorkerCore:
@@ -210,22 +238,47 @@ class WorkerCore:
             "left_to_shard": 0,
             "refused": 0,
             "cancels": 0,
+            "progress": 0,
         }
 
     # --- assignment ---------------------------------------------------------------
 
     def assign(
-        self, partition: int, committed: int, metadata: str | None, now_ms: int, lease: int = 0
+        self,
+        partition: int,
+        committed: int,
+        metadata: str | None,
+        now_ms: int,
+        lease: int = 0,
+        end_offset: int | None = None,
     ) -> None:
         """``partition`` is ours from ``committed`` on (with that commit's metadata).
 
         ``lease`` numbers this adoption of the partition (see ``RunKey``); the caller
-        gives each adoption of a partition in this process a new one.
+        gives each adoption of a partition in this process a new one. ``end_offset``
+        is the partition's end when it was adopted: its runs start only once the
+        consumer has read that far (`caught_up`).
         """
         if partition in self._partitions:
             return
-        self._partitions[partition] = _Partition(PartitionOffsets(committed, metadata), lease)
+        part = _Partition(PartitionOffsets(committed, metadata), lease)
+        if end_offset is not None and end_offset > part.offsets.fetch_from():
+            part.catch_up_to = end_offset
+        self._partitions[partition] = part
         self._lease_renewed_ms = max(self._lease_renewed_ms, now_ms)
+
+    def catching_up(self) -> frozenset[int]:
+        """Partitions adopted and not yet read to their end (report `caught_up`)."""
+        return frozenset(p for p, part in self._partitions.items() if part.catch_up_to is not None)
+
+    def caught_up(self, partition: int, position: int, now_ms: int) -> list[Action]:
+        """The consumer's position in ``partition`` is ``position`` (the next offset it
+        fetches): from its adoption's end on, its queued runs may start."""
+        part = self._partitions.get(partition)
+        if part is None or part.catch_up_to is None or position < part.catch_up_to:
+            return []
+        part.catch_up_to = None
+        return self._fill(now_ms)
 
     def revoke(self, partition: int, reason: str = "revoked") -> list[Action]:
         """``partition`` is no longer ours: cancel its runs, drop its results."""
@@ -286,6 +339,9 @@ class WorkerCore:
             if not backlog or record.offset > backlog[-1].offset:
                 backlog.append(record)
                 self._backlogged.add(record.partition)
+            # At its limit the partition fetches no further until runs finish: its
+            # catch-up ends here (a cancel record beyond the limit comes later).
+            part.catch_up_to = None
             return []
         actions = self._deliver(part, record, now_ms)
         if fill:
@@ -339,9 +395,11 @@ class WorkerCore:
         It comes after its run on the same partition, so the run is queued, running
         or finished here already (or was finished by an earlier owner). A queued run
         never starts; a running job is asked to stop (an async job at its ``await``,
-        a sync one at its next ``ctx.heartbeat()``) and its slot stays taken until it
-        exits, whatever it returns ignored, as at a deadline. A run already decided
-        keeps its result: that is the attempt's one result.
+        a sync one at its next ``ctx.heartbeat()``) and its ``cancelled`` result is
+        recorded once it has exited, whatever it returned (`job_exited`), or at its
+        deadline if it never does (`advance`): the result says the job has stopped,
+        so the shard's ``cancel_other`` starts the next run only then. A run already
+        decided keeps its result: that is the attempt's one result.
         """
         self._finish(part, record.offset)
         try:
@@ -364,18 +422,10 @@ class WorkerCore:
                 and running_key[2] == lease
                 and not running.decided
                 and not running.dropped
+                and running.cancelled is None
                 and _names(cancel, running.run)
             ):
-                running.decided = True
-                self._record(
-                    part,
-                    running_key[1],
-                    running.run,
-                    "cancelled",
-                    running.started_ms,
-                    now_ms,
-                    _cancel_error(cancel),
-                )
+                running.cancelled = _cancel_error(cancel)
                 return [CancelJob(running_key, f"cancelled: {cancel.reason}")]
         return []
 
@@ -387,20 +437,59 @@ class WorkerCore:
         if not running.decided and not running.dropped:
             part = self._partitions.get(key[0])
             if part is not None and part.lease == key[2]:
+                cancelled = running.cancelled
                 self._record(
                     part,
                     key[1],
                     running.run,
-                    outcome.status,
+                    outcome.status if cancelled is None else "cancelled",
                     running.started_ms,
                     now_ms,
-                    outcome.error,
+                    outcome.error if cancelled is None else cancelled,
                 )
         if key[0] in self._backlogged:
             actions = self._refill((key[0],), now_ms)
             actions.extend(self._fill(now_ms))
             return actions
         return self._fill(now_ms)
+
+    def progress(self, key: RunKey, details: Any, at_ms: int, now_ms: int) -> None:
+        """The job of ``key`` reported progress (``ctx.heartbeat(details)`` at ``at_ms``).
+
+        A ``running`` result carrying the details and the time goes out with the
+        partition's next commit, at most one per `PROGRESS_INTERVAL_MS` per attempt.
+        It finishes no offset and is not the attempt's result (docs/DESIGN.md §3.5):
+        none is taken once the attempt is decided, asked to stop, dropped, or so late
+        that its verdict is the shard's.
+        """
+        running = self._running.get(key)
+        if running is None or running.decided or running.dropped or running.cancelled:
+            return
+        part = self._partitions.get(key[0])
+        run = running.run
+        if part is None or part.lease != key[2] or shard_decides(run.deadline_ms, now_ms):
+            return
+        last = running.progress_ms
+        if last is not None and at_ms - last < PROGRESS_INTERVAL_MS:
+            return
+        running.progress_ms = at_ms
+        value = result_value(
+            run_id=run.run_id,
+            schedule_id=run.schedule_id,
+            task=run.task,
+            attempt=run.attempt,
+            status=PROGRESS_STATUS,
+            scheduled_ms=run.scheduled_ms,
+            started_ms=running.started_ms,
+            finished_ms=None,
+            worker=self._worker,
+            error=None,
+            progress=(details, at_ms),
+        )
+        part.results.append(OutRecord(TopicKind.RESULTS, run.schedule_id.encode(), value))
+        part.runs.append(run)
+        part.dirty = True
+        self.counts["progress"] += 1
 
     def advance(self, now_ms: int) -> list[Action]:
         """Time passed: enforce deadlines and the lease."""
@@ -420,6 +509,23 @@ class WorkerCore:
                 continue
             running.decided = True
             part = self._partitions[key[0]]
+            if running.cancelled is not None:
+                # Asked to stop and still running at its deadline (a sync job that
+                # never calls ctx.heartbeat()): the attempt ends as it was asked to.
+                self._record(
+                    part,
+                    key[1],
+                    running.run,
+                    "cancelled",
+                    running.started_ms,
+                    now_ms,
+                    {
+                        "type": running.cancelled["type"],
+                        "message": f"{running.cancelled['message']} (the job was still "
+                        f"running at its deadline {format_ms(running.run.deadline_ms)})",
+                    },
+                )
+                continue  # it was told to stop already
             self._record(
                 part,
                 key[1],
@@ -544,6 +650,8 @@ class WorkerCore:
                 runs.append(run)
                 continue
             self.counts["refused"] += 1
+            if _is_progress(record):
+                continue  # a progress report is not the attempt's result: drop it
             value = result_value(
                 run_id=run.run_id,
                 schedule_id=run.schedule_id,
@@ -613,9 +721,13 @@ class WorkerCore:
         """Start queued runs while slots are free."""
         actions: list[Action] = []
         queue = self._queue
+        held: list[tuple[RunKey, Run]] = []
         while queue and len(self._running) < self._concurrency:
             key, run = queue.popleft()
             part = self._partitions[key[0]]
+            if part.catch_up_to is not None:  # adopted, not read to its end yet
+                held.append((key, run))
+                continue
             if run.deadline_ms <= now_ms:
                 self._record(
                     part,
@@ -631,6 +743,8 @@ class WorkerCore:
             heapq.heappush(self._deadlines, (run.deadline_ms, key))
             self.counts["started"] += 1
             actions.append(StartJob(key, run))
+        if held:
+            queue.extendleft(reversed(held))
         return actions
 
     def _record(
@@ -669,6 +783,13 @@ class WorkerCore:
     def _finish(self, part: _Partition, offset: int) -> None:
         part.offsets.finish(offset)
         part.dirty = True
+
+
+def _is_progress(record: OutRecord) -> bool:
+    try:
+        return parse_result(record.value or b"").status == PROGRESS_STATUS
+    except ValueError:
+        return False
 
 
 def _names(cancel: RunCancelRecord, run: Run) -> bool:

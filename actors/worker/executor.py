@@ -29,6 +29,8 @@ log = logging.getLogger("kafkron.worker")
 ExitCallback = Callable[[RunKey, Outcome], None]
 CLOSE_WAIT_S = 10.0
 """How long ``close`` waits for cancelled async jobs to end."""
+ProgressReport = Callable[[RunKey, Any, int], None]
+"""``(key, details, at_ms)`` of a job's ``ctx.heartbeat(details)``, on the loop's thread."""
 
 
 def _cancelled_outcome(reason: str) -> Outcome:
@@ -79,11 +81,18 @@ class Executor:
     """Starts and cancels jobs; ``threads`` bounds the sync jobs running at once."""
 
     def __init__(
-        self, registry: Registry, *, threads: int, worker: str, on_exit: ExitCallback
+        self,
+        registry: Registry,
+        *,
+        threads: int,
+        worker: str,
+        on_exit: ExitCallback,
+        on_progress: ProgressReport | None = None,
     ) -> None:
         self._registry = registry
         self._worker = worker
         self._on_exit = on_exit
+        self._on_progress = on_progress
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=max(1, threads), thread_name_prefix="kafkron-job"
         )
@@ -96,11 +105,18 @@ class Executor:
         spec = self._registry.get(run.job.name)
         if spec is None:  # the core checks names first; a registry change is a bug
             raise LookupError(f"job {run.job.name!r} is not registered")
-        ctx = RunContext(run, worker=self._worker)
+        loop = asyncio.get_running_loop()
+        on_progress = None
+        if self._on_progress is not None:
+
+            def on_progress(details: Any, at_ms: int) -> None:  # from any thread
+                with contextlib.suppress(RuntimeError):  # the loop closed: no one to tell
+                    loop.call_soon_threadsafe(self._progress, key, details, at_ms)
+
+        ctx = RunContext(run, worker=self._worker, on_progress=on_progress)
         self._contexts[key] = ctx
         self._started[key] = (run.job.name, time.perf_counter())
         args = run.job.args
-        loop = asyncio.get_running_loop()
         if spec.is_async:
             task = loop.create_task(_call_async(spec, ctx, args))
             self._tasks[key] = task
@@ -119,6 +135,14 @@ class Executor:
                 loop.call_soon_threadsafe(self._sync_exited, key, fut)
 
         future.add_done_callback(done)
+
+    def _progress(self, key: RunKey, details: Any, at_ms: int) -> None:
+        if key not in self._contexts or self._on_progress is None:
+            return  # exited meanwhile: its result says the rest
+        try:
+            self._on_progress(key, details, at_ms)
+        except Exception:
+            log.exception("handling the progress of run %s failed", key)
 
     def cancel(self, key: RunKey, reason: str) -> None:
         """Ask the job of ``key`` to stop; its exit is reported later as usual."""

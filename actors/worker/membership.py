@@ -13,11 +13,14 @@ Inputs (methods)                              Outputs
   assigned(partitions, rejoined)                StartProducer / CloseProducer / CancelJob / Seek
   rebalance_started                             -
   producer_started(p, lease)                    ReadCommitted(p, lease)
-  committed_read(p, lease, offset, metadata)    Seek(p, position), Resume(p), Owns
+  committed_read(p, lease, offset, metadata,    Seek(p, position), Resume(p), Owns
+                 end_offset)
+  fetched_to(p, position)                       StartJob (caught up after adoption)
   adoption_failed(p, lease, reason)             CloseProducer(p, lease), WakeAt
   fenced(p, lease)                              CancelJob..., CloseProducer(p, lease)
   records(records)                              StartJob / Discarded
   job_exited(key, outcome)                      StartJob
+  progress(key, details, at)                    - (a report in the next Write)
   commit_done / commit_failed / commit_refused  WakeAt
   commit_unknown                                StartProducer (a fresh producer)
   heartbeat                                     StartProducer (recovery)
@@ -48,6 +51,12 @@ Rules:
   owner completed. The core learns of ``p`` at ``committed_read`` and the same call
   returns ``Seek(p, where the core wants the next record)``: the executor applies it
   before it hands the machine any further record of ``p``.
+- **Caught up before anything starts.** The executor reads the partition's last
+  stable offset after the fence, with the committed offset, and reports the
+  consumer's position (`fetched_to`) while the core says the partition is catching
+  up: its runs are delivered as they come and start only once that end is
+  reached, so a run and its cancel record committed before the adoption never
+  start, however the fetches split them.
 - **Nothing from a partition that is not live.** A partition being adopted (or lost,
   or backing off) is paused (``Pause``), and records of it that arrive anyway (a
   fetch already in flight; aiokafka returns records of a new assignment before the
@@ -110,6 +119,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from actors.worker.core import (
     CancelJob,
@@ -435,8 +445,17 @@ class WorkerMachine:
         return [ReadCommitted(partition, lease)]
 
     def committed_read(
-        self, partition: int, lease: int, offset: int, metadata: str | None, now_ms: int
+        self,
+        partition: int,
+        lease: int,
+        offset: int,
+        metadata: str | None,
+        now_ms: int,
+        end_offset: int | None = None,
     ) -> list[Action]:
+        """The committed offset (and metadata) read after the fence; ``end_offset``,
+        the partition's last stable offset read then, is where its catch-up ends
+        (`WorkerCore.assign`: no run starts before the consumer has read that far)."""
         slot = self._current(partition, lease, READING)
         if slot is None:
             self.counts.stale_answers += 1
@@ -449,7 +468,7 @@ class WorkerMachine:
         slot.renew_producer = slot.renewing = False
         self.counts.adoptions += 1
         core = self.core
-        core.assign(partition, offset, metadata, now_ms, lease)
+        core.assign(partition, offset, metadata, now_ms, lease, end_offset)
         position = core.fetch_position(partition)
         actions: list[Action] = [Seek(partition, offset if position is None else position)]
         return self._settle(actions, now_ms)
@@ -519,8 +538,26 @@ class WorkerMachine:
         actions.extend(core.fill(now_ms))
         return actions
 
+    def fetched_to(self, partition: int, position: int, now_ms: int) -> list[Action]:
+        """The consumer's position in a partition still catching up after its
+        adoption (`catching_up`); its runs start once it has reached the end."""
+        slot = self._slots.get(partition)
+        if slot is None or slot.state != LIVE:
+            return []
+        return list(self.core.caught_up(partition, position, now_ms))
+
+    def catching_up(self) -> frozenset[int]:
+        """Live partitions whose runs wait for the consumer to reach their end."""
+        return self.core.catching_up()
+
     def job_exited(self, key: RunKey, outcome: Outcome, now_ms: int) -> list[Action]:
         return list(self.core.job_exited(key, outcome, now_ms))
+
+    def progress(self, key: RunKey, details: Any, at_ms: int, now_ms: int) -> list[Action]:
+        """A running job's ``ctx.heartbeat(details)``: a progress report to write with
+        the partition's next commit (`WorkerCore.progress`)."""
+        self.core.progress(key, details, at_ms, now_ms)
+        return []
 
     # --- writes ---------------------------------------------------------------------
 

@@ -188,6 +188,7 @@ class WorkerRuntime:
             threads=options.concurrency,
             worker=options.worker_id,
             on_exit=self._job_exited,
+            on_progress=self._job_progress,
         )
         self._consumer: AIOKafkaConsumer | None = None
         self._admin: AIOKafkaAdminClient | None = None
@@ -250,6 +251,8 @@ class WorkerRuntime:
             batch = await consumer.getmany(timeout_ms=POLL_MS, max_records=MAX_BATCH)
             if batch:
                 self._receive(batch)
+            if self.machine.catching_up():
+                await self._report_positions(consumer)
             self._tick()
             if time.monotonic() >= next_stats:
                 next_stats = time.monotonic() + STATS_EVERY_S
@@ -332,6 +335,26 @@ class WorkerRuntime:
             for record in items
         ]
         self._apply(self.machine.records(records, now))
+
+    async def _report_positions(self, consumer: AIOKafkaConsumer) -> None:
+        """Tell the machine how far the consumer has read each partition that is
+        catching up after its adoption (the position moves past transaction markers
+        and aborted batches too, so it reaches the last stable offset)."""
+        assignment = consumer.assignment()
+        for partition in sorted(self.machine.catching_up()):
+            tp = TopicPartition(self._runs_topic, partition)
+            if tp not in assignment:
+                continue
+            try:
+                position = await consumer.position(tp)
+            except Exception as exc:  # a rebalance under way: asked again next turn
+                log.debug("position of %s: %s", tp, _describe(exc))
+                continue
+            self._apply(self.machine.fetched_to(partition, position, self._now()))
+
+    def _job_progress(self, key: RunKey, details: Any, at_ms: int) -> None:
+        self._apply(self.machine.progress(key, details, at_ms, self._now()))
+        self._tick_soon()  # written with the partition's next commit
 
     def _job_exited(self, key: RunKey, outcome: Outcome) -> None:
         self._apply(self.machine.job_exited(key, outcome, self._now()))
@@ -486,10 +509,18 @@ class WorkerRuntime:
             else:
                 beginning = await within(consumer.beginning_offsets([tp]), ADOPT_STEP_TIMEOUT_S)
                 start, metadata = beginning[tp], None
+            # The end a read_committed consumer sees now (the last stable offset):
+            # no run of the partition starts before it has been read (a cancel
+            # record committed before this adoption is then always seen first).
+            ends = await within(consumer.end_offsets([tp]), ADOPT_STEP_TIMEOUT_S)
         except Exception as exc:
             self._apply(self.machine.adoption_failed(partition, lease, _describe(exc), self._now()))
             return
-        self._apply(self.machine.committed_read(partition, lease, start, metadata, self._now()))
+        self._apply(
+            self.machine.committed_read(
+                partition, lease, start, metadata, self._now(), ends.get(tp)
+            )
+        )
 
     def _close_producer(self, partition: int, lease: int) -> None:
         producer = self._producers.pop((partition, lease), None)

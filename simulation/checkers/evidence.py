@@ -13,7 +13,14 @@ from typing import Any
 
 from topics.codec import loads
 from topics.commands import DagUpsert, ScheduleUpsert, decode_command
-from topics.messages import is_cancel, parse_cancel, parse_dlq, parse_result, parse_run
+from topics.messages import (
+    PROGRESS_STATUS,
+    is_cancel,
+    parse_cancel,
+    parse_dlq,
+    parse_result,
+    parse_run,
+)
 from topics.names import TopicKind
 from topics.timefmt import parse_instant
 
@@ -126,6 +133,8 @@ def gather(world: Any) -> Evidence:
     results = []
     for _, _, entry in kafka.committed_records(TopicKind.RESULTS):
         res = parse_result(entry.value)
+        if res.status == PROGRESS_STATUS:
+            continue  # a progress report, not an outcome (none of the one-result rules)
         message = "" if res.error is None else str(res.error.get("message", ""))
         results.append(
             ResultRecord(
