@@ -221,14 +221,16 @@ class TimingWheel(Generic[T]):
         self._added += 1
         tick = (due_ms + self._round_up_ms) // self._tick_ms
         now_tick = self._tick
-        if tick <= now_tick:
-            self._file(timer, due_ms)
-            return timer
-        bits = (tick ^ now_tick).bit_length()
-        if bits > 36:  # _WHEEL_BITS; literals below are the constants, to save lookups
-            self._file(timer, due_ms)
-            return timer
-        number = _BASE_OF_BITS[bits] + ((tick >> _SHIFT_OF_BITS[bits]) & 63)
+        if tick <= now_tick:  # due already: the expired list (a restore after a pause)
+            if not self._masks[_EXPIRED_LEVEL] or tick < self._expired_min_tick:
+                self._expired_min_tick = tick
+            number = _EXPIRED
+        else:
+            bits = (tick ^ now_tick).bit_length()
+            if bits > 36:  # _WHEEL_BITS; literals below are the constants, to save lookups
+                self._file(timer, due_ms)
+                return timer
+            number = _BASE_OF_BITS[bits] + ((tick >> _SHIFT_OF_BITS[bits]) & 63)
         bucket = self._buckets[number]
         tail = bucket._prev
         assert tail is not None

@@ -127,6 +127,8 @@ Decisions (what a Temporal or Airflow user would expect)
 from __future__ import annotations
 
 import sys
+from collections import Counter
+from operator import attrgetter
 from typing import Any
 
 from actors.shard.cancel import RunCancels
@@ -178,6 +180,7 @@ _RESULTS = TopicKind.RESULTS
 _REJECTED = TopicKind.REJECTED
 
 _LATENESS_WINDOW = 1024
+_def_bytes_of = attrgetter("def_bytes")  # counts the users of each definition at a restore
 
 # The largest changelog record the core writes (see `ShardCore._trimmed`): half
 # of Kafka's default max.message.bytes (1 MiB), so a batch's framing, headers
@@ -281,18 +284,21 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             # Nothing is armed before this call, so the wheel may start now: a core
             # fed the changelog for a long time (a standby) arms from the present.
             self._wheel = TimingWheel(now_ms, self._wheel.tick_ms)
-        wheel = self._wheel
+        add = self._wheel.add
+        resolve = defs.get
+        # A million schedules pass here: one dict lookup resolves a version-2 key (a
+        # definition's JSON is never a key of ``defs``), and the definitions' users
+        # are counted in one pass below rather than one dict update each.
         for state in self._schedules.values():
-            def_bytes = state.def_bytes
-            if def_bytes.startswith(DEF_KEY_PREFIX):  # version 2: the key of its definition
-                found = defs.get(def_bytes)
-                if found is None:
-                    missing.append(state)
-                    continue
-                state.def_bytes = def_bytes = found
-            refs[def_bytes] = refs.get(def_bytes, 0) + 1
-            if not state.paused and state.next_ms is not None:
-                state.timer = wheel.add(state.next_ms, state)
+            found = resolve(state.def_bytes)
+            if found is not None:
+                state.def_bytes = found
+            elif state.def_bytes.startswith(DEF_KEY_PREFIX):  # its definition is not there
+                missing.append(state)
+                continue
+            next_ms = state.next_ms
+            if next_ms is not None and not state.paused:
+                state.timer = add(next_ms, state)
             runs = state._runs
             if runs:
                 for run in runs.values():
@@ -301,13 +307,15 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
                         if run.retry_ms is None
                         else run.retry_ms
                     )
-                    run.timer = wheel.add(due_ms, run)
+                    run.timer = add(due_ms, run)
                 in_flight += len(runs)
         for state in missing:
             del self._schedules[state.id]
             self._restore_errors[state.key] = (
                 f"its definition record {state.def_bytes.decode()} is missing"
             )
+        for def_bytes, users in Counter(map(_def_bytes_of, self._schedules.values())).items():
+            refs[def_bytes] = refs.get(def_bytes, 0) + users
         # Whatever record of the changelog wrote a schedule last, its definition's own
         # record may be there (written by an earlier fire): the shard knows it is.
         # One that no schedule uses is left alone: the shard that deleted its last
