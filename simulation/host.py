@@ -41,6 +41,7 @@ BROKEN_VARIANTS = (
     "unbounded-commit-retry",  # failed commits' results are written however late (finding 8)
     "run-key-no-lease",  # jobs known by (partition, offset) alone: a re-delivery collides (3)
     "worker-wall-clock",  # the worker decides by its wall clock alone, even when behind
+    "worker-txn-timeout-default",  # worker producers keep the client's transaction timeout (10)
 )
 
 

@@ -9,8 +9,11 @@ What it models (and the runtime code in `simulation.node` relies on):
   and aborts the id's open transaction: the previous holder is *fenced* and its
   next ``send``/``commit`` raises `ProducerFenced`. Records of a transaction are
   appended when sent and become visible only when it commits; an abort hides them
-  forever. A transaction left open longer than `TRANSACTION_TIMEOUT_MS` is aborted
-  by the broker (``expire``).
+  forever. A transaction left open longer than its producer's timeout (declared at
+  ``init_transactions``, as InitProducerId carries ``transaction.timeout.ms``;
+  default `TRANSACTION_TIMEOUT_MS`) is aborted by the broker's reaper, which runs
+  every `TRANSACTION_CLEANUP_INTERVAL_MS` (``expire``): until then it holds every
+  read_committed reader of its partitions back.
 - **read_committed visibility.** A consumer reads up to the last stable offset
   (the first offset of the oldest open transaction of the partition) and skips
   aborted records and markers.
@@ -36,6 +39,12 @@ from topics.partitioner import murmur2_partition
 from topics.records import InRecord
 
 TRANSACTION_TIMEOUT_MS = 30_000
+"""A producer's ``transaction.timeout.ms`` unless it declares its own (kafkron's
+client default, `topics.clients`)."""
+TRANSACTION_CLEANUP_INTERVAL_MS = 10_000
+"""How often the broker looks for timed-out transactions (the broker setting
+``transaction.abort.timed.out.transaction.cleanup.interval.ms``, default 10 s): a
+dead producer's transaction can outlive its timeout by up to this much."""
 
 OPEN = "open"
 COMMITTED = "committed"
@@ -55,6 +64,7 @@ class Txn:
     tx_id: str
     epoch: int
     begun_ms: int
+    timeout_ms: int = TRANSACTION_TIMEOUT_MS  # the producer's transaction.timeout.ms
     status: str = OPEN
     first: dict[tuple[TopicKind, int], int] = field(default_factory=dict)
     offsets: dict[tuple[str, TopicKind, int], tuple[int, str | None]] = field(default_factory=dict)
@@ -146,6 +156,7 @@ class SimKafka:
         self.available = True
         self.unavailable_since_ms = 0  # when it last stopped answering
         self._epochs: dict[str, int] = {}
+        self._timeouts: dict[str, int] = {}  # tx_id -> its transaction.timeout.ms
         self._open: dict[Txn, None] = {}  # open transactions, in begin order
         self._group_offsets: dict[tuple[str, TopicKind, int], tuple[int, str | None]] = {}
         self.fenced_total = 0
@@ -159,9 +170,16 @@ class SimKafka:
         if not self.available:
             raise BrokerUnavailable("broker unavailable")
 
-    def init_transactions(self, tx_id: str, now_ms: int) -> int:
-        """Bump ``tx_id``'s epoch (fencing every older holder); abort its open transaction."""
+    def init_transactions(
+        self, tx_id: str, now_ms: int, timeout_ms: int = TRANSACTION_TIMEOUT_MS
+    ) -> int:
+        """Bump ``tx_id``'s epoch (fencing every older holder); abort its open transaction.
+
+        ``timeout_ms``: the producer's ``transaction.timeout.ms``, which its later
+        transactions keep.
+        """
         self._check()
+        self._timeouts[tx_id] = timeout_ms
         if self.fencing:
             for previous in [t for t in self._open if t.tx_id == tx_id]:
                 self._finish(previous, ABORTED, now_ms)
@@ -178,7 +196,7 @@ class SimKafka:
 
     def begin(self, tx_id: str, epoch: int, now_ms: int) -> Txn:
         self._check()
-        txn = Txn(tx_id, epoch, now_ms)
+        txn = Txn(tx_id, epoch, now_ms, self._timeouts.get(tx_id, TRANSACTION_TIMEOUT_MS))
         self._check_epoch(txn)
         self._open[txn] = None
         return txn
@@ -251,8 +269,13 @@ class SimKafka:
             self.aborted_total += 1
 
     def expire(self, now_ms: int) -> list[Txn]:
-        """Abort transactions open longer than the timeout (the broker's reaper)."""
-        old = [t for t in self._open if now_ms - t.begun_ms > TRANSACTION_TIMEOUT_MS]
+        """Abort transactions open longer than their timeout (the broker's reaper).
+
+        The reaper runs every `TRANSACTION_CLEANUP_INTERVAL_MS` of the broker's
+        clock, so a transaction is aborted at the first run after its timeout.
+        """
+        reaped_ms = now_ms - now_ms % TRANSACTION_CLEANUP_INTERVAL_MS  # its last run
+        old = [t for t in self._open if reaped_ms - t.begun_ms > t.timeout_ms]
         for txn in old:
             self._finish(txn, ABORTED, now_ms)
         return old
@@ -324,8 +347,8 @@ class SimKafka:
 
     # -- the workers' clients (faults: see the section at the end) ---------------------
 
-    def init_for_adoption(self, tx_id: str, now_ms: int) -> int:
-        return _init_for_adoption(self, tx_id, now_ms)
+    def init_for_adoption(self, tx_id: str, now_ms: int, timeout_ms: int) -> int:
+        return _init_for_adoption(self, tx_id, now_ms, timeout_ms)
 
     def committed_for_adoption(
         self, group: str, kind: TopicKind, partition: int
@@ -385,11 +408,11 @@ def _worker_faults(kafka: SimKafka) -> WorkerFaults:
     return kafka.worker_faults
 
 
-def _init_for_adoption(kafka: SimKafka, tx_id: str, now_ms: int) -> int:
+def _init_for_adoption(kafka: SimKafka, tx_id: str, now_ms: int, timeout_ms: int) -> int:
     kafka._check()
     if _worker_faults(kafka).coordinator_busy:
         raise CoordinatorBusy(f"InitProducerId({tx_id}): COORDINATOR_LOAD_IN_PROGRESS")
-    return kafka.init_transactions(tx_id, now_ms)
+    return kafka.init_transactions(tx_id, now_ms, timeout_ms)
 
 
 def _committed_for_adoption(

@@ -103,6 +103,7 @@ SCRIPT_ACTIONS = (
     "results_refused",
     "results_ok",
     "pause_owner",  # freeze whoever owns ``shard`` then (resumed ``restart_after_s`` later)
+    "crash_mid_commit",  # worker ``node`` dies with its next transaction open (kill -9)
 )
 
 
@@ -319,6 +320,9 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         shard = step.get("shard")
         if action == "pause_owner" and (shard is None or restart is None):
             raise ScenarioError("script: pause_owner needs shard and restart_after_s")
+        workers = {n.name for n in nodes if n.role == "worker"}
+        if action == "crash_mid_commit" and node not in workers:
+            raise ScenarioError(f"script: crash_mid_commit needs node, one of {sorted(workers)}")
         script.append(
             ScriptStep(
                 _instant(step["at"], "script.at"),

@@ -19,6 +19,10 @@ the client:
 - **Adoption.** ``StartProducer`` and ``ReadCommitted`` answer a broker round trip
   later (plus the scenario's ``adopt_delay_ms``); the broker may answer with a
   coordinator error (`simulation.kafka` worker faults) or not at all.
+- **Producers.** Each declares the workers' ``transaction.timeout.ms``
+  (``membership.TRANSACTION_TIMEOUT_MS``), as the runtime's producers do: a
+  transaction a dead worker left open holds ``{ns}.results`` back from the shards
+  until the next owner fences it or the broker's reaper aborts it.
 - **Writes.** A ``Write`` begins a transaction, sends the results and the offsets,
   checks every send's answer (a refused record aborts: the rule of
   ``actors.worker.committer``) and commits a round trip later; the outcome goes
@@ -52,6 +56,7 @@ from actors.worker.core import (
     WorkerCore,
 )
 from actors.worker.membership import (
+    TRANSACTION_TIMEOUT_MS,
     Action,
     CloseProducer,
     LeaseRules,
@@ -69,6 +74,9 @@ from actors.worker.membership import (
 from simulation.clock import NodeClock
 from simulation.host import Host
 from simulation.jobs import Jobs
+from simulation.kafka import (
+    TRANSACTION_TIMEOUT_MS as CLIENT_DEFAULT_TRANSACTION_TIMEOUT_MS,
+)
 from simulation.kafka import BrokerUnavailable, CoordinatorBusy, ProducerFenced, RecordRefused
 from topics.messages import Run
 from topics.names import TopicKind
@@ -125,6 +133,7 @@ class WorkerNode:
         self._wake_ms: int | None = None
         self._unbounded: dict[int, dict[bytes | None, OutRecord]] = {}  # broken variant only
         self._by_offset: dict[tuple[int, int], RunKey] = {}  # broken variant only
+        self.dies_mid_commit = False  # the script's crash_mid_commit: armed
 
     @property
     def core(self) -> WorkerCore:
@@ -410,8 +419,12 @@ class WorkerNode:
         def answer() -> None:
             now_ms = self._now()
             tx_id = host.settings.worker_transactional_id(p)
+            timeout_ms = TRANSACTION_TIMEOUT_MS
+            if "worker-txn-timeout-default" in host.broken:
+                # The fix undone: the producer keeps the client default.
+                timeout_ms = CLIENT_DEFAULT_TRANSACTION_TIMEOUT_MS
             try:
-                epoch = host.kafka.init_for_adoption(tx_id, host.time.true_ms)
+                epoch = host.kafka.init_for_adoption(tx_id, host.time.true_ms, timeout_ms)
             except (BrokerUnavailable, CoordinatorBusy) as exc:
                 self._adoption_failed(p, lease, str(exc), now_ms)
                 return
@@ -538,6 +551,12 @@ class WorkerNode:
                 self._act(machine.commit_refused(commit, for_good, "MESSAGE_TOO_LARGE", now_ms))
             else:
                 self._failed(commit, f"results refused ({next(iter(refused.values()))})", results)
+            return
+        if self.dies_mid_commit and txn.first:
+            # kill -9 between the produce and EndTxn: the transaction stays open.
+            self.dies_mid_commit = False
+            self._log(true_ms, "fault", f"killed with a transaction of runs[{p}] open")
+            self.crash()
             return
         incarnation = self.incarnation
 

@@ -272,6 +272,8 @@ class World:
                         "txn",
                         f"transaction of {txn.tx_id} epoch {txn.epoch} timed out and was aborted",
                     )
+                    # Its partitions' last stable offset moved: their readers fetch on.
+                    self.arrived(txn.first, next_ms)
             self._notice_rebalances()
             true_ms, _, action = heapq.heappop(heap)
             self.time.true_ms = max(self.time.true_ms, true_ms)
@@ -328,6 +330,10 @@ class World:
                 self._worker_fault("coordinator_busy", action == "coordinator_busy")
             elif action in ("results_refused", "results_ok"):
                 self._worker_fault("results_refused", action == "results_refused")
+            elif action == "crash_mid_commit":
+                target = self.nodes[node or ""]
+                if isinstance(target, WorkerNode):
+                    target.dies_mid_commit = True
             else:
                 assert node is not None
                 target = self.nodes[node]

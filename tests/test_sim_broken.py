@@ -59,6 +59,7 @@ WORKER_VARIANTS = [
     ("run-key-no-lease", "worker-sync-job-outlives-lease", "effects-once"),  # finding 3
     # A worker clock behind the broker's: results after the shard's verdict.
     ("worker-wall-clock", "worker-clock-behind", "exactly-once"),
+    ("worker-txn-timeout-default", "worker-dies-mid-commit", "exactly-once"),  # finding 10
 ]
 
 
@@ -185,3 +186,25 @@ def test_an_unnoticed_clock_step_on_an_idle_shard_is_caught_by_the_never_early_c
     assert "never-early" in {v.name for v in caught.verdicts if not v.ok}
     print(f"{variant} caught with seed {caught.seed}: {caught.replay()}")
     assert simulate(scenario, caught.seed).ok
+
+
+def test_a_commit_guard_shorter_than_a_dead_transactions_life_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Finding 10's second half: the workers' old 5 s commit guard.
+
+    A result committed 23 s after its deadline is committed before the shard's
+    verdict, but behind a transaction a killed worker left open it stays invisible
+    until the broker's reaper aborts that transaction, after the verdict: the shard
+    then writes a second result. The guard must cover the transaction timeout plus
+    the reaper's interval.
+    """
+    from actors.worker import membership
+
+    scenario = load(ROOT / "simulation" / "scenarios" / "worker-dies-mid-commit.toml")
+    assert simulate(scenario, 1).ok
+    monkeypatch.setattr(membership, "COMMIT_GUARD_MS", 5_000)
+    short = simulate(scenario, 1)
+    exactly_once = next(v for v in short.verdicts if v.name == "exactly-once")
+    assert not exactly_once.ok
+    assert all("archive-" in v and "two results" in v for v in exactly_once.violations)

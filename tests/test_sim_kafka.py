@@ -6,6 +6,8 @@ import pytest
 
 from simulation.group import Group
 from simulation.kafka import (
+    OPEN,
+    TRANSACTION_CLEANUP_INTERVAL_MS,
     TRANSACTION_TIMEOUT_MS,
     BrokerUnavailable,
     ProducerFenced,
@@ -101,10 +103,27 @@ def test_transaction_timeout_aborts_a_dead_producers_transaction() -> None:
     epoch = kafka.init_transactions("t", 0)
     txn = kafka.begin("t", epoch, 0)
     kafka.send(txn, RUNS, b"k", b"v", 0, 0)
-    assert kafka.expire(TRANSACTION_TIMEOUT_MS) == []
-    assert kafka.expire(TRANSACTION_TIMEOUT_MS + 1) == [txn]
-    kafka.append(RUNS, b"k", b"after", 0, TRANSACTION_TIMEOUT_MS + 2)
+    kafka.append(RUNS, b"k", b"after", 0, 1)
+    # Past its timeout but before the broker's reaper next runs: still open, and
+    # the record after it is held back from read_committed readers.
+    assert kafka.expire(TRANSACTION_TIMEOUT_MS + 1) == []
+    assert _values(kafka) == []
+    reaper_ms = TRANSACTION_TIMEOUT_MS + TRANSACTION_CLEANUP_INTERVAL_MS
+    assert kafka.expire(reaper_ms - 1) == []
+    assert kafka.expire(reaper_ms) == [txn]
     assert _values(kafka) == [b"after"]
+
+
+def test_a_producer_declares_its_own_transaction_timeout() -> None:
+    """InitProducerId carries the producer's transaction.timeout.ms: a short one frees
+    read_committed readers of a dead producer's partitions sooner."""
+    kafka = _kafka()
+    short = kafka.begin("short", kafka.init_transactions("short", 0, 10_000), 0)
+    default = kafka.begin("default", kafka.init_transactions("default", 0), 0)
+    kafka.send(short, RUNS, b"k", b"v", 0, 0)
+    kafka.send(default, RUNS, b"k", b"w", 0, 0)
+    assert kafka.expire(20_000) == [short]
+    assert default.status == OPEN
 
 
 def test_compaction_keeps_the_latest_record_per_key_and_the_offsets() -> None:

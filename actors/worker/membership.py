@@ -143,15 +143,27 @@ DENIED_RETRY_MAX_MS = 30_000
 """A partition whose writes are refused for a missing ACL is tried at most this rarely."""
 DENIED_NOTE_INTERVAL_MS = 60_000
 """While a refusal lasts, its note is repeated at most this often."""
-COMMIT_GUARD_MS = 5_000
-"""How long before the shard's verdict a result stops being written: the room a
-transaction that begins now has to commit (the executor aborts instead of
-committing once it is inside this guard)."""
 LEASE_LOSS_HEARTBEATS = 3
 TRANSACTION_TIMEOUT_MS = 10_000
 """The workers' ``transaction.timeout.ms``: a transaction left open by a dead process
 blocks read_committed readers of ``{ns}.results`` until the next owner's fence or
-this timeout, whichever comes first (Kafka's default is 60 s)."""
+until the broker aborts it, whichever comes first (the client default is 30 s,
+Kafka's own 60 s)."""
+BROKER_TXN_CLEANUP_INTERVAL_MS = 10_000
+"""How often the broker aborts timed-out transactions (its
+``transaction.abort.timed.out.transaction.cleanup.interval.ms``, default 10 s): a dead
+worker's transaction blocks ``{ns}.results`` for up to its timeout plus this."""
+COMMIT_ROOM_MS = 5_000
+"""The room a transaction that begins now has to commit."""
+COMMIT_GUARD_MS = TRANSACTION_TIMEOUT_MS + BROKER_TXN_CLEANUP_INTERVAL_MS + COMMIT_ROOM_MS
+"""How long before the shard's verdict a result stops being written (the executor
+aborts instead of committing once it is inside this guard). A result must be
+*visible* to the shard before its verdict, not only committed: another worker's
+transaction left open by a kill -9 hides every later record of the shard's results
+partition until the broker aborts it, up to the transaction timeout plus the
+reaper's interval after it began (a new owner's fence usually ends it sooner, but
+only once the dead member's session has expired). So a result is written only
+while that whole wait, plus the room to commit, still ends before the verdict."""
 
 
 @dataclass(frozen=True, slots=True)
