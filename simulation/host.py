@@ -42,6 +42,7 @@ BROKEN_VARIANTS = (
     "run-key-no-lease",  # jobs known by (partition, offset) alone: a re-delivery collides (3)
     "worker-wall-clock",  # the worker decides by its wall clock alone, even when behind
     "worker-txn-timeout-default",  # worker producers keep the client's transaction timeout (10)
+    "unbounded-close",  # a stopping process waits for its clients' stop() however long (11)
 )
 
 

@@ -163,6 +163,9 @@ class SimKafka:
         self.aborted_total = 0
         self.committed_total = 0
         self.worker_faults = WorkerFaults()
+        # An in-flight request the broker never answers (a half-open connection): a
+        # client's stop() begun now waits on it forever (aiokafka's fetcher task).
+        self.closes_hang = False
 
     # -- producers -----------------------------------------------------------------
 

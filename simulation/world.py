@@ -20,6 +20,7 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from actors.closing import CLOSE_TIMEOUT_S
 from simulation.clock import NodeClock, WorldTime
 from simulation.faults import FaultInjector, Target
 from simulation.group import Group
@@ -40,6 +41,7 @@ Node = SchedulerNode | WorkerNode
 REBALANCE_NOTICE_MS = (100, 3_000)  # members learn of a rebalance at their next heartbeat
 LATENCY_MS = (2, 20)
 FETCH_MS = (1, 5)
+CLOSE_TIMEOUT_MS = int(CLOSE_TIMEOUT_S * 1000)  # the runtime's bound on a client's stop
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +236,8 @@ class World:
                 self.at(step.at_ms, self._crash_job_worker(step.job, step.restart_after_ms))
             elif step.action == "cancel_job_run":
                 self.at(step.at_ms, self._cancel_job_run(step.job))
+            elif step.action == "stop":
+                self.at(step.at_ms, self._scripted_stop(step.node, step.restart_after_ms))
             elif step.action == "pause_owner":
                 assert step.shard is not None and step.restart_after_ms is not None
                 self.at(step.at_ms, self._pause_owner(step.shard, step.restart_after_ms))
@@ -330,6 +334,8 @@ class World:
                 self._worker_fault("coordinator_busy", action == "coordinator_busy")
             elif action in ("results_refused", "results_ok"):
                 self._worker_fault("results_refused", action == "results_refused")
+            elif action in ("closes_hang", "closes_ok"):
+                self.kafka.closes_hang = action == "closes_hang"
             elif action == "crash_mid_commit":
                 target = self.nodes[node or ""]
                 if isinstance(target, WorkerNode):
@@ -349,6 +355,15 @@ class World:
                 elif action == "skew":
                     target.clock.step(value)
                     target.wake(self.time.true_ms)
+
+        return step
+
+    def _scripted_stop(self, name: str | None, restart_after_ms: int | None) -> Callable[[], None]:
+        def step() -> None:
+            node = self.nodes[name or ""]
+            self.timeline.add(self.time.true_ms, "script", "fault", f"stop {name} (SIGTERM)")
+            if isinstance(node, WorkerNode):
+                self._stop_worker(node, restart_after_ms)
 
         return step
 
@@ -431,12 +446,45 @@ class World:
         if member is not None:
             group.leave(member)
 
+    def _stop_worker(self, node: WorkerNode, restart_after_ms: int | None) -> None:
+        """A clean stop (SIGTERM, as a rolling deploy sends it): the process leaves the
+        group (its partitions move at once), stops its clients and exits; the process
+        manager starts it again ``restart_after_ms`` after the exit.
+
+        A client stop waiting on a request the broker never answers (``closes_hang``)
+        never returns by itself: the runtime bounds every close (`CLOSE_TIMEOUT_MS`,
+        ``actors.closing``) and abandons the client, so the process exits anyway. A
+        process that waited on it would stay up, doing nothing, forever: no heal
+        restarts a process that has not exited.
+        """
+        now = self.time.true_ms
+        if node.state != "up":
+            return
+        self._leave(node)
+        node.state = "stopping"
+        hangs = self.kafka.closes_hang
+        if hangs and "unbounded-close" in self.broken:
+            self.timeline.add(now, node.name, "stop", "stopping: a client's stop() never returns")
+            return
+        exit_ms = now + (CLOSE_TIMEOUT_MS if hangs else self.latency_ms())
+        why = "its clients' stops abandoned" if hangs else "its clients stopped"
+        self.timeline.add(now, node.name, "stop", "stopping: leaves the group, stops its clients")
+
+        def exited() -> None:
+            node.state = "down"
+            self.timeline.add(exit_ms, node.name, "exit", f"process exited ({why})")
+            if restart_after_ms is not None:
+                self.at(exit_ms + restart_after_ms, node.start)
+
+        self.at(exit_ms, exited)
+
     def _heal(self) -> None:
         now = self.time.true_ms
         healed = self.faults.heal_all()
         self._broker(up=True)
         self._worker_fault("coordinator_busy", False)
         self._worker_fault("results_refused", False)
+        self.kafka.closes_hang = False  # a stop already waiting on a lost request still waits
         for node in self.nodes.values():
             if node.state == "paused":
                 node.resume()

@@ -60,6 +60,7 @@ WORKER_VARIANTS = [
     # A worker clock behind the broker's: results after the shard's verdict.
     ("worker-wall-clock", "worker-clock-behind", "exactly-once"),
     ("worker-txn-timeout-default", "worker-dies-mid-commit", "exactly-once"),  # finding 10
+    ("unbounded-close", "worker-stop-hangs", "converged"),  # finding 11
 ]
 
 
