@@ -18,6 +18,7 @@ from aiokafka.errors import KafkaError
 from topics import codec
 from topics.acl_plan import Operation
 from topics.clients import producer_kwargs
+from topics.closing import stop_producer
 from topics.commands import Rejection, decode_command
 from topics.names import Settings, TopicKind
 from topics.refusals import from_error
@@ -48,7 +49,7 @@ async def send_commands(settings: Settings, records: Sequence[tuple[bytes, bytes
     try:
         await producer.start()
     except KafkaError as exc:
-        await producer.stop()
+        await stop_producer(producer, "stopping the commands producer")
         raise SendError(
             f"cannot reach Kafka at {settings.bootstrap} ({exc}); start it with "
             "`kafkron broker start` or set KAFKRON_BOOTSTRAP"
@@ -67,4 +68,4 @@ async def send_commands(settings: Settings, records: Sequence[tuple[bytes, bytes
             f"(`kafkron topics check`) and retry"
         ) from None
     finally:
-        await producer.stop()
+        await stop_producer(producer, "stopping the commands producer")

@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import NewTopic
 
 from topics.admin import admin_client, wait_for_leaders
+from topics.closing import stop_producer
 from topics.names import Settings
 
 MESSAGE_BYTES = 200
@@ -123,7 +124,7 @@ async def _measure(
         await produce(producer, topic, count, partitions)
         seconds = time.perf_counter() - started
     finally:
-        await producer.stop()
+        await stop_producer(producer, "stopping the ceiling's producer")
         async with admin_client(settings) as admin:
             await admin.delete_topics([topic])
     return Rate(name, count, seconds)

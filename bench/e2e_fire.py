@@ -59,6 +59,7 @@ from actors.scheduler.restore import make_restore_consumer, read_to_end
 from actors.shard import ShardCore
 from broker import cluster as broker_cluster
 from broker.cluster import ClusterLayout
+from topics import closing
 from topics.admin import create_topics, delete_topics
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
@@ -88,8 +89,8 @@ async def bounded(what: str, awaitable: Awaitable[T], timeout_s: float) -> T:
 
 
 async def close_quietly(client: AIOKafkaConsumer | AIOKafkaProducer) -> None:
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(client.stop(), CLOSE_TIMEOUT_S)
+    # wait_for would wait on a cancelled stop() that never ends: abandon it instead.
+    await closing.bounded(client.stop(), "closing a client", CLOSE_TIMEOUT_S)
 
 
 def now_ms() -> int:
@@ -146,7 +147,7 @@ async def produce_changelog(settings: Settings, records: list[tuple[bytes, bytes
         futures = [await producer.send(topic, v, key=k, partition=0) for k, v in records]
         await asyncio.gather(*futures)
     finally:
-        await producer.stop()
+        await close_quietly(producer)
 
 
 # --- the broker's ceiling ---------------------------------------------------------------
@@ -181,7 +182,7 @@ async def ceiling_msgs_s(settings: Settings, value: bytes, count: int) -> float:
         await produce(count)
         return count / (time.perf_counter() - started)
     finally:
-        await producer.stop()
+        await close_quietly(producer)
 
 
 async def measure_ceiling(bootstrap: str | None, value: bytes, attempts: int = 3) -> float:
@@ -326,7 +327,7 @@ async def measure_restore(settings: Settings) -> tuple[float, int]:
         core.finish_restore(now_ms())
         return time.perf_counter() - started, int(core.stats["schedules"])
     finally:
-        await consumer.stop()
+        await close_quietly(consumer)
 
 
 async def steady_and_failover(

@@ -45,6 +45,7 @@ from actors import RunContext, job
 from actors.history.recorder import partitions_of
 from actors.views.tail import read_to_end
 from topics.admin import create_topics, delete_topics
+from topics.closing import bounded, stop_producer
 from topics.command_types import Job
 from topics.messages import idempotency_key, run_id_for, run_value
 from topics.names import Settings, TopicKind
@@ -156,7 +157,7 @@ async def collect(settings: Settings, seen: Seen, stop: asyncio.Event) -> None:
                         seen.to_start_ms.setdefault(prefix, []).append(started - scheduled)
                         seen.to_visible_ms.setdefault(prefix, []).append(at - finished)
     finally:
-        await consumer.stop()
+        await bounded(consumer.stop(), "stopping the results consumer")
 
 
 async def send(settings: Settings, commands: list[dict[str, Any]]) -> None:
@@ -170,7 +171,7 @@ async def send(settings: Settings, commands: list[dict[str, Any]]) -> None:
         ]
         await asyncio.gather(*futures)
     finally:
-        await producer.stop()
+        await stop_producer(producer, "stopping the commands producer")
 
 
 async def firing_lateness(settings: Settings, prefix: str) -> list[int]:
@@ -223,7 +224,7 @@ async def write_runs(settings: Settings, count: int) -> None:
             futures.append(await producer.send_batch(batch, topic, partition=partition))
         await asyncio.gather(*futures)
     finally:
-        await producer.stop()
+        await stop_producer(producer, "stopping the runs producer")
 
 
 def upsert(schedule_id: str, spec: dict[str, Any]) -> dict[str, Any]:

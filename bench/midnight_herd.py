@@ -37,6 +37,7 @@ from e2e_fire import RUNS_PARTITIONS, Scheduler, measure_ceiling, wait_for
 from actors.shard.definition import definition_bytes
 from actors.shard.state import ScheduleState, definition_key, encode_definition, encode_fire
 from topics.admin import create_topics, delete_topics
+from topics.closing import bounded, stop_producer
 from topics.commands import ScheduleUpsert, decode_command
 from topics.names import Settings, TopicKind
 from topics.timefmt import format_ms
@@ -88,7 +89,7 @@ async def produce(settings: Settings, records: list[tuple[bytes, bytes]]) -> Non
                 log(f"  loaded {i + 1:,} records")
         await asyncio.gather(*pending)
     finally:
-        await asyncio.wait_for(producer.stop(), 30)
+        await stop_producer(producer, "stopping the loader's producer", 30)
 
 
 class Herd:
@@ -138,9 +139,7 @@ async def watch(settings: Settings, herd: Herd, expected: int, stop: asyncio.Eve
             if herd.records >= expected:
                 return
     finally:
-        try:
-            await asyncio.wait_for(consumer.stop(), 10)
-        except TimeoutError:
+        if not await bounded(consumer.stop(), "stopping the watcher's consumer", 10):
             log("  the watcher's consumer did not close within 10 s; leaving it")
 
 

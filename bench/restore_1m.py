@@ -42,6 +42,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from actors.scheduler.restore import make_restore_consumer, read_to_end
 from actors.shard import ShardCore
 from topics.admin import create_topics, delete_topics
+from topics.closing import bounded, stop_producer
 from topics.names import Settings, TopicKind
 
 HERE = Path(__file__).resolve().parent
@@ -89,7 +90,7 @@ async def produce(settings: Settings, count: int, version: int) -> int:
                 log(f"  produced {i + 1:,} records")
         await asyncio.gather(*pending)
     finally:
-        await producer.stop()
+        await stop_producer(producer, "stopping the loader's producer", 30)
     return len(records)
 
 
@@ -131,9 +132,8 @@ async def phase(settings: Settings, name: str, profile: bool = False) -> dict[st
         }
     finally:
         log(f"  {name}: measured, closing the consumer")
-        try:  # a client's close has been seen to hang: the figures are taken already
-            await asyncio.wait_for(consumer.stop(), 10)
-        except TimeoutError:
+        # A client's close has been seen to hang: the figures are taken already.
+        if not await bounded(consumer.stop(), f"{name}: stopping the consumer", 10):
             log(f"  {name}: the consumer did not close within 10 s; leaving it")
 
 

@@ -20,7 +20,6 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from actors.closing import CLOSE_TIMEOUT_S
 from simulation.clock import NodeClock, WorldTime
 from simulation.faults import FaultInjector, Target
 from simulation.group import Group
@@ -32,6 +31,7 @@ from simulation.ownership import Ownership
 from simulation.scenario import Sample, Scenario, ScheduleGroup
 from simulation.timeline import Timeline
 from simulation.worker_node import WorkerNode
+from topics.closing import CLOSE_TIMEOUT_S
 from topics.codec import dumps
 from topics.messages import is_cancel, parse_run
 from topics.names import Settings, TopicKind
@@ -453,7 +453,7 @@ class World:
 
         A client stop waiting on a request the broker never answers (``closes_hang``)
         never returns by itself: the runtime bounds every close (`CLOSE_TIMEOUT_MS`,
-        ``actors.closing``) and abandons the client, so the process exits anyway. A
+        ``topics.closing``) and abandons the client, so the process exits anyway. A
         process that waited on it would stay up, doing nothing, forever: no heal
         restarts a process that has not exited.
         """

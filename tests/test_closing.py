@@ -1,10 +1,12 @@
-"""`actors.closing.bounded`: a close that never ends is abandoned, never awaited forever."""
+"""`topics.closing.bounded`: a close that never ends is abandoned, never awaited forever."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
+from pathlib import Path
 
-from actors.closing import bounded
+from topics.closing import bounded
 
 
 async def test_a_close_that_swallows_its_cancellation_is_abandoned_not_awaited() -> None:
@@ -38,7 +40,7 @@ async def test_a_close_that_finishes_or_fails_reports_finished() -> None:
 
 
 async def test_an_abandoned_producer_stop_ends_its_sender_and_connections() -> None:
-    from actors.closing import stop_producer
+    from topics.closing import stop_producer
 
     class Client:
         closed = False
@@ -62,3 +64,51 @@ async def test_an_abandoned_producer_stop_ends_its_sender_and_connections() -> N
     assert await stop_producer(producer, "a stuck producer", 0.05) is False
     await asyncio.sleep(0)
     assert producer._sender.sender_task.cancelled() and Client.closed
+
+
+# Awaited closes that are not a Kafka client's stop, each bounded in its own way.
+NOT_A_CLIENT = {
+    # Child processes: terminated after their grace period, then killed.
+    ("actors/demo/children.py", "self.stop"),
+    ("actors/demo/run.py", "children.stop"),
+    # The history's SQLite file: a local close, no network.
+    ("actors/history/store.py", "db.close"),
+    ("actors/history/store.py", "self._db.close"),
+    ("actors/history/store.py", "self.close"),
+    # kafkron's own closes, which bound the clients they stop.
+    ("actors/observe/exposition.py", "sampler.close"),  # LagSampler.close
+    ("actors/scheduler/runtime.py", "runner.close"),  # ShardRunner.close: stop_producer
+}
+
+
+def _unbounded_closes() -> list[str]:
+    """Every ``await x.stop()`` / ``await x.close()`` (or one under ``asyncio.wait_for``,
+    which waits for a cancelled stop to end) in the product and the benchmarks."""
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for package in ("topics", "actors", "bench"):
+        for path in sorted((root / package).rglob("*.py")):
+            relative = path.relative_to(root).as_posix()
+            for node in ast.walk(ast.parse(path.read_text(), relative)):
+                if not isinstance(node, ast.Await) or not isinstance(node.value, ast.Call):
+                    continue
+                call: ast.expr = node.value
+                if (
+                    isinstance(node.value.func, ast.Attribute)
+                    and node.value.func.attr == "wait_for"
+                ):
+                    call = node.value.args[0] if node.value.args else node.value
+                if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+                    continue
+                if call.func.attr not in ("stop", "close"):
+                    continue
+                what = ast.unparse(call.func)
+                if (relative, what) not in NOT_A_CLIENT:
+                    found.append(f"{relative}:{node.lineno}: await {ast.unparse(node.value)}")
+    return found
+
+
+def test_every_client_close_is_bounded_and_then_abandoned() -> None:
+    """Finding 11: a Kafka client's stop() can wait forever on an unanswered request;
+    every one goes through `bounded` or `stop_producer`."""
+    assert _unbounded_closes() == []

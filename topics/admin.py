@@ -38,6 +38,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from topics import guarantees
 from topics.clients import admin_kwargs
+from topics.closing import bounded
 from topics.names import SHARDED_KINDS, Settings, TopicKind
 
 DEFAULT_PARTITIONS = 6
@@ -105,8 +106,7 @@ async def admin_client(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]
     try:
         await client.start()
     except (KafkaConnectionError, KafkaError, OSError) as exc:
-        with contextlib.suppress(Exception):
-            await client.close()
+        await bounded(client.close(), "closing the admin client")
         raise TopicsError(
             f"no Kafka broker answers on {settings.bootstrap}: start one with"
             " `kafkron broker start`, or set KAFKRON_BOOTSTRAP to your cluster"
@@ -116,7 +116,7 @@ async def admin_client(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]
     try:
         yield client
     finally:
-        await client.close()
+        await bounded(client.close(), "closing the admin client")
 
 
 def _validate_counts(partitions: int, runs_partitions: int | None) -> int:

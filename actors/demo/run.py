@@ -43,6 +43,7 @@ from actors.observe.logs import silence_to_file
 from actors.sending import encode, send_commands
 from topics.admin import create_topics
 from topics.clients import consumer_kwargs, producer_kwargs
+from topics.closing import bounded, stop_producer
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
 
@@ -150,7 +151,7 @@ async def send_broken_command(settings: Settings) -> None:
         key, value = catalog.BROKEN_COMMAND
         await producer.send_and_wait(settings.topic(TopicKind.COMMANDS), key=key, value=value)
     finally:
-        await producer.stop()
+        await stop_producer(producer, "stopping the demo's producer")
 
 
 class Demo:
@@ -283,7 +284,7 @@ class Demo:
                     view.show(self.feed, events, "running")
                 view.show(self.feed, [], "stopping")
         finally:
-            await consumer.stop()
+            await bounded(consumer.stop(), "stopping the demo's consumer")
         if not self.tty:
             print(totals_line(self.feed), flush=True)
 

@@ -37,7 +37,6 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
-from actors.closing import bounded
 from actors.history.store import (
     AttemptFinished,
     AttemptFired,
@@ -49,6 +48,7 @@ from actors.history.store import (
 )
 from topics import messages
 from topics.clients import consumer_kwargs
+from topics.closing import bounded
 from topics.names import Settings, TopicKind
 from topics.timefmt import parse_instant
 

@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 
 from actors.observe import metrics as m
 from topics.clients import admin_kwargs, consumer_kwargs
+from topics.closing import bounded
 from topics.names import Settings
 
 log = logging.getLogger("kafkron.metrics")
@@ -72,7 +73,7 @@ class LagSampler(Collector):
             try:
                 await consumer.start()
             except BaseException:
-                await admin.close()
+                await bounded(admin.close(), "closing the lag sampler's admin client")
                 raise
             self._admin, self._consumer = admin, consumer
         cluster = await self._consumer._client.fetch_all_metadata()
@@ -107,6 +108,6 @@ class LagSampler(Collector):
     async def close(self) -> None:
         admin, consumer, self._admin, self._consumer = self._admin, self._consumer, None, None
         if consumer is not None:
-            await consumer.stop()
+            await bounded(consumer.stop(), "stopping the lag sampler's consumer")
         if admin is not None:
-            await admin.close()
+            await bounded(admin.close(), "closing the lag sampler's admin client")

@@ -36,7 +36,7 @@ a young-generation threshold of `GC_YOUNG_THRESHOLD`. The cost: a reference cycl
 among frozen objects is never collected; the state's one cycle (an item and its
 wheel timer) is broken by the core when the timer fires or is cancelled.
 
-Every client close is bounded (`actors.closing`): a broker that never answers a
+Every client close is bounded (`topics.closing`): a broker that never answers a
 request cannot hang a shutdown, a rebuild or a revocation.
 """
 
@@ -55,7 +55,6 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.consumer.fetcher import ConsumerRecord
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
-from actors.closing import bounded
 from actors.monotonic import monotonic_ms
 from actors.observe import metrics
 from actors.scheduler.breather import Breather
@@ -84,6 +83,7 @@ from actors.scheduler.standby import StandbyTailer
 from actors.scheduler.warm import WarmShard
 from actors.scheduler.writer import Partitioner
 from topics.clients import consumer_kwargs
+from topics.closing import bounded
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
 from topics.refusals import denied_in

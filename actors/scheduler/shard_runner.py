@@ -15,7 +15,7 @@ machine decides for one build attempt of shard p (the machine decides when):
   even when one of its batches was refused (the refusal only fails that batch's
   future), which would make the rest visible without the refused records. A
   refused batch aborts the transaction instead (`ShardWriteFailed`).
-- ``close``: stop the producer, bounded (`actors.closing`). An open transaction is
+- ``close``: stop the producer, bounded (`topics.closing`). An open transaction is
   left for the next owner's ``init_transactions`` to abort.
 
 The runner never retries a failed transaction: the core has already advanced in
@@ -34,7 +34,6 @@ from typing import Any
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
-from actors.closing import bounded, stop_producer
 from actors.monotonic import monotonic_ms
 from actors.observe import metrics
 from actors.observe.events import log_committed
@@ -52,6 +51,7 @@ from actors.scheduler.writer import (
     send_plan,
 )
 from topics.clients import transactional_producer_kwargs
+from topics.closing import bounded, stop_producer
 from topics.names import Settings, TopicKind
 from topics.records import OutRecord
 

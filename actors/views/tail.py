@@ -18,6 +18,7 @@ from aiokafka.errors import KafkaError
 from actors.history.recorder import partitions_of
 from topics.acl_plan import Operation, ResourceType
 from topics.clients import consumer_kwargs
+from topics.closing import bounded
 from topics.names import Settings
 from topics.refusals import denial_message, topic_denied
 
@@ -45,7 +46,7 @@ async def read_to_end(
     try:
         await consumer.start()
     except KafkaError as exc:
-        await consumer.stop()
+        await bounded(consumer.stop(), "stopping the reading consumer")
         raise TailError(
             f"cannot reach Kafka at {settings.bootstrap} ({exc}); start it with "
             "`kafkron broker start` or set KAFKRON_BOOTSTRAP"
@@ -91,4 +92,4 @@ async def read_to_end(
     except TimeoutError:
         raise TailError(f"reading {topic} took longer than {timeout_s:.0f} s; retry") from None
     finally:
-        await consumer.stop()
+        await bounded(consumer.stop(), "stopping the reading consumer")

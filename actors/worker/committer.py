@@ -261,7 +261,7 @@ async def within(step: Awaitable[T], timeout_s: float = STEP_TIMEOUT_S) -> T:
 
     Unlike ``asyncio.wait_for``, never waits for the cancelled step to end: an
     aiokafka call stuck on an unanswered request may swallow its cancellation, so
-    past the deadline the step is cancelled and abandoned (``actors.closing``).
+    past the deadline the step is cancelled and abandoned (``topics.closing``).
     """
     task = asyncio.ensure_future(step)
     done, _ = await asyncio.wait({task}, timeout=timeout_s)

@@ -34,7 +34,7 @@ What this relies on in aiokafka 0.14 (read in its source):
   runs for hours. aiokafka has no public hook for heartbeats, so
   ``_do_heartbeat`` is wrapped to report each success to the machine.
 - Every client ``stop()`` is bounded and the client abandoned after it
-  (``actors.closing``): aiokafka's stop can wait without end on an
+  (``topics.closing``): aiokafka's stop can wait without end on an
   unanswered fetch.
 """
 
@@ -52,7 +52,6 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from actors.closing import bounded, stop_producer
 from actors.monotonic import monotonic_ms
 from actors.observe import metrics
 from actors.worker.clock import BrokerFloor
@@ -88,6 +87,7 @@ from actors.worker.membership import (
 from actors.worker.offsets import MAX_OPEN_PER_PARTITION
 from actors.worker.registry import Registry
 from topics.clients import admin_kwargs, consumer_kwargs, transactional_producer_kwargs
+from topics.closing import bounded, stop_producer
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
 
@@ -296,7 +296,8 @@ class WorkerRuntime:
         self._apply(self.machine.close(self._now()))
         for key in list(self._producers):
             self._close_producer(*key)
-        await self._executor.close()
+        # An async job that swallows its cancellation must not hold the process up.
+        await bounded(self._executor.close(), "stopping the running jobs")
         if self._timer is not None:
             self._timer.cancel()
         if self._background:
