@@ -35,6 +35,8 @@ SWEEPS = {
     "worker-coordinators-loading": 4,
     "workers-churn-under-burst": 2,
     "worker-sync-job-outlives-lease": 4,
+    "worker-dies-mid-commit": 4,
+    "worker-stop-hangs": 8,
 }
 
 
