@@ -156,3 +156,15 @@ def test_no_session_expires_while_the_broker_is_down() -> None:
     group.broker_back(50_000)
     assert group.expire(59_999) == []
     assert group.expire(60_000) == [a]
+
+
+def test_the_simulated_broker_times_transactions_out_as_the_product_assumes() -> None:
+    """The simulation may not import the clients' module (it loads aiokafka), so its
+    copies of the timings are checked here: the client default every producer keeps
+    unless it declares its own, and the reaper interval the workers' guard assumes."""
+    from actors.worker import membership
+    from topics import clients
+
+    assert clients.TRANSACTION_TIMEOUT_MS == TRANSACTION_TIMEOUT_MS
+    assert membership.BROKER_TXN_CLEANUP_INTERVAL_MS == TRANSACTION_CLEANUP_INTERVAL_MS
+    assert membership.TRANSACTION_TIMEOUT_MS < TRANSACTION_TIMEOUT_MS
