@@ -485,6 +485,10 @@ class World:
         self._worker_fault("coordinator_busy", False)
         self._worker_fault("results_refused", False)
         self.kafka.closes_hang = False  # a stop already waiting on a lost request still waits
+        # A broker fault drawn to outlast the safety phase ends here: its own end is
+        # clipped to this instant and finds it already forgotten by heal_all.
+        self.kafka.refusing = frozenset()
+        self.kafka.denying = frozenset()
         for node in self.nodes.values():
             if node.state == "paused":
                 node.resume()
