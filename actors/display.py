@@ -18,18 +18,19 @@ from typing import Any, TextIO
 import orjson
 
 from topics.timefmt import format_ms
+from topics.vocabulary import RunStatus
 
 # Statuses a person should look at first get the loudest colours.
 STATUS_STYLES: Mapping[str, str] = {
-    "succeeded": "green",
-    "skipped": "dim",
+    RunStatus.SUCCEEDED: "green",
+    RunStatus.SKIPPED: "dim",
     "running": "cyan",
-    "failed": "red",
-    "timed_out": "red",
+    RunStatus.FAILED: "red",
+    RunStatus.TIMED_OUT: "red",
     "dead_lettered": "bold red",
-    "missed": "yellow",
-    "upstream_failed": "yellow",
-    "cancelled": "yellow",
+    RunStatus.MISSED: "yellow",
+    RunStatus.UPSTREAM_FAILED: "yellow",
+    RunStatus.CANCELLED: "yellow",
     "paused": "yellow",
 }
 

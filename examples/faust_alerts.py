@@ -58,8 +58,9 @@ from actors.faust import (
 )
 from topics.admin import shard_count
 from topics.names import Settings
+from topics.vocabulary import RunStatus
 
-FAILURE_STATUSES = frozenset(("failed", "timed_out"))
+FAILURE_STATUSES = frozenset((RunStatus.FAILED, RunStatus.TIMED_OUT))
 WINDOW_S = 3600
 WINDOW_EXPIRES = timedelta(days=2)
 HEALTH_POLL_S = 5.0

@@ -23,6 +23,7 @@ from simulation.checkers.evidence import Evidence
 from simulation.ownership import Ownership
 from simulation.scenario import Scenario
 from topics.timefmt import format_ms
+from topics.vocabulary import RunStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,11 @@ def report(scenario: Scenario, evidence: Evidence, ownership: Ownership) -> Herd
     fraction = scenario.sample.fraction if scenario.sample is not None else 1.0
     ended: dict[str, int] = {}
     for res in evidence.results:
-        if res.run_id in herd_ids and res.status in ("succeeded", "cancelled", "failed"):
+        if res.run_id in herd_ids and res.status in (
+            RunStatus.SUCCEEDED,
+            RunStatus.CANCELLED,
+            RunStatus.FAILED,
+        ):
             ended[res.run_id] = max(ended.get(res.run_id, 0), res.append_ms)
     for run_id, _, append_ms in evidence.dead:
         if run_id in herd_ids:

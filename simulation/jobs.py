@@ -20,6 +20,7 @@ from collections import Counter
 from actors.worker.core import Outcome
 from simulation.scenario import JobModel
 from topics.messages import Run
+from topics.vocabulary import RunStatus
 
 DEFAULT_MODEL = JobModel()
 
@@ -60,13 +61,14 @@ class Jobs:
         for start_ms, end_ms, error_type in model.fail_windows:
             if start_ms <= true_ms < end_ms:
                 return duration_ms // 10 + 1, Outcome(
-                    "failed", {"type": error_type, "message": f"{error_type} during the attempt"}
+                    RunStatus.FAILED,
+                    {"type": error_type, "message": f"{error_type} during the attempt"},
                 )
         if model.fail_p and self.rng.random() < model.fail_p:
             return duration_ms, Outcome(
-                "failed", {"type": "JobError", "message": "the job raised (drawn failure)"}
+                RunStatus.FAILED, {"type": "JobError", "message": "the job raised (drawn failure)"}
             )
-        return max(1, duration_ms), Outcome("succeeded")
+        return max(1, duration_ms), Outcome(RunStatus.SUCCEEDED)
 
     def heartbeat_every_ms(self, run: Run) -> int:
         """How often this run's job checks in (0: it stops the moment it is asked)."""

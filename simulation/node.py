@@ -63,6 +63,7 @@ from simulation.kafka import BrokerUnavailable, ProducerFenced, Txn
 from topics.messages import is_cancel, parse_run, result_value
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
+from topics.vocabulary import RunStatus
 
 LATE_MS = 1_000  # a fire further than this from its instant is narrated as "late"
 MAX_BATCH = 5_000
@@ -618,7 +619,7 @@ def _release_early(
             schedule_id=run.schedule_id,
             task=run.task,
             attempt=run.attempt,
-            status="succeeded",
+            status=RunStatus.SUCCEEDED,
             scheduled_ms=run.scheduled_ms,
             started_ms=now_ms,
             finished_ms=now_ms,

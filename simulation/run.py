@@ -20,6 +20,7 @@ from simulation.herd import report as herd_report
 from simulation.scenario import Scenario
 from simulation.world import World
 from topics.timefmt import format_ms
+from topics.vocabulary import RunStatus
 
 
 @dataclass(slots=True)
@@ -55,8 +56,8 @@ class Outcome:
             "events": self.world.events_run,
             "fires": len(first),
             "attempts_retried": sum(1 for r in ev.runs if r.attempt > 1),
-            "missed_reported": sum(1 for r in ev.results if r.status == "missed"),
-            "skipped_reported": sum(1 for r in ev.results if r.status == "skipped"),
+            "missed_reported": sum(1 for r in ev.results if r.status == RunStatus.MISSED),
+            "skipped_reported": sum(1 for r in ev.results if r.status == RunStatus.SKIPPED),
             "dead_lettered": len(ev.dead),
             "lateness_ms_p50": _pct(lateness, 50),
             "lateness_ms_p99": _pct(lateness, 99),

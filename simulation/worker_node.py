@@ -81,6 +81,7 @@ from simulation.kafka import BrokerUnavailable, CoordinatorBusy, ProducerFenced,
 from topics.messages import Run
 from topics.names import TopicKind
 from topics.records import OutRecord
+from topics.vocabulary import RunStatus
 
 MAX_FETCH = 500
 CANCEL_EXIT_MS = 5
@@ -345,7 +346,7 @@ class WorkerNode:
                 if running is not None and not running.cancelled:
                     running.cancelled = True
                     running.outcome = Outcome(
-                        "cancelled", {"type": "Cancelled", "message": action.reason}
+                        RunStatus.CANCELLED, {"type": "Cancelled", "message": action.reason}
                     )
                     self._at_exit(running.stops_at(true_ms), action.key, running)
                     if action.reason != "revoked":
@@ -476,7 +477,7 @@ class WorkerNode:
             self._at_exit(self.host.time.true_ms + PAUSED_RETRY_MS, key, job)
             return
         del self.running[key]
-        if job.outcome.status == "succeeded":
+        if job.outcome.status == RunStatus.SUCCEEDED:
             self.jobs.effect(job.run)
         self._act(self.machine.job_exited(key, job.outcome, self._now()))
         self.wake(self.host.time.true_ms)
@@ -493,7 +494,7 @@ class WorkerNode:
             self._at_exit(self.host.time.true_ms + PAUSED_RETRY_MS, key, job)
             return
         job.exited = True
-        if job.outcome.status == "succeeded":
+        if job.outcome.status == RunStatus.SUCCEEDED:
             self.jobs.effect(job.run)  # the job did its work, whoever hears of it
         self.running.pop(key, None)
         reported = self._by_offset.pop(key[:2], key)

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from shard_helpers import DAY, HOUR, MINUTE, SECOND, T0, Shard, upsert
 
-from actors.shard.misfire import CATCH_UP, RUN_ONCE, SKIP, plan_backlog
+from actors.shard.misfire import plan_backlog
+from topics.vocabulary import MisfireMode
 
 
 def every(
@@ -38,9 +39,9 @@ def reference(
         o = next_after(o)
     misfired = [x for x in due if x < cutoff_ms]
     on_time = [x for x in due if x >= cutoff_ms]
-    if policy == CATCH_UP:
+    if policy == MisfireMode.CATCH_UP:
         keep = min(catch_up_max, len(misfired))
-    elif policy == RUN_ONCE:
+    elif policy == MisfireMode.RUN_ONCE:
         keep = 0 if on_time else min(1, len(misfired))
     else:
         keep = 0
@@ -54,7 +55,7 @@ def reference(
     first_k=st.integers(0, 50),
     span_ms=st.integers(0, 400_000),
     grace_ms=st.integers(0, 200_000),
-    policy=st.sampled_from([RUN_ONCE, CATCH_UP, SKIP]),
+    policy=st.sampled_from([MisfireMode.RUN_ONCE, MisfireMode.CATCH_UP, MisfireMode.SKIP]),
     catch_up_max=st.integers(1, 30),
     detail_max=st.integers(0, 20),
     scan_max=st.integers(1, 300),
@@ -117,7 +118,12 @@ def test_a_day_of_every_second_backlog_costs_101_results_and_bounded_work() -> N
 
     now_ms = T0 + DAY
     plan = plan_backlog(
-        counting, T0, now_ms, cutoff_ms=now_ms - 300 * SECOND, policy=RUN_ONCE, catch_up_max=100
+        counting,
+        T0,
+        now_ms,
+        cutoff_ms=now_ms - 300 * SECOND,
+        policy=MisfireMode.RUN_ONCE,
+        catch_up_max=100,
     )
     assert len(plan.missed) == 100
     assert plan.summary is not None and plan.summary.exact
@@ -136,7 +142,9 @@ def test_a_year_of_every_second_backlog_jumps_and_says_the_count_is_a_lower_boun
         return base(after_ms)
 
     now_ms = T0 + 365 * DAY
-    plan = plan_backlog(counting, T0, now_ms, cutoff_ms=now_ms, policy=SKIP, catch_up_max=1)
+    plan = plan_backlog(
+        counting, T0, now_ms, cutoff_ms=now_ms, policy=MisfireMode.SKIP, catch_up_max=1
+    )
     assert plan.summary is not None and not plan.summary.exact
     assert plan.summary.last_ms == now_ms - SECOND
     assert calls < 150_000  # not 31 million

@@ -16,7 +16,8 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Collection, Mapping
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from topics.timefmt import parse_instant
 
@@ -24,6 +25,8 @@ from topics.timefmt import parse_instant
 # the separators and control characters are refused, and the length is bounded.
 MAX_ID_CHARS = 200
 _ID_FORBIDDEN = frozenset("@/")
+
+_Word = TypeVar("_Word", bound=StrEnum)
 
 
 class FieldError(ValueError):
@@ -145,10 +148,11 @@ def number(value: Any, path: str, *, low: float, high: float, unit: str = "") ->
     return number_value
 
 
-def choice(value: Any, path: str, options: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in options:
-        raise FieldError(f"{path}: expected one of {' | '.join(options)}, got {describe(value)}")
-    return value
+def choice(value: Any, path: str, words: type[_Word]) -> _Word:
+    """The member of ``words`` (a `topics.vocabulary` enum) that ``value`` spells."""
+    if not isinstance(value, str) or value not in words._value2member_map_:
+        raise FieldError(f"{path}: expected one of {' | '.join(words)}, got {describe(value)}")
+    return words(value)
 
 
 def string_list(value: Any, path: str, *, max_items: int = 1000) -> tuple[str, ...]:

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from topics.spec_compiler import CompiledSpec
+from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
 
-OVERLAP_POLICIES = ("allow", "skip", "buffer_one", "buffer_all", "cancel_other")
+OVERLAP_POLICIES = tuple(OverlapPolicy)
 """What to do when an occurrence comes due while the previous run is still going.
 
 ``allow``: run both. ``skip``: drop the new one (reported as a ``skipped`` result).
@@ -41,7 +42,7 @@ older waiting ones. ``buffer_all``: start every waiting one, in order.
 (it waits meanwhile, replacing an older waiting one).
 """
 
-MISFIRE_POLICIES = ("run_once", "catch_up", "skip")
+MISFIRE_POLICIES = tuple(MisfireMode)
 """What to do with occurrences missed while no shard owned the schedule.
 
 ``run_once``: fire the latest missed occurrence once if it is within ``grace_s``,
@@ -50,10 +51,10 @@ report the others ``missed``. ``catch_up``: fire every missed occurrence within
 none, report all ``missed``.
 """
 
-JITTER_MODES = ("full", "none")
-DST_GAP_POLICIES = ("shift", "skip")
-DST_FOLD_POLICIES = ("once", "twice")
-DEFAULT_DST: Mapping[str, str] = {"gap": "shift", "fold": "once"}
+JITTER_MODES = tuple(JitterMode)
+DST_GAP_POLICIES = tuple(DstGap)
+DST_FOLD_POLICIES = tuple(DstFold)
+DEFAULT_DST: Mapping[str, str] = {"gap": DstGap.SHIFT, "fold": DstFold.ONCE}
 DEFAULT_TIMEOUT_S = 3600
 DEFAULT_CANCEL_REASON = "cancelled by an operator"
 MAX_CANCEL_REASON_CHARS = 500
@@ -76,7 +77,7 @@ class RetryPolicy:
     """Growth of the wait from one retry to the next (>= 1)."""
     max_interval_s: float = 100.0
     """Cap of the wait between attempts, in seconds."""
-    jitter: str = "full"
+    jitter: JitterMode = JitterMode.FULL
     """``full`` (uniform in [0, wait]: spreads a thundering herd) or ``none``."""
     non_retryable: tuple[str, ...] = ()
     """Error types (the result's ``error.type``) that go straight to the DLQ."""
@@ -86,8 +87,8 @@ class RetryPolicy:
 class MisfirePolicy:
     """What to do with occurrences that came due while the schedule had no owner."""
 
-    policy: str = "run_once"
-    """One of `MISFIRE_POLICIES`."""
+    policy: MisfireMode = MisfireMode.RUN_ONCE
+    """One of `MisfireMode`."""
     grace_s: int = 300
     """How late an occurrence may still fire; older ones are reported ``missed``."""
     catch_up_max: int = 100
@@ -118,8 +119,8 @@ class ScheduleUpsert:
     """What each run does."""
     misfire: MisfirePolicy
     """Missed occurrences after downtime; default run_once, grace 300 s."""
-    overlap: str
-    """One of `OVERLAP_POLICIES`; default ``skip``."""
+    overlap: OverlapPolicy
+    """Default ``skip``."""
     dst: Mapping[str, str]
     """``{"gap": shift|skip, "fold": once|twice}``, both keys always present."""
     spread_window_s: int

@@ -53,9 +53,6 @@ from topics.command_fields import (
 from topics.command_types import (
     DEFAULT_DST,
     DEFAULT_TIMEOUT_S,
-    DST_FOLD_POLICIES,
-    DST_GAP_POLICIES,
-    JITTER_MODES,
     MAX_CANCEL_REASON_CHARS,
     MISFIRE_POLICIES,
     OVERLAP_POLICIES,
@@ -77,6 +74,7 @@ from topics.command_types import (
 )
 from topics.dag_graph import MAX_TASKS, GraphError, topological_order
 from topics.spec_compiler import CompiledSpec, NoSpecCompiler, SpecError
+from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
 
 __all__ = [
     "COMMAND_TYPES",
@@ -328,7 +326,9 @@ def _schedule_upsert(body: dict[str, Any], schedule_id: str, now_ms: int | None)
         compiled=when.compiled,
         job=job,
         misfire=when.misfire,
-        overlap="skip" if overlap is None else choice(overlap, "overlap", OVERLAP_POLICIES),
+        overlap=OverlapPolicy.SKIP
+        if overlap is None
+        else choice(overlap, "overlap", OverlapPolicy),
         dst=when.dst,
         spread_window_s=when.spread_window_s,
         retry=_retry(_optional(body, "retry"), "retry", RetryPolicy()),
@@ -508,9 +508,7 @@ def _misfire(value: Any) -> MisfirePolicy:
     default = MisfirePolicy()
     policy, grace_s, most = (misfire.get(name) for name in ("policy", "grace_s", "catch_up_max"))
     return MisfirePolicy(
-        policy=default.policy
-        if policy is None
-        else choice(policy, "misfire.policy", MISFIRE_POLICIES),
+        policy=default.policy if policy is None else choice(policy, "misfire.policy", MisfireMode),
         grace_s=default.grace_s
         if grace_s is None
         else integer(grace_s, "misfire.grace_s", low=0, high=MAX_GRACE_S, unit="seconds"),
@@ -527,10 +525,8 @@ def _dst(value: Any) -> dict[str, str]:
     check_keys(dst, "dst", ("gap", "fold"))
     gap, fold = dst.get("gap"), dst.get("fold")
     return {
-        "gap": DEFAULT_DST["gap"] if gap is None else choice(gap, "dst.gap", DST_GAP_POLICIES),
-        "fold": DEFAULT_DST["fold"]
-        if fold is None
-        else choice(fold, "dst.fold", DST_FOLD_POLICIES),
+        "gap": DEFAULT_DST["gap"] if gap is None else choice(gap, "dst.gap", DstGap),
+        "fold": DEFAULT_DST["fold"] if fold is None else choice(fold, "dst.fold", DstFold),
     }
 
 
@@ -594,7 +590,7 @@ def _retry(value: Any, path: str, base: RetryPolicy) -> RetryPolicy:
         if coefficient is None
         else number(coefficient, f"{path}.coefficient", low=1.0, high=100.0),
         max_interval_s=max_interval_s,
-        jitter=base.jitter if jitter is None else choice(jitter, f"{path}.jitter", JITTER_MODES),
+        jitter=base.jitter if jitter is None else choice(jitter, f"{path}.jitter", JitterMode),
         non_retryable=base.non_retryable
         if non_retryable is None
         else string_list(non_retryable, f"{path}.non_retryable", max_items=100),

@@ -29,22 +29,14 @@ import orjson
 
 from topics.command_types import Job
 from topics.timefmt import format_ms, parse_instant
+from topics.vocabulary import RunStatus
 
-STATUSES = (
-    "succeeded",
-    "failed",
-    "timed_out",
-    "cancelled",
-    "skipped",
-    "missed",
-    "upstream_failed",
-    "running",
-)
-"""Result statuses. The shard itself writes ``skipped`` (overlap), ``missed`` (misfire)
-and ``upstream_failed`` (a DAG dependency failed); workers write the others.
-``running`` is a progress report (`PROGRESS_STATUS`), never an attempt's outcome."""
+STATUSES = tuple(RunStatus)
+"""Result statuses, as strings on the wire (`topics.vocabulary.RunStatus` says who
+writes which). ``running`` is a progress report (`PROGRESS_STATUS`), never an
+attempt's outcome."""
 
-PROGRESS_STATUS = "running"
+PROGRESS_STATUS = RunStatus.RUNNING
 """A worker's progress report for an attempt still running (``ctx.heartbeat(details)``):
 it carries ``progress`` (``{"details", "at"}``), is written at most once per
 `PROGRESS_INTERVAL_MS` per attempt, and is kept out of the one-result-per-attempt
@@ -54,7 +46,9 @@ PROGRESS_DETAILS_MAX_BYTES = 4_096
 """Larger ``details`` are replaced by a note saying how large they were (a progress
 report must never be refused by the results topic)."""
 
-_STATUS_SET = frozenset(STATUSES)
+# The member each wire string names: membership test and conversion in one lookup,
+# on the reading hot path.
+_STATUS_OF: Mapping[str, RunStatus] = {status.value: status for status in RunStatus}
 
 # Formatted instants, by epoch ms. A firing batch formats the same few instants over
 # and over (every schedule due this tick shares scheduled_at, fired_at and mostly
@@ -336,8 +330,7 @@ class Result:
     schedule_id: str
     task: str | None
     attempt: int
-    status: str
-    """One of `STATUSES`."""
+    status: RunStatus
     scheduled_ms: int
     started_ms: int | None
     """None when the attempt never started (missed, skipped, upstream_failed)."""
@@ -359,7 +352,7 @@ def result_value(
     schedule_id: str,
     task: str | None,
     attempt: int,
-    status: str,
+    status: RunStatus,
     scheduled_ms: int,
     started_ms: int | None,
     finished_ms: int | None,
@@ -371,7 +364,7 @@ def result_value(
     """The ``{ns}.results`` value of one attempt (or, with ``counts``, of a DAG run as a
     whole; with ``progress`` = (details, at_ms), a ``running`` progress report);
     ``ValueError`` on an unknown status."""
-    if status not in _STATUS_SET:
+    if status not in _STATUS_OF:
         raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
     record: dict[str, Any] = {
         "v": 1,
@@ -430,7 +423,7 @@ def _parse_result_fast(data: Any) -> Result:
         and (task is None or type(task) is str)
         and type(attempt) is int
         and type(status) is str
-        and status in _STATUS_SET
+        and status in _STATUS_OF
         and type(worker) is str
         and error is None
         and "counts" not in data
@@ -442,7 +435,7 @@ def _parse_result_fast(data: Any) -> Result:
         schedule_id,
         task,
         attempt,
-        status,
+        _STATUS_OF[status],
         _parse(data["scheduled_at"]),
         None if started is None else _parse(started),
         None if finished is None else _parse(finished),
@@ -453,9 +446,11 @@ def _parse_result_fast(data: Any) -> Result:
 
 def _parse_result_strict(value: bytes) -> Result:
     fields = _Fields(value, "result")
-    status = fields.string("status")
-    if status not in _STATUS_SET:
-        raise ValueError(f"result.status: {status!r} is not one of {', '.join(STATUSES)}")
+    status = _STATUS_OF.get(fields.string("status"))
+    if status is None:
+        raise ValueError(
+            f"result.status: {fields.string('status')!r} is not one of {', '.join(STATUSES)}"
+        )
     return Result(
         run_id=fields.string("run_id"),
         schedule_id=fields.string("schedule_id"),

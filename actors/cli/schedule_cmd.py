@@ -19,6 +19,7 @@ from actors.sending import encode
 from topics import codec
 from topics.commands import MISFIRE_POLICIES, OVERLAP_POLICIES
 from topics.names import Settings
+from topics.vocabulary import DstFold, DstGap, JitterMode
 
 _EPILOG = """\
 examples:
@@ -83,13 +84,13 @@ def _register_add(actions: Any) -> None:
     add.add_argument("--catch-up-max", type=int, metavar="N", help="catch_up fires at most N")
     add.add_argument("--overlap", choices=OVERLAP_POLICIES, help="if still running (skip)")
     add.add_argument("--spread-s", type=int, metavar="N", help="spread window in seconds (0)")
-    add.add_argument("--dst-gap", choices=("shift", "skip"), help="nonexistent wall time (shift)")
-    add.add_argument("--dst-fold", choices=("once", "twice"), help="repeated wall time (once)")
+    add.add_argument("--dst-gap", choices=tuple(DstGap), help="nonexistent wall time (shift)")
+    add.add_argument("--dst-fold", choices=tuple(DstFold), help="repeated wall time (once)")
     add.add_argument("--max-attempts", type=int, metavar="N", help="attempts before DLQ (5)")
     add.add_argument("--initial-s", type=float, metavar="S", help="first retry backoff (1)")
     add.add_argument("--coefficient", type=float, metavar="X", help="backoff growth (2.0)")
     add.add_argument("--max-interval-s", type=float, metavar="S", help="backoff cap (100)")
-    add.add_argument("--jitter", choices=("full", "none"), help="backoff jitter (full)")
+    add.add_argument("--jitter", choices=tuple(JitterMode), help="backoff jitter (full)")
     add.add_argument(
         "--non-retryable",
         action="append",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from topics import messages
 from topics.names import TopicKind
+from topics.vocabulary import RunStatus
 
 RECENT_EVENTS = 14
 
@@ -94,9 +95,9 @@ class DemoFeed:
             name = result.schedule_id + (f"/{result.task}" if result.task else "")
             line = self._line(name)
             line.last_status = result.status
-            if result.status == "succeeded":
+            if result.status == RunStatus.SUCCEEDED:
                 self.succeeded += 1
-            elif result.status in ("failed", "timed_out"):
+            elif result.status in (RunStatus.FAILED, RunStatus.TIMED_OUT):
                 self.failed_attempts += 1
             else:
                 self.other_results += 1

@@ -28,6 +28,7 @@ from typing import Any
 import aiosqlite
 
 from actors.history.schema import ADDED_COLUMNS, DDL, PRAGMAS, SCHEMA_VERSION
+from topics.vocabulary import RunStatus
 
 RUNNING = "running"
 DEAD_LETTERED = "dead_lettered"
@@ -35,16 +36,24 @@ DEAD_LETTERED = "dead_lettered"
 # The order in which `kafkron history` lists runs: what needs a person first.
 STATUS_RANK: Mapping[str, int] = {
     DEAD_LETTERED: 0,
-    "failed": 1,
-    "timed_out": 1,
-    "upstream_failed": 2,
-    "missed": 2,
-    "cancelled": 2,
+    RunStatus.FAILED: 1,
+    RunStatus.TIMED_OUT: 1,
+    RunStatus.UPSTREAM_FAILED: 2,
+    RunStatus.MISSED: 2,
+    RunStatus.CANCELLED: 2,
     RUNNING: 3,
-    "skipped": 4,
-    "succeeded": 5,
+    RunStatus.SKIPPED: 4,
+    RunStatus.SUCCEEDED: 5,
 }
-FAILURE_STATUSES = frozenset({DEAD_LETTERED, "failed", "timed_out", "upstream_failed", "missed"})
+FAILURE_STATUSES = frozenset(
+    {
+        DEAD_LETTERED,
+        RunStatus.FAILED,
+        RunStatus.TIMED_OUT,
+        RunStatus.UPSTREAM_FAILED,
+        RunStatus.MISSED,
+    }
+)
 
 
 class HistoryError(Exception):

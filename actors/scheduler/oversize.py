@@ -27,6 +27,7 @@ from collections.abc import Callable
 from topics.messages import parse_run, result_value
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
+from topics.vocabulary import RunStatus
 
 # A record batch's header (61 bytes) plus one record's framing (attributes, varint
 # lengths and deltas: at most ~25 bytes without headers), rounded up: what a batch
@@ -93,7 +94,7 @@ def end_oversized_runs(
             schedule_id=run.schedule_id,
             task=run.task,
             attempt=run.attempt,
-            status="failed",
+            status=RunStatus.FAILED,
             scheduled_ms=run.scheduled_ms,
             started_ms=None,
             finished_ms=now_ms,

@@ -33,6 +33,7 @@ from topics.command_types import RunCancel
 from topics.messages import cancel_value, parse_run_id
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
+from topics.vocabulary import RunStatus
 
 _RUNS = TopicKind.RUNS
 
@@ -50,12 +51,12 @@ class RunCancels:
 
         def _reject(self, record: InRecord, reason: str) -> None: ...
         def _run_result(
-            self, run: RunState, status: str, finished_ms: int, error: dict[str, str]
+            self, run: RunState, status: RunStatus, finished_ms: int, error: dict[str, str]
         ) -> None: ...
         def _outcome(
             self,
             run: RunState,
-            status: str,
+            status: RunStatus,
             finished_ms: int,
             error: dict[str, str] | None,
             worker: str,
@@ -65,7 +66,7 @@ class RunCancels:
             self,
             state: ScheduleState,
             scheduled_ms: int,
-            status: str,
+            status: RunStatus,
             kind: str,
             why: str,
             task: str | None = None,
@@ -99,7 +100,9 @@ class RunCancels:
         buffered = state._buffered
         if task is None and buffered and scheduled_ms in buffered:
             buffered.remove(scheduled_ms)
-            self._shard_result(state, scheduled_ms, "cancelled", CANCELLED_ERROR, command.reason)
+            self._shard_result(
+                state, scheduled_ms, RunStatus.CANCELLED, CANCELLED_ERROR, command.reason
+            )
             self._counts["cancelled_total"] += 1
             self._dirty[state.id] = state
             return
@@ -143,8 +146,8 @@ class RunCancels:
         run.attempt += 1
         run.fired_ms = now_ms
         error = {"type": CANCELLED_ERROR, "message": reason}
-        self._run_result(run, "cancelled", now_ms, error)
-        self._outcome(run, "cancelled", now_ms, error, self._worker)
+        self._run_result(run, RunStatus.CANCELLED, now_ms, error)
+        self._outcome(run, RunStatus.CANCELLED, now_ms, error, self._worker)
         self._counts["cancelled_total"] += 1
         self._end_run(state, run, now_ms)
         self._dirty[state.id] = state
@@ -159,8 +162,8 @@ class RunCancels:
             "message": f"{reason} (no worker reported the attempt by its deadline "
             f"{instant_text(run.deadline_ms)}; the shard ended it)",
         }
-        self._run_result(run, "cancelled", now_ms, error)
-        self._outcome(run, "cancelled", now_ms, error, self._worker)
+        self._run_result(run, RunStatus.CANCELLED, now_ms, error)
+        self._outcome(run, RunStatus.CANCELLED, now_ms, error, self._worker)
         self._counts["cancelled_total"] += 1
         self._end_run(state, run, now_ms)
         self._dirty[state.id] = state

@@ -168,11 +168,12 @@ from topics.commands import (
 from topics.messages import PROGRESS_STATUS, parse_result, rejected_value
 from topics.names import DEFAULT_NAMESPACE, TopicKind
 from topics.records import InRecord, OutRecord
+from topics.vocabulary import SHARD_DECIDED, RunStatus
 
 __all__ = ["CHANGELOG_MAX_BYTES", "SHARD_STATUSES", "TIMEOUT_MARGIN_MS", "ShardCore"]
 
 # Results the shard writes itself; reading them back from {ns}.results is a no-op.
-SHARD_STATUSES = frozenset(("missed", "skipped", "upstream_failed"))
+SHARD_STATUSES = SHARD_DECIDED
 
 _COMMANDS = TopicKind.COMMANDS
 _SCHEDULES = TopicKind.SCHEDULES
@@ -550,7 +551,10 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             return
         self._counts["results_applied_total"] += 1
         finished_ms = now_ms if result.finished_ms is None else result.finished_ms
-        if result.status in ("succeeded", "cancelled") or run.cancel_reason is not None:
+        if (
+            result.status in (RunStatus.SUCCEEDED, RunStatus.CANCELLED)
+            or run.cancel_reason is not None
+        ):
             # A cancelled attempt ends its run whatever it reports: never retried.
             self._outcome(run, result.status, finished_ms, result.error, result.worker)
             self._end_run(state, run, now_ms)

@@ -46,6 +46,7 @@ from topics.commands import (
 )
 from topics.dag_graph import topological_order
 from topics.timefmt import format_ms, parse_instant
+from topics.vocabulary import OverlapPolicy
 
 # How far back `previous_occurrence` looks (a spec with nothing in ten years before
 # an occurrence has, for interval purposes, no previous one).
@@ -56,7 +57,7 @@ class DagDefinition(Definition):
     """A `Definition` plus the graph; immutable once built.
 
     ``job``, ``retry`` and ``timeout_s`` inherited from `Definition` are not used
-    for DAG runs (each task has its own); ``overlap`` is ``"skip"``: an
+    for DAG runs (each task has its own); ``overlap`` is ``skip``: an
     occurrence beyond ``max_active_runs`` is reported ``skipped``.
     """
 
@@ -77,7 +78,7 @@ class DagDefinition(Definition):
             compiled=compiled,
             job=Job("", {}),
             misfire=misfire,
-            overlap="skip",
+            overlap=OverlapPolicy.SKIP,
             retry=RetryPolicy(),
             timeout_s=DEFAULT_TIMEOUT_S,
             is_at=is_at,

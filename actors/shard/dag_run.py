@@ -71,22 +71,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topics.timefmt import format_ms, parse_instant
+from topics.vocabulary import DagRunState, RunStatus, TaskState
 
-# Task states.
-WAITING = "waiting"
-RUNNING = "running"
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-CANCELLED = "cancelled"
-UPSTREAM_FAILED = "upstream_failed"
-REMOVED = "removed"
-TASK_STATES = (WAITING, RUNNING, SUCCEEDED, FAILED, CANCELLED, UPSTREAM_FAILED, REMOVED)
+TASK_STATES = tuple(TaskState)
 # A dependency in one of these states keeps its followers from ever starting.
-BLOCKING = frozenset((FAILED, CANCELLED, UPSTREAM_FAILED))
-OPEN = frozenset((WAITING, RUNNING))
+BLOCKING = frozenset((TaskState.FAILED, TaskState.CANCELLED, TaskState.UPSTREAM_FAILED))
+OPEN = frozenset((TaskState.WAITING, TaskState.RUNNING))
 
-# Run states (RUNNING is shared with tasks).
-RUN_STATES = (RUNNING, SUCCEEDED, FAILED, CANCELLED)
+RUN_STATES = tuple(DagRunState)
 
 ENDED_MEMORY = 16
 ENDED_TASKS_MEMORY = 4000
@@ -157,7 +149,7 @@ def runs_of(dag: DagState) -> dict[str, RunDoc]:
 
 def active_count(dag: DagState) -> int:
     """Runs that count against ``max_active_runs``: those still running."""
-    return sum(1 for run in runs_of(dag).values() if run["state"] == RUNNING)
+    return sum(1 for run in runs_of(dag).values() if run["state"] == DagRunState.RUNNING)
 
 
 def start_run(
@@ -173,11 +165,11 @@ def start_run(
         "scheduled": format_ms(scheduled_ms),
         "logical_date": format_ms(interval[0]),
         "data_interval": [format_ms(interval[0]), format_ms(interval[1])],
-        "state": RUNNING,
+        "state": DagRunState.RUNNING,
         "started": format_ms(scheduled_ms if now_ms is None else now_ms),  # its first fire
         "ended": None,
         "tasks": {
-            name: {"state": WAITING, "attempt": 0, "in_degree": len(graph.after[name])}
+            name: {"state": TaskState.WAITING, "attempt": 0, "in_degree": len(graph.after[name])}
             for name in graph.topo_order
         },
     }
@@ -195,7 +187,13 @@ def dates_of(dag: DagState, run_id: str) -> tuple[int, tuple[int, int]] | None:
 
 
 def task_ended(
-    dag: DagState, graph: Graph, run_id: str, task: str, status: str, attempt: int, now_ms: int
+    dag: DagState,
+    graph: Graph,
+    run_id: str,
+    task: str,
+    status: RunStatus,
+    attempt: int,
+    now_ms: int,
 ) -> Step:
     """Task ``task`` of ``run_id`` ended at ``attempt`` for good: ``succeeded``,
     ``failed`` (retries exhausted, or not retryable) or ``cancelled``.
@@ -209,23 +207,23 @@ def task_ended(
         return step
     tasks = run["tasks"]
     entry = tasks.get(task)
-    if entry is None or entry["state"] != RUNNING:
+    if entry is None or entry["state"] != TaskState.RUNNING:
         return step
     entry["attempt"] = attempt
-    if status == SUCCEEDED:
-        entry["state"] = SUCCEEDED
+    if status == RunStatus.SUCCEEDED:
+        entry["state"] = TaskState.SUCCEEDED
         for follower in graph.downstream.get(task, ()):
             waiting = tasks.get(follower)
-            if waiting is None or waiting["state"] != WAITING:
+            if waiting is None or waiting["state"] != TaskState.WAITING:
                 continue
             waiting["in_degree"] -= 1
             if waiting["in_degree"] == 0:
                 _start(waiting, follower, step)
     else:
-        entry["state"] = CANCELLED if status == CANCELLED else FAILED
+        entry["state"] = TaskState.CANCELLED if status == RunStatus.CANCELLED else TaskState.FAILED
         for follower in graph.descendants(task) if task in graph.downstream else ():
             waiting = tasks.get(follower)
-            if waiting is not None and waiting["state"] == WAITING:
+            if waiting is not None and waiting["state"] == TaskState.WAITING:
                 _upstream_failed(waiting, follower, task, step)
     _maybe_end(run, graph, now_ms, step)
     if step.ended is not None:
@@ -241,7 +239,7 @@ def cancel_run(dag: DagState, graph: Graph, run_id: str, reason: str, now_ms: in
     ``cancelled`` once no task is running (at once if none was).
     """
     run = runs_of(dag).get(run_id)
-    if run is None or run["state"] != RUNNING:
+    if run is None or run["state"] != DagRunState.RUNNING:
         return f"run_id: nothing to cancel, DAG run {run_id} is not running"
     if run.get("cancel") is not None:
         return (
@@ -255,12 +253,12 @@ def cancel_run(dag: DagState, graph: Graph, run_id: str, reason: str, now_ms: in
         entry = tasks.get(name)
         if entry is None:
             continue
-        if entry["state"] == WAITING:
+        if entry["state"] == TaskState.WAITING:
             entry.pop("in_degree", None)
-            entry["state"] = CANCELLED
+            entry["state"] = TaskState.CANCELLED
             entry["attempt"] += 1
             step.cancelled.append((name, entry["attempt"]))
-        elif entry["state"] == RUNNING:
+        elif entry["state"] == TaskState.RUNNING:
             step.stop.append(name)
     _maybe_end(run, graph, now_ms, step)
     if step.ended is not None:
@@ -287,14 +285,18 @@ def clear(dag: DagState, graph: Graph, run_id: str, task: str, now_ms: int) -> S
     state = tasks[task]["state"]
     if state in OPEN:
         return f"task: {task!r} of {run_id} is {state}; only a finished task can be cleared"
-    if state == UPSTREAM_FAILED:
-        failed = [n for n in graph.topo_order if tasks[n]["state"] in (FAILED, CANCELLED)]
+    if state == TaskState.UPSTREAM_FAILED:
+        failed = [
+            n
+            for n in graph.topo_order
+            if tasks[n]["state"] in (TaskState.FAILED, TaskState.CANCELLED)
+        ]
         return (
             f"task: {task!r} of {run_id} never ran because a task upstream of it failed; "
             f"clear the failed task ({', '.join(failed) or 'none left'}) and it will run"
         )
     descendants = graph.descendants(task)
-    busy = [n for n in descendants if tasks[n]["state"] == RUNNING]
+    busy = [n for n in descendants if tasks[n]["state"] == TaskState.RUNNING]
     if busy:
         return (
             f"task: {task!r} of {run_id} has tasks downstream still running "
@@ -303,9 +305,9 @@ def clear(dag: DagState, graph: Graph, run_id: str, task: str, now_ms: int) -> S
     step.cancel = cancel
     for name in (task, *descendants):
         entry = tasks[name]
-        entry["state"] = WAITING
+        entry["state"] = TaskState.WAITING
         entry["in_degree"] = 0  # recomputed by _settle
-    run["state"] = RUNNING
+    run["state"] = DagRunState.RUNNING
     run["ended"] = None
     run.pop("cancel", None)  # a cancelled run cleared runs again
     _settle(run, graph, now_ms, step)
@@ -319,7 +321,7 @@ def reconcile(dag: DagState, graph: Graph, now_ms: int) -> dict[str, Step]:
     steps: dict[str, Step] = {}
     runs = runs_of(dag)
     for run_id, run in list(runs.items()):
-        if run["state"] != RUNNING:
+        if run["state"] != DagRunState.RUNNING:
             continue
         step = Step(cancel=_align(run, graph))
         _settle(run, graph, now_ms, step)
@@ -336,7 +338,7 @@ def forget_ended(dag: DagState) -> list[str]:
     The latest ended run is always kept, however big its DAG.
     """
     runs = runs_of(dag)
-    ended = [run_id for run_id, run in runs.items() if run["state"] != RUNNING]
+    ended = [run_id for run_id, run in runs.items() if run["state"] != DagRunState.RUNNING]
     task_entries = sum(len(runs[run_id]["tasks"]) for run_id in ended)
     remaining = len(ended)
     dropped: list[str] = []
@@ -355,14 +357,14 @@ def forget_ended(dag: DagState) -> list[str]:
 
 def _start(entry: dict[str, Any], task: str, step: Step) -> None:
     entry.pop("in_degree", None)
-    entry["state"] = RUNNING
+    entry["state"] = TaskState.RUNNING
     entry["attempt"] += 1
     step.start.append((task, entry["attempt"]))
 
 
 def _upstream_failed(entry: dict[str, Any], task: str, failed: str, step: Step) -> None:
     entry.pop("in_degree", None)
-    entry["state"] = UPSTREAM_FAILED
+    entry["state"] = TaskState.UPSTREAM_FAILED
     entry["attempt"] += 1
     step.upstream_failed.append((task, entry["attempt"], failed))
 
@@ -373,13 +375,13 @@ def _align(run: RunDoc, graph: Graph) -> list[str]:
     cancel: list[str] = []
     for name, entry in tasks.items():
         if name not in graph.after and entry["state"] in OPEN:
-            if entry["state"] == RUNNING:
+            if entry["state"] == TaskState.RUNNING:
                 cancel.append(name)
             entry.pop("in_degree", None)
-            entry["state"] = REMOVED
+            entry["state"] = TaskState.REMOVED
     for name in graph.topo_order:
         if name not in tasks:
-            tasks[name] = {"state": WAITING, "attempt": 0, "in_degree": 0}
+            tasks[name] = {"state": TaskState.WAITING, "attempt": 0, "in_degree": 0}
     return cancel
 
 
@@ -389,7 +391,7 @@ def _settle(run: RunDoc, graph: Graph, now_ms: int, step: Step | None = None) ->
     tasks = run["tasks"]
     for name in graph.topo_order:
         entry = tasks[name]
-        if entry["state"] != WAITING:
+        if entry["state"] != TaskState.WAITING:
             continue
         blocked_by = next(
             (dep for dep in graph.after[name] if tasks[dep]["state"] in BLOCKING), None
@@ -398,7 +400,9 @@ def _settle(run: RunDoc, graph: Graph, now_ms: int, step: Step | None = None) ->
             origin = _failed_origin(tasks, graph, blocked_by)
             _upstream_failed(entry, name, origin, step)
             continue
-        entry["in_degree"] = sum(1 for dep in graph.after[name] if tasks[dep]["state"] != SUCCEEDED)
+        entry["in_degree"] = sum(
+            1 for dep in graph.after[name] if tasks[dep]["state"] != TaskState.SUCCEEDED
+        )
         if entry["in_degree"] == 0:
             _start(entry, name, step)
     _maybe_end(run, graph, now_ms, step)
@@ -407,7 +411,7 @@ def _settle(run: RunDoc, graph: Graph, now_ms: int, step: Step | None = None) ->
 
 def _failed_origin(tasks: Mapping[str, Any], graph: Graph, name: str) -> str:
     """The failed (or cancelled) task that ``name`` is, or is downstream of."""
-    while tasks[name]["state"] == UPSTREAM_FAILED:
+    while tasks[name]["state"] == TaskState.UPSTREAM_FAILED:
         # After a graph change an upstream_failed task may have no blocking dependency
         # left; it then names itself.
         dep = next((d for d in graph.after.get(name, ()) if tasks[d]["state"] in BLOCKING), None)
@@ -425,14 +429,16 @@ def _move_last(dag: DagState, run_id: str) -> None:
 
 def _maybe_end(run: RunDoc, graph: Graph, now_ms: int, step: Step) -> None:
     tasks = run["tasks"]
-    if run["state"] != RUNNING or any(tasks[n]["state"] in OPEN for n in graph.topo_order):
+    if run["state"] != DagRunState.RUNNING or any(
+        tasks[n]["state"] in OPEN for n in graph.topo_order
+    ):
         return
     if run.get("cancel") is not None:
-        final = CANCELLED
-    elif all(tasks[n]["state"] == SUCCEEDED for n in graph.topo_order):
-        final = SUCCEEDED
+        final = DagRunState.CANCELLED
+    elif all(tasks[n]["state"] == TaskState.SUCCEEDED for n in graph.topo_order):
+        final = DagRunState.SUCCEEDED
     else:
-        final = FAILED
+        final = DagRunState.FAILED
     run["state"] = final
     run["ended"] = format_ms(now_ms)
     step.ended = final

@@ -52,6 +52,7 @@ from topics.messages import parse_run_id, result_value, run_id_for
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
 from topics.timefmt import parse_instant
+from topics.vocabulary import RunStatus, TaskState
 
 
 class DagShard:
@@ -79,7 +80,7 @@ class DagShard:
             self,
             state: ScheduleState,
             scheduled_ms: int,
-            status: str,
+            status: RunStatus,
             kind: str,
             why: str,
             task: str | None = None,
@@ -191,9 +192,9 @@ class DagShard:
         """A task run ended for good (the core calls this right after `_outcome`)."""
         if state.dag is None or run.task is None:
             return
-        status = str(run.outcomes[-1]["status"]) if run.outcomes else dag_run.SUCCEEDED
-        if status not in (dag_run.SUCCEEDED, dag_run.CANCELLED):
-            status = dag_run.FAILED  # failed or timed_out, past its retries
+        status = RunStatus(run.outcomes[-1]["status"]) if run.outcomes else RunStatus.SUCCEEDED
+        if status not in (RunStatus.SUCCEEDED, RunStatus.CANCELLED):
+            status = RunStatus.FAILED  # failed or timed_out, past its retries
         run_id = run_id_for(state.id, run.scheduled_ms)
         graph = _definition(state).graph
         step = dag_run.task_ended(state.dag, graph, run_id, run.task, status, run.attempt, now_ms)
@@ -211,7 +212,7 @@ class DagShard:
             reason = str(dag_run.runs_of(state.dag or {}).get(run_id, {}).get("cancel") or "")
             for task, attempt in step.cancelled:  # first: a stopped task may end the run
                 self._shard_result(
-                    state, scheduled_ms, dag_run.CANCELLED, CANCELLED_ERROR, reason, task, attempt
+                    state, scheduled_ms, RunStatus.CANCELLED, CANCELLED_ERROR, reason, task, attempt
                 )
                 self._counts["cancelled_total"] += 1
             for task in step.stop:
@@ -222,7 +223,7 @@ class DagShard:
                 f"{run_id}; fix it and send dag.clear for {origin!r}"
             )
             self._shard_result(
-                state, scheduled_ms, dag_run.UPSTREAM_FAILED, "UpstreamFailed", why, task, attempt
+                state, scheduled_ms, RunStatus.UPSTREAM_FAILED, "UpstreamFailed", why, task, attempt
             )
         for task, attempt in step.start:
             run = RunState(
@@ -252,18 +253,19 @@ class DagShard:
         counts: dict[str, int] = {}
         at_fault: list[str] = []
         for name, task in run["tasks"].items():
-            counts[task["state"]] = counts.get(task["state"], 0) + 1
-            if task["state"] in (dag_run.FAILED, dag_run.CANCELLED):
+            state_name = str(task["state"])  # a plain str: orjson takes no enum as a key
+            counts[state_name] = counts.get(state_name, 0) + 1
+            if task["state"] in (TaskState.FAILED, TaskState.CANCELLED):
                 at_fault.append(name)
-        status = str(run["state"])
+        status = RunStatus(run["state"])  # a DAG run ends succeeded, failed or cancelled
         error = None
-        if status == dag_run.CANCELLED:
+        if status == RunStatus.CANCELLED:
             error = {
                 "type": CANCELLED_ERROR,
                 "message": f"{run.get('cancel') or 'cancelled'}; "
                 + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
             }
-        elif status != dag_run.SUCCEEDED:
+        elif status != RunStatus.SUCCEEDED:
             shown = ", ".join(at_fault[:10]) + (" ..." if len(at_fault) > 10 else "")
             error = {
                 "type": "TaskFailed",

@@ -25,6 +25,7 @@ import orjson
 from actors.timespec import CompiledSpec, compile_spec
 from topics.commands import Job, MisfirePolicy, RetryPolicy, ScheduleUpsert
 from topics.timefmt import format_ms, parse_instant
+from topics.vocabulary import JitterMode, MisfireMode, OverlapPolicy
 
 # Entries kept per cache before it is emptied (a crude bound: refilling is cheap).
 _CACHE_MAX = 65_536
@@ -54,7 +55,7 @@ class Definition:
         compiled: CompiledSpec,
         job: Job,
         misfire: MisfirePolicy,
-        overlap: str,
+        overlap: OverlapPolicy,
         retry: RetryPolicy,
         timeout_s: int,
         is_at: bool,
@@ -227,19 +228,20 @@ def restored_schedule_definition(
             end_ms=None if doc["end"] is None else parse_instant(doc["end"]),
         )
         _remember(_specs, (_spec_key(doc), owner), compiled)
-    retry = doc["retry"]
-    job = doc["job"]
+    retry, job, misfire = doc["retry"], doc["job"], doc["misfire"]
     definition = Definition(
         compiled=compiled,
         job=Job(job["name"], job["args"]),
-        misfire=MisfirePolicy(**doc["misfire"]),
-        overlap=doc["overlap"],
+        misfire=MisfirePolicy(
+            MisfireMode(misfire["policy"]), misfire["grace_s"], misfire["catch_up_max"]
+        ),
+        overlap=OverlapPolicy(doc["overlap"]),
         retry=RetryPolicy(
             max_attempts=retry["max_attempts"],
             initial_s=retry["initial_s"],
             coefficient=retry["coefficient"],
             max_interval_s=retry["max_interval_s"],
-            jitter=retry["jitter"],
+            jitter=JitterMode(retry["jitter"]),
             non_retryable=tuple(retry["non_retryable"]),
         ),
         timeout_s=doc["timeout_s"],

@@ -44,14 +44,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from topics.vocabulary import MisfireMode
+
 NextAfter = Callable[[int], int | None]
 
 MISSED_DETAIL_MAX = 100
 SCAN_MAX = 100_000
-
-RUN_ONCE = "run_once"
-CATCH_UP = "catch_up"
-SKIP = "skip"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +79,7 @@ def plan_backlog(
     now_ms: int,
     *,
     cutoff_ms: int,
-    policy: str,
+    policy: MisfireMode,
     catch_up_max: int,
     detail_max: int = MISSED_DETAIL_MAX,
     scan_max: int = SCAN_MAX,
@@ -104,7 +102,7 @@ def plan_backlog(
     # Walk the misfired occurrences, keeping only what the plan can need: the
     # oldest ones (reported one by one), the one after them (a summary's first),
     # and the newest few (the ones a policy fires, and the last missed before them).
-    keep_max = catch_up_max if policy == CATCH_UP else 1
+    keep_max = catch_up_max if policy == MisfireMode.CATCH_UP else 1
     scan_limit = max(scan_max, keep_max + detail_max + 1)
     oldest: list[int] = []
     summary_first_ms = 0
@@ -124,9 +122,9 @@ def plan_backlog(
     on_time_first = o if exact else next_after(cutoff_ms - 1)
     on_time_due = on_time_first is not None and on_time_first <= now_ms
 
-    if policy == CATCH_UP:
+    if policy == MisfireMode.CATCH_UP:
         keep = catch_up_max
-    elif policy == RUN_ONCE:
+    elif policy == MisfireMode.RUN_ONCE:
         keep = 0 if on_time_due else 1
     else:
         keep = 0

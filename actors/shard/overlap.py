@@ -25,6 +25,10 @@ no run is in flight any more; one at a time, and not while the schedule is pause
 
 from __future__ import annotations
 
+from enum import StrEnum
+
+from topics.vocabulary import OverlapPolicy
+
 # A bound on the queue of one schedule: an every-second job whose run hangs for a
 # day must not grow the changelog record without limit.
 BUFFER_ALL_MAX = 1000
@@ -34,31 +38,27 @@ BUFFER_ALL_MAX = 1000
 # and its workers down would otherwise hold thousands.
 ALLOW_MAX_IN_FLIGHT = 100
 
-ALLOW = "allow"
-SKIP = "skip"
-BUFFER_ONE = "buffer_one"
-BUFFER_ALL = "buffer_all"
-CANCEL_OTHER = "cancel_other"
 
-# Decisions.
-START = "start"  # fire now (nothing in flight, or allow)
-DROP = "drop"  # report skipped
-BUFFER = "buffer"  # append to the waiting occurrences
-REPLACE = "replace"  # the waiting occurrences are reported skipped, this one waits
-CANCEL = "cancel"  # cancel the runs in flight, then start
+class Decision(StrEnum):
+    """What one occurrence does (internal to the shard: never on the wire)."""
+
+    START = "start"  # fire now (nothing in flight, or allow)
+    DROP = "drop"  # report skipped
+    BUFFER = "buffer"  # append to the waiting occurrences
+    REPLACE = "replace"  # the waiting occurrences are reported skipped, this one waits
+    CANCEL = "cancel"  # cancel the runs in flight, then start
 
 
-def decide(policy: str, *, in_flight: bool, waiting: int, running: int = 0) -> str:
-    """The decision for one occurrence (one of the decisions above); ``running`` is
-    the number of runs in flight."""
+def decide(policy: OverlapPolicy, *, in_flight: bool, waiting: int, running: int = 0) -> Decision:
+    """The decision for one occurrence; ``running`` is the number of runs in flight."""
     if not in_flight:
-        return START
-    if policy == ALLOW:
-        return START if running < ALLOW_MAX_IN_FLIGHT else DROP
-    if policy == BUFFER_ONE:
-        return REPLACE if waiting else BUFFER
-    if policy == BUFFER_ALL:
-        return BUFFER if waiting < BUFFER_ALL_MAX else DROP
-    if policy == CANCEL_OTHER:
-        return CANCEL
-    return DROP
+        return Decision.START
+    if policy == OverlapPolicy.ALLOW:
+        return Decision.START if running < ALLOW_MAX_IN_FLIGHT else Decision.DROP
+    if policy == OverlapPolicy.BUFFER_ONE:
+        return Decision.REPLACE if waiting else Decision.BUFFER
+    if policy == OverlapPolicy.BUFFER_ALL:
+        return Decision.BUFFER if waiting < BUFFER_ALL_MAX else Decision.DROP
+    if policy == OverlapPolicy.CANCEL_OTHER:
+        return Decision.CANCEL
+    return Decision.DROP

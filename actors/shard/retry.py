@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 
 from topics.commands import RetryPolicy
+from topics.vocabulary import JitterMode
 
 # An error type every job can raise to say "retrying will not help" without having to
 # list it in each schedule's policy.
@@ -49,7 +50,7 @@ def backoff_ms(policy: RetryPolicy, *, run_id: str, attempt: int, failures_in_se
     except OverflowError:  # coefficient ** exponent beyond float range: the cap wins
         cap_s = policy.max_interval_s
     cap_ms = max(0.0, cap_s * 1000.0)
-    if policy.jitter == "none":
+    if policy.jitter == JitterMode.NONE:
         return int(cap_ms)
     return int(cap_ms * jitter_fraction(run_id, attempt))
 

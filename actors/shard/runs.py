@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from actors.shard import overlap
 from actors.shard.definition import Definition
 from actors.shard.misfire import Backlog, MissedRange
+from actors.shard.overlap import Decision
 from actors.shard.retry import backoff_ms, is_final_failure
 from actors.shard.state import RunState, ScheduleState, instant_text
 from actors.wheel import TimingWheel
@@ -34,6 +35,7 @@ from topics.messages import dlq_value, result_value, run_id_for, run_value
 from topics.names import TopicKind
 from topics.records import OutRecord
 from topics.timefmt import format_ms
+from topics.vocabulary import MisfireMode, OverlapPolicy, RunStatus
 
 # When emitting a retry failed (a bug), how long until the shard tries it again.
 RETRY_AFTER_ERROR_MS = 60_000
@@ -112,9 +114,9 @@ class RunBook:
             f"{format_ms(run.deadline_ms)} plus {TIMEOUT_MARGIN_MS // 1000} s; "
             "the shard counts it as timed out",
         }
-        self._run_result(run, "timed_out", now_ms, error)
+        self._run_result(run, RunStatus.TIMED_OUT, now_ms, error)
         self._counts["timed_out_total"] += 1
-        self._attempt_failed(state, run, now_ms, "timed_out", error, self._worker)
+        self._attempt_failed(state, run, now_ms, RunStatus.TIMED_OUT, error, self._worker)
         self._dirty[state.id] = state
 
     def _next_attempt(self, run: RunState, now_ms: int) -> None:
@@ -145,20 +147,20 @@ class RunBook:
         decision = overlap.decide(
             policy, in_flight=bool(running), waiting=len(state.buffered), running=running
         )
-        if decision == overlap.START:
+        if decision == Decision.START:
             self._start_run(state, scheduled_ms, now_ms)
-        elif decision == overlap.DROP:
+        elif decision == Decision.DROP:
             why = "a run of it was still in flight"
-            if policy == overlap.ALLOW:
+            if policy == OverlapPolicy.ALLOW:
                 why = (
                     f"{running} runs of it were in flight, the most overlap allow starts "
                     f"({overlap.ALLOW_MAX_IN_FLIGHT}); are its workers down?"
                 )
             self._skipped(state, scheduled_ms, "Overlap", why)
-        elif decision == overlap.BUFFER:
+        elif decision == Decision.BUFFER:
             state.buffered.append(scheduled_ms)
             self._fired(state, scheduled_ms)
-        elif decision == overlap.REPLACE:
+        elif decision == Decision.REPLACE:
             for waiting_ms in state.buffered:
                 self._skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
             state.buffered = [scheduled_ms]
@@ -276,7 +278,7 @@ class RunBook:
         state: ScheduleState,
         run: RunState,
         now_ms: int,
-        status: str,
+        status: RunStatus,
         error: Mapping[str, str] | None,
         worker: str,
     ) -> None:
@@ -314,7 +316,7 @@ class RunBook:
     def _outcome(
         self,
         run: RunState,
-        status: str,
+        status: RunStatus,
         finished_ms: int,
         error: Mapping[str, str] | None,
         worker: str,
@@ -343,7 +345,7 @@ class RunBook:
         """The shard ends a run in flight itself and says so on {ns}.results (a trimmed
         state gives up its runs; see `ShardCore._trimmed`)."""
         error = {"type": "Overlap", "message": f"cancelled by the shard: {why}"}
-        self._run_result(run, "cancelled", now_ms, error)
+        self._run_result(run, RunStatus.CANCELLED, now_ms, error)
         self._counts["cancelled_total"] += 1
         self._cancel_timer(run)
         del state.runs[run.run_id]
@@ -366,38 +368,42 @@ class RunBook:
             self._start_run(state, buffered.pop(0), now_ms)
 
     def _report_missed(
-        self, state: ScheduleState, plan: Backlog, policy: str, grace_s: int
+        self, state: ScheduleState, plan: Backlog, policy: MisfireMode, grace_s: int
     ) -> None:
         why = f"the shard found it more than misfire.grace_s ({grace_s} s) late; policy {policy}"
         for scheduled_ms in plan.missed:
-            self._shard_result(state, scheduled_ms, "missed", "Misfire", why)
+            self._shard_result(state, scheduled_ms, RunStatus.MISSED, "Misfire", why)
         self._counts["missed_total"] += len(plan.missed)
         if plan.summary is not None:
             self._shard_result(
-                state, plan.summary.first_ms, "missed", "Misfire", _folded(plan.summary, why)
+                state,
+                plan.summary.first_ms,
+                RunStatus.MISSED,
+                "Misfire",
+                _folded(plan.summary, why),
             )
             self._counts["missed_total"] += plan.summary.count
 
     def _skipped(self, state: ScheduleState, scheduled_ms: int, kind: str, why: str) -> None:
-        self._shard_result(state, scheduled_ms, "skipped", kind, why)
+        self._shard_result(state, scheduled_ms, RunStatus.SKIPPED, kind, why)
         self._counts["skipped_total"] += 1
 
     def _skipped_range(self, state: ScheduleState, summary: MissedRange) -> None:
         why = _folded(summary, "the schedule was paused")
-        self._shard_result(state, summary.first_ms, "skipped", "Paused", why)
+        self._shard_result(state, summary.first_ms, RunStatus.SKIPPED, "Paused", why)
         self._counts["skipped_total"] += summary.count
 
     def _shard_result(
         self,
         state: ScheduleState,
         scheduled_ms: int,
-        status: str,
+        status: RunStatus,
         kind: str,
         why: str,
         task: str | None = None,
         attempt: int = 1,
     ) -> None:
-        """The shard's result for an occurrence (or DAG task) that never ran."""
+        """The shard's own result for an occurrence (or DAG task) that never ran."""
         self._out.append(
             OutRecord(
                 _RESULTS,
@@ -419,7 +425,7 @@ class RunBook:
         )
 
     def _run_result(
-        self, run: RunState, status: str, finished_ms: int, error: Mapping[str, str]
+        self, run: RunState, status: RunStatus, finished_ms: int, error: Mapping[str, str]
     ) -> None:
         """The shard's own terminal result for the current attempt of a run in flight."""
         state = run.schedule

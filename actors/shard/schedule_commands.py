@@ -12,12 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from actors.shard.definition import Definition, definition_bytes, shared_definition
-from actors.shard.misfire import SKIP, MissedRange, plan_backlog
+from actors.shard.misfire import MissedRange, plan_backlog
 from actors.shard.state import DEAD_MEMORY, RunState, ScheduleState, intern_bytes
 from topics.commands import DagUpsert, ScheduleUpsert
 from topics.messages import parse_run_id, run_id_for
 from topics.records import InRecord
 from topics.timefmt import format_ms
+from topics.vocabulary import MisfireMode
 
 # How far back (in misfire grace periods) a new schedule may start when its upsert
 # is applied later than it was produced: occurrences within one grace fire late,
@@ -123,7 +124,7 @@ class ScheduleCommands:
             state.next_ms,
             now_ms,
             cutoff_ms=now_ms + 1,
-            policy=SKIP,
+            policy=MisfireMode.SKIP,
             catch_up_max=1,
         )
         for scheduled_ms in plan.missed:

@@ -19,10 +19,9 @@ from actors.timespec.hashing import spread_offset_ms
 from actors.timespec.simple import AtSpec, EverySpec
 from actors.timespec.zones import is_utc, load_zone
 from topics.timefmt import parse_instant
+from topics.vocabulary import DstFold, DstGap
 
 _KEYS = {"cron": {"cron", "tz"}, "every": {"every", "anchor"}, "at": {"at"}}
-_GAP = ("shift", "skip")
-_FOLD = ("once", "twice")
 # A spread larger than a year would reorder a schedule's own occurrences.
 _MAX_SPREAD_S = 366 * 86_400
 _EXAMPLE = (
@@ -115,13 +114,13 @@ def _dst_policy(dst: Mapping[str, Any] | None) -> tuple[bool, bool]:
     unknown = sorted(str(k) for k in dst if k not in ("gap", "fold"))
     if unknown:
         raise SpecError(f"dst.{unknown[0]}: unknown field (allowed: gap, fold)")
-    gap = dst.get("gap", "shift")
-    fold = dst.get("fold", "once")
-    if gap not in _GAP:
-        raise SpecError(f"dst.gap: {gap!r} is not one of shift, skip")
-    if fold not in _FOLD:
-        raise SpecError(f"dst.fold: {fold!r} is not one of once, twice")
-    return gap == "shift", fold == "once"
+    gap = dst.get("gap", DstGap.SHIFT)
+    fold = dst.get("fold", DstFold.ONCE)
+    if gap not in DstGap._value2member_map_:
+        raise SpecError(f"dst.gap: {gap!r} is not one of {', '.join(DstGap)}")
+    if fold not in DstFold._value2member_map_:
+        raise SpecError(f"dst.fold: {fold!r} is not one of {', '.join(DstFold)}")
+    return gap == DstGap.SHIFT, fold == DstFold.ONCE
 
 
 def _spread_s(window_s: object) -> int:

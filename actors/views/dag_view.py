@@ -25,17 +25,18 @@ from actors.views.schedules import spec_text
 from topics.dag_graph import topological_order
 from topics.messages import run_id_for
 from topics.timefmt import format_ms, parse_instant
+from topics.vocabulary import TaskState
 
 # Graphviz fill colours, close to what Airflow's graph view uses for each state.
 DOT_COLOURS: Mapping[str, str] = {
-    "succeeded": "#a3e4a3",
-    "running": "#9ad0f5",
+    TaskState.SUCCEEDED: "#a3e4a3",
+    TaskState.RUNNING: "#9ad0f5",
     "retrying": "#f5d76e",
-    "failed": "#f08080",
-    "cancelled": "#f5b7b1",
-    "upstream_failed": "#f5a65b",
-    "waiting": "#ffffff",
-    "removed": "#d9d9d9",
+    TaskState.FAILED: "#f08080",
+    TaskState.CANCELLED: "#f5b7b1",
+    TaskState.UPSTREAM_FAILED: "#f5a65b",
+    TaskState.WAITING: "#ffffff",
+    TaskState.REMOVED: "#d9d9d9",
     "no run": "#ffffff",
 }
 
@@ -131,20 +132,20 @@ def _state(
         return "no run", ""
     entry = run["tasks"].get(task)
     if entry is None:
-        return "removed", "not in this run"
+        return TaskState.REMOVED, "not in this run"
     status = str(entry["state"])
     attempt = int(entry["attempt"])
-    if status == "waiting":
+    if status == TaskState.WAITING:
         waits = int(entry.get("in_degree", 0))
         return status, f"on {waits} upstream task{'s' if waits != 1 else ''}" if waits else ""
-    if status == "running":
+    if status == TaskState.RUNNING:
         live = state.runs.get(run_id_for(state.id, parse_instant(run["scheduled"]), task))
         if live is None:
             return status, f"attempt {attempt}"
         if live.retry_ms is not None:
             return "retrying", f"attempt {live.attempt + 1} at {format_ms(live.retry_ms)}"
         return status, f"attempt {live.attempt}, deadline {format_ms(live.deadline_ms)}"
-    if status == "upstream_failed":
+    if status == TaskState.UPSTREAM_FAILED:
         return status, ""
     return status, f"attempt {attempt}" if attempt else ""
 

@@ -27,6 +27,7 @@ from actors.views.schedules import last_outcome, latest_states, spec_text
 from actors.views.tail import read_to_end
 from topics.names import Settings, TopicKind
 from topics.timefmt import format_ms
+from topics.vocabulary import DstFold, DstGap
 
 CHANGELOG_TTL_S = 1.0
 NEXT_FIRES = 3
@@ -177,14 +178,16 @@ def dst_rule(spec: Mapping[str, Any], dst: Mapping[str, Any] | None) -> str:
             " instant whose local wall time matches: an hour skipped in spring never fires,"
             " an hour repeated in autumn fires twice."
         )
-    gap = (dst or {}).get("gap") or "shift"
-    fold = (dst or {}).get("fold") or "once"
+    gap = (dst or {}).get("gap") or DstGap.SHIFT
+    fold = (dst or {}).get("fold") or DstFold.ONCE
     gap_text = (
-        "fires at the first instant after the gap" if gap == "shift" else "does not fire that day"
+        "fires at the first instant after the gap"
+        if gap == DstGap.SHIFT
+        else "does not fire that day"
     )
     fold_text = (
         "fires once, at its first occurrence"
-        if fold == "once"
+        if fold == DstFold.ONCE
         else "fires twice, once in each occurrence"
     )
     return (

@@ -94,6 +94,7 @@ from topics.messages import (
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
 from topics.timefmt import format_ms
+from topics.vocabulary import RunStatus
 
 RunKey = tuple[int, int, int]
 """(partition, offset, lease) of a run record. ``lease`` numbers the adoptions of the
@@ -101,14 +102,14 @@ partition in this process (``assign``): a run delivered again after the partitio
 was dropped and adopted afresh (a lost lease, a fence) is a different key, so the
 old job's late exit can never be taken for the new one's."""
 
-JOB_STATUSES = ("succeeded", "failed", "cancelled")
+JOB_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How a job exited, as the executor saw it."""
 
-    status: str  # one of JOB_STATUSES
+    status: RunStatus  # one of JOB_STATUSES
     error: Mapping[str, str] | None = None
 
 
@@ -373,7 +374,7 @@ class WorkerCore:
                 part,
                 record.offset,
                 run,
-                "failed",
+                RunStatus.FAILED,
                 now_ms,
                 now_ms,
                 {
@@ -413,7 +414,13 @@ class WorkerCore:
             if queued_key[0] == partition and queued_key[2] == lease and _names(cancel, run):
                 del self._queue[i]
                 self._record(
-                    part, queued_key[1], run, "cancelled", None, now_ms, _cancel_error(cancel)
+                    part,
+                    queued_key[1],
+                    run,
+                    RunStatus.CANCELLED,
+                    None,
+                    now_ms,
+                    _cancel_error(cancel),
                 )
                 return []
         for running_key, running in self._running.items():
@@ -442,7 +449,7 @@ class WorkerCore:
                     part,
                     key[1],
                     running.run,
-                    outcome.status if cancelled is None else "cancelled",
+                    outcome.status if cancelled is None else RunStatus.CANCELLED,
                     running.started_ms,
                     now_ms,
                     outcome.error if cancelled is None else cancelled,
@@ -516,7 +523,7 @@ class WorkerCore:
                     part,
                     key[1],
                     running.run,
-                    "cancelled",
+                    RunStatus.CANCELLED,
                     running.started_ms,
                     now_ms,
                     {
@@ -530,7 +537,7 @@ class WorkerCore:
                 part,
                 key[1],
                 running.run,
-                "timed_out",
+                RunStatus.TIMED_OUT,
                 running.started_ms,
                 now_ms,
                 _timeout_error(running.run),
@@ -657,7 +664,7 @@ class WorkerCore:
                 schedule_id=run.schedule_id,
                 task=run.task,
                 attempt=run.attempt,
-                status="failed",
+                status=RunStatus.FAILED,
                 scheduled_ms=run.scheduled_ms,
                 started_ms=None,
                 finished_ms=None,
@@ -733,7 +740,7 @@ class WorkerCore:
                     part,
                     key[1],
                     run,
-                    "timed_out",
+                    RunStatus.TIMED_OUT,
                     now_ms,
                     now_ms,
                     _timeout_error(run, started=False),
@@ -752,7 +759,7 @@ class WorkerCore:
         part: _Partition,
         offset: int,
         run: Run,
-        status: str,
+        status: RunStatus,
         started_ms: int | None,
         finished_ms: int,
         error: Mapping[str, str] | None,
@@ -773,7 +780,7 @@ class WorkerCore:
             started_ms=started_ms,
             finished_ms=finished_ms,
             worker=self._worker,
-            error=error if status != "succeeded" else None,
+            error=error if status != RunStatus.SUCCEEDED else None,
         )
         part.results.append(OutRecord(TopicKind.RESULTS, run.schedule_id.encode(), value))
         part.runs.append(run)

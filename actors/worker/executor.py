@@ -23,6 +23,7 @@ from actors.worker.core import Outcome, RunKey
 from actors.worker.errors import RunCancelled, error_of
 from actors.worker.registry import JobSpec, Registry
 from topics.messages import Run
+from topics.vocabulary import RunStatus
 
 log = logging.getLogger("kafkron.worker")
 
@@ -34,7 +35,7 @@ ProgressReport = Callable[[RunKey, Any, int], None]
 
 
 def _cancelled_outcome(reason: str) -> Outcome:
-    return Outcome("cancelled", {"type": "RunCancelled", "message": reason or "cancelled"})
+    return Outcome(RunStatus.CANCELLED, {"type": "RunCancelled", "message": reason or "cancelled"})
 
 
 async def _call_async(spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]) -> Outcome:
@@ -49,8 +50,8 @@ async def _call_async(spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]) -
             raise
         return _stray_cancel()
     except BaseException as exc:  # as for sync jobs: a job's SystemExit must not end the worker
-        return Outcome("failed", error_of(exc))
-    return Outcome("succeeded")
+        return Outcome(RunStatus.FAILED, error_of(exc))
+    return Outcome(RunStatus.SUCCEEDED)
 
 
 def _stray_cancel() -> Outcome:
@@ -58,7 +59,7 @@ def _stray_cancel() -> Outcome:
     awaited future cancelled by someone else): a failure, retried like any other,
     not a ``cancelled`` attempt, which is final."""
     return Outcome(
-        "failed",
+        RunStatus.FAILED,
         {
             "type": "CancelledError",
             "message": "the job was cancelled by something other than the worker",
@@ -73,8 +74,8 @@ def _call_sync(spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]) -> Outco
     except RunCancelled as exc:
         return _cancelled_outcome(exc.reason)
     except BaseException as exc:  # a job's SystemExit must not take the worker down
-        return Outcome("failed", error_of(exc))
-    return Outcome("succeeded")
+        return Outcome(RunStatus.FAILED, error_of(exc))
+    return Outcome(RunStatus.SUCCEEDED)
 
 
 class Executor:
@@ -167,14 +168,14 @@ class Executor:
             outcome = _cancelled_outcome(ctx.cancel_reason) if ctx.cancelled else _stray_cancel()
         else:
             exc = task.exception()
-            outcome = task.result() if exc is None else Outcome("failed", error_of(exc))
+            outcome = task.result() if exc is None else Outcome(RunStatus.FAILED, error_of(exc))
         self._exited(key, outcome)
 
     def _sync_exited(self, key: RunKey, fut: concurrent.futures.Future[Outcome]) -> None:
         try:
             outcome = fut.result()
         except BaseException as exc:  # only if the pool itself failed to run it
-            outcome = Outcome("failed", error_of(exc))
+            outcome = Outcome(RunStatus.FAILED, error_of(exc))
         self._exited(key, outcome)
 
     def _exited(self, key: RunKey, outcome: Outcome) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from simulation.checkers.evidence import Evidence, Verdict
 from topics.timefmt import format_ms
+from topics.vocabulary import RunStatus
 
 
 def check(evidence: Evidence) -> Verdict:
@@ -29,7 +30,7 @@ def check(evidence: Evidence) -> Verdict:
         verdict.checked += 1
         found = results.get((run_id, attempt), [])
         for status, append_ms in found:
-            if status == "succeeded" and append_ms > cancel_ms:
+            if status == RunStatus.SUCCEEDED and append_ms > cancel_ms:
                 verdict.fail(
                     f"{run_id} attempt {attempt} succeeded at {format_ms(append_ms)}, after "
                     f"its cancel record at {format_ms(cancel_ms)}"

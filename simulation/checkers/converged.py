@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from simulation.checkers.evidence import Evidence, Verdict
 from topics.timefmt import format_ms
+from topics.vocabulary import RunStatus
 
 
 def check(evidence: Evidence) -> Verdict:
@@ -22,7 +23,9 @@ def check(evidence: Evidence) -> Verdict:
             what = "shard" if role == "scheduler" else "runs partition"
             if len(held) != 1:
                 verdict.fail(f"{what} {p} has {len(held)} live owners at the end: {held}")
-    ended = {r.run_id for r in evidence.results if r.status in ("succeeded", "cancelled")}
+    ended = {
+        r.run_id for r in evidence.results if r.status in (RunStatus.SUCCEEDED, RunStatus.CANCELLED)
+    }
     ended |= {run_id for run_id, _, _ in evidence.dead}
     cutoff_ms = evidence.end_ms - (evidence.end_ms - evidence.heal_ms) // 2
     started: dict[str, int] = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from simulation.checkers.evidence import Evidence, Verdict
 from topics.messages import run_id_for
 from topics.timefmt import format_ms
+from topics.vocabulary import RunStatus
 
 
 def check(evidence: Evidence) -> Verdict:
@@ -21,9 +22,9 @@ def check(evidence: Evidence) -> Verdict:
     for r in evidence.results:
         if r.task is None or r.schedule_id not in evidence.dags:
             continue
-        if r.status == "succeeded":
+        if r.status == RunStatus.SUCCEEDED:
             succeeded.setdefault(r.run_id, r.append_ms)
-        elif r.status == "upstream_failed":
+        elif r.status == RunStatus.UPSTREAM_FAILED:
             upstream_failed.add(r.run_id)
     started: set[str] = set()
     for run in evidence.runs:

@@ -19,6 +19,7 @@ job went on and did its work.
 from __future__ import annotations
 
 from simulation.checkers.evidence import Evidence, Verdict
+from topics.vocabulary import RunStatus
 
 
 def check(evidence: Evidence) -> Verdict:
@@ -26,12 +27,12 @@ def check(evidence: Evidence) -> Verdict:
     succeeded = {
         r.run_id
         for r in evidence.results
-        if r.status == "succeeded" and r.run_id in evidence.idempotent_runs
+        if r.status == RunStatus.SUCCEEDED and r.run_id in evidence.idempotent_runs
     }
     cancelled_by = {
         r.run_id: r.worker
         for r in evidence.results
-        if r.status == "cancelled" and not r.worker.startswith("shard-")
+        if r.status == RunStatus.CANCELLED and not r.worker.startswith("shard-")
     }
     for run_id in sorted(evidence.idempotent_runs):
         verdict.checked += 1

@@ -23,6 +23,7 @@ from topics.messages import (
 )
 from topics.names import TopicKind
 from topics.timefmt import parse_instant
+from topics.vocabulary import RunStatus
 
 DETAIL_MAX = 10
 _FOLDED = re.compile(r"occurrences from (\S+) to (\S+) \(")
@@ -97,7 +98,7 @@ class Evidence:
         """Per schedule, the [first, last] ranges that folded missed/skipped results cover."""
         out: dict[str, list[tuple[int, int]]] = {}
         for r in self.results:
-            if r.status in ("missed", "skipped"):
+            if r.status in (RunStatus.MISSED, RunStatus.SKIPPED):
                 m = _FOLDED.search(r.message)
                 if m:
                     out.setdefault(r.schedule_id, []).append(

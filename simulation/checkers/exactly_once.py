@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from simulation.checkers.evidence import Evidence, Verdict
 from topics.timefmt import format_ms
+from topics.vocabulary import RunStatus
 
 
 def check(evidence: Evidence) -> Verdict:
@@ -30,7 +31,7 @@ def check(evidence: Evidence) -> Verdict:
     fired = {run_id for run_id, attempt in seen if attempt == 1}
     decided: dict[tuple[str, int], str] = {}
     for result in evidence.results:
-        if result.status in ("missed", "skipped"):
+        if result.status in (RunStatus.MISSED, RunStatus.SKIPPED):
             if result.run_id in fired:
                 verdict.fail(f"{result.run_id} was fired and also reported {result.status}")
             continue

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from simulation.checkers.evidence import Evidence, Verdict
 from topics.timefmt import format_ms
+from topics.vocabulary import OverlapPolicy
 
-BUFFERING = ("buffer_one", "buffer_all")
+BUFFERING = (OverlapPolicy.BUFFER_ONE, OverlapPolicy.BUFFER_ALL)
 
 
 def check(evidence: Evidence) -> Verdict:

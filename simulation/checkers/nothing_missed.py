@@ -12,6 +12,7 @@ from __future__ import annotations
 from simulation.checkers.evidence import Evidence, Verdict
 from topics.messages import run_id_for
 from topics.timefmt import format_ms, parse_instant
+from topics.vocabulary import RunStatus
 
 SCAN_MAX = 200_000
 
@@ -21,7 +22,9 @@ def check(evidence: Evidence) -> Verdict:
     fired = {r.run_id for r in evidence.runs}
     # A DAG occurrence fired when any of its task runs did ("{id}@{instant}/{task}").
     fired |= {r.run_id.rsplit("/", 1)[0] for r in evidence.runs if r.task is not None}
-    reported = {r.run_id for r in evidence.results if r.status in ("missed", "skipped")}
+    reported = {
+        r.run_id for r in evidence.results if r.status in (RunStatus.MISSED, RunStatus.SKIPPED)
+    }
     folded = evidence.folded_ranges()
     horizon_ms = evidence.end_ms - evidence.settle_ms
     specs = {sid: c.compiled for sid, c in evidence.definitions.items()}

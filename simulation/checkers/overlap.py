@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from simulation.checkers.evidence import Evidence, Verdict
 from topics.timefmt import format_ms
+from topics.vocabulary import OverlapPolicy, RunStatus
 
-EXCLUSIVE = ("skip", "buffer_one", "buffer_all", "cancel_other")
+EXCLUSIVE = frozenset(OverlapPolicy) - {OverlapPolicy.ALLOW}
 
 
 def check(evidence: Evidence) -> Verdict:
@@ -24,7 +25,10 @@ def check(evidence: Evidence) -> Verdict:
         if r.schedule_id in exclusive:
             events.append((r.append_ms, 1, r.schedule_id, r.run_id, r.attempt, "attempt"))
     for res in evidence.results:
-        if res.schedule_id in exclusive and res.status in ("succeeded", "cancelled"):
+        if res.schedule_id in exclusive and res.status in (
+            RunStatus.SUCCEEDED,
+            RunStatus.CANCELLED,
+        ):
             events.append((res.append_ms, 0, res.schedule_id, res.run_id, res.attempt, "end"))
     for run_id, schedule_id, append_ms in evidence.dead:
         if schedule_id in exclusive:
