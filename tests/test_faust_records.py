@@ -45,6 +45,7 @@ from actors.faust.transport import ISOLATION_LEVEL, ReadCommittedConsumerThread,
 from actors.sending import encode
 from topics import messages
 from topics.command_types import Job
+from topics.covers import Covers
 from topics.names import Settings
 from topics.timefmt import parse_instant
 
@@ -82,6 +83,7 @@ def _result(**optional: Any) -> bytes:
         worker="w1",
         error=optional.get("error"),
         counts=optional.get("counts"),
+        covers=optional.get("covers"),
     )
 
 
@@ -118,6 +120,7 @@ def _rejected(original: bytes | None) -> bytes:
 
 
 ERROR = {"type": "CardDeclined", "message": "insufficient funds"}
+COVERS = Covers(T0 - 86_400_000, T0, 1440, exact=True)
 
 # Every variant of every record: each optional field absent, and each present.
 VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
@@ -128,6 +131,7 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (RESULT, result_codec, _result(task="charge", status="failed", error=ERROR)),
     (RESULT, result_codec, _result(status="missed", started_ms=None, finished_ms=None)),
     (RESULT, result_codec, _result(counts={"succeeded": 3, "failed": 1}, error=ERROR)),
+    (RESULT, result_codec, _result(status="missed", error=ERROR, covers=COVERS)),
     (RUN_CANCEL, run_codec, _cancel()),
     (RUN_CANCEL, run_codec, _cancel(task="charge")),
     (DEAD_LETTER, dead_letter_codec, _dead_letter()),
@@ -141,7 +145,10 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
         RunRecord,
         _run(task="charge", logical_date_ms=T0, data_interval=(T0 - 86_400_000, T0)),
     ),
-    (ResultRecord, _result(task="charge", status="failed", error=ERROR, counts={"failed": 1})),
+    (
+        ResultRecord,
+        _result(task="charge", status="failed", error=ERROR, counts={"failed": 1}, covers=COVERS),
+    ),
     (RunCancelRecord, _cancel(task="charge")),
     (DeadLetterRecord, _dead_letter(task="charge", last_error=ERROR)),
     (RejectedRecord, _rejected(b"x")),

@@ -28,8 +28,9 @@ from typing import Any
 import orjson
 
 from topics.command_types import Job
+from topics.covers import Covers, covers_from_message, covers_json, parse_covers
 from topics.timefmt import format_ms, parse_instant
-from topics.vocabulary import RunStatus
+from topics.vocabulary import FOLDED, RunStatus
 
 STATUSES = tuple(RunStatus)
 """Result statuses, as strings on the wire (`topics.vocabulary.RunStatus` says who
@@ -344,6 +345,10 @@ class Result:
     of its tasks ended in each state, such as ``{"succeeded": 3, "failed": 1}``."""
     progress: Mapping[str, Any] | None = None
     """A ``running`` progress report only: ``{"details": ..., "at": instant}``."""
+    covers: Covers | None = None
+    """A folded ``missed``/``skipped`` result only: the occurrences it stands for
+    (`topics.covers`); None for a result that stands for its own occurrence. Read it
+    with `covers_of`, which also understands results written before the field."""
 
 
 def result_value(
@@ -360,6 +365,7 @@ def result_value(
     error: Mapping[str, str] | None,
     counts: Mapping[str, int] | None = None,
     progress: tuple[Any, int] | None = None,
+    covers: Covers | None = None,
 ) -> bytes:
     """The ``{ns}.results`` value of one attempt (or, with ``counts``, of a DAG run as a
     whole; with ``progress`` = (details, at_ms), a ``running`` progress report);
@@ -385,6 +391,8 @@ def result_value(
         record["counts"] = dict(counts)
     if progress is not None:
         record["progress"] = {"details": bounded_details(progress[0]), "at": _format(progress[1])}
+    if covers is not None:
+        record["covers"] = covers_json(covers)
     return orjson.dumps(record)
 
 
@@ -428,6 +436,7 @@ def _parse_result_fast(data: Any) -> Result:
         and error is None
         and "counts" not in data
         and "progress" not in data
+        and "covers" not in data
     ):
         raise _Unusual
     return Result(
@@ -446,6 +455,7 @@ def _parse_result_fast(data: Any) -> Result:
 
 def _parse_result_strict(value: bytes) -> Result:
     fields = _Fields(value, "result")
+    covers = fields.optional_object("covers")
     status = _STATUS_OF.get(fields.string("status"))
     if status is None:
         raise ValueError(
@@ -463,6 +473,7 @@ def _parse_result_strict(value: bytes) -> Result:
         worker=fields.string("worker"),
         error=fields.error("error"),
         counts=_counts(fields.optional_object("counts")),
+        covers=None if covers is None else parse_covers(covers, "result.covers"),
         progress=_progress(fields.optional_object("progress")),
     )
 
@@ -478,6 +489,18 @@ def _progress(value: dict[str, Any] | None) -> Mapping[str, Any] | None:
     except ValueError as exc:
         raise ValueError(f"result.progress.at: {exc}") from None
     return value
+
+
+def covers_of(result: Result) -> Covers | None:
+    """The occurrences a folded result stands for, None for any other result.
+
+    Reads ``covers``; a ``missed``/``skipped`` result written before that field
+    existed states its range only in its error message, which is read instead."""
+    if result.covers is not None:
+        return result.covers
+    if result.status in FOLDED and result.error is not None:
+        return covers_from_message(result.error["message"])
+    return None
 
 
 def _counts(value: dict[str, Any] | None) -> Mapping[str, int] | None:

@@ -35,6 +35,9 @@ class RunStatus(StrEnum):
 SHARD_DECIDED = frozenset((RunStatus.MISSED, RunStatus.SKIPPED, RunStatus.UPSTREAM_FAILED))
 """Statuses only a shard writes: the attempt never reached a worker."""
 
+FOLDED = frozenset((RunStatus.MISSED, RunStatus.SKIPPED))
+"""Statuses whose result may stand for a range of occurrences (`topics.covers`)."""
+
 
 class OverlapPolicy(StrEnum):
     """``overlap``: what an occurrence does while a run of its schedule is in flight

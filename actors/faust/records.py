@@ -98,6 +98,10 @@ class ResultRecord(faust.Record, include_metadata=False):
     progress: dict[str, Any] | None = None
     """A ``running`` progress report only: ``{"details": ..., "at": instant}``; it is
     not an outcome (the attempt's one result comes later)."""
+    covers: dict[str, Any] | None = None
+    """A folded missed/skipped result only: ``{"from", "to", "count", "exact"}``, the
+    occurrences it stands for (`topics.covers`); a plain object, as ``from`` is no
+    Python name."""
 
     @property
     def scheduled_ms(self) -> int:

@@ -47,7 +47,9 @@ class WireShape:
 
 RUN = WireShape(RunRecord, messages.parse_run, frozenset({"task", "logical_date", "data_interval"}))
 RESULT = WireShape(
-    ResultRecord, messages.parse_result, frozenset({"task", "error", "counts", "progress"})
+    ResultRecord,
+    messages.parse_result,
+    frozenset({"task", "error", "counts", "progress", "covers"}),
 )
 RUN_CANCEL = WireShape(RunCancelRecord, messages.parse_cancel, frozenset({"task"}))
 DEAD_LETTER = WireShape(DeadLetterRecord, messages.parse_dlq, frozenset({"task"}))

@@ -30,6 +30,7 @@ from actors.shard.retry import backoff_ms, is_final_failure
 from actors.shard.state import RunState, ScheduleState, instant_text
 from actors.wheel import TimingWheel
 from topics.commands import Job, RetryPolicy
+from topics.covers import Covers
 from topics.deadlines import TIMEOUT_MARGIN_MS as TIMEOUT_MARGIN_MS
 from topics.messages import dlq_value, result_value, run_id_for, run_value
 from topics.names import TopicKind
@@ -381,6 +382,7 @@ class RunBook:
                 RunStatus.MISSED,
                 "Misfire",
                 _folded(plan.summary, why),
+                covers=_covers(plan.summary),
             )
             self._counts["missed_total"] += plan.summary.count
 
@@ -390,7 +392,9 @@ class RunBook:
 
     def _skipped_range(self, state: ScheduleState, summary: MissedRange) -> None:
         why = _folded(summary, "the schedule was paused")
-        self._shard_result(state, summary.first_ms, RunStatus.SKIPPED, "Paused", why)
+        self._shard_result(
+            state, summary.first_ms, RunStatus.SKIPPED, "Paused", why, covers=_covers(summary)
+        )
         self._counts["skipped_total"] += summary.count
 
     def _shard_result(
@@ -402,8 +406,11 @@ class RunBook:
         why: str,
         task: str | None = None,
         attempt: int = 1,
+        *,
+        covers: Covers | None = None,
     ) -> None:
-        """The shard's own result for an occurrence (or DAG task) that never ran."""
+        """The shard's own result for an occurrence (or DAG task) that never ran; with
+        ``covers``, for the range of occurrences it stands for."""
         self._out.append(
             OutRecord(
                 _RESULTS,
@@ -419,6 +426,7 @@ class RunBook:
                     finished_ms=None,
                     worker=self._worker,
                     error={"type": kind, "message": why},
+                    covers=covers,
                 ),
                 self.partition,
             )
@@ -450,7 +458,12 @@ class RunBook:
         )
 
 
+def _covers(summary: MissedRange) -> Covers:
+    return Covers(summary.first_ms, summary.last_ms, summary.count, summary.exact)
+
+
 def _folded(summary: MissedRange, why: str) -> str:
+    """The folded result's message, for people; programs read its ``covers``."""
     count = f"{summary.count}" if summary.exact else f"at least {summary.count}"
     return (
         f"{count} occurrences from {format_ms(summary.first_ms)} to "

@@ -7,14 +7,15 @@ may be wrong.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from topics.codec import loads
 from topics.commands import DagUpsert, ScheduleUpsert, decode_command
+from topics.covers import Covers
 from topics.messages import (
     PROGRESS_STATUS,
+    covers_of,
     is_cancel,
     parse_cancel,
     parse_dlq,
@@ -23,10 +24,8 @@ from topics.messages import (
 )
 from topics.names import TopicKind
 from topics.timefmt import parse_instant
-from topics.vocabulary import RunStatus
 
 DETAIL_MAX = 10
-_FOLDED = re.compile(r"occurrences from (\S+) to (\S+) \(")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +51,8 @@ class ResultRecord:
     worker: str
     message: str
     task: str | None = None
+    covers: Covers | None = None
+    """A folded missed/skipped result's range (`topics.messages.covers_of`)."""
 
 
 @dataclass(slots=True)
@@ -98,12 +99,8 @@ class Evidence:
         """Per schedule, the [first, last] ranges that folded missed/skipped results cover."""
         out: dict[str, list[tuple[int, int]]] = {}
         for r in self.results:
-            if r.status in (RunStatus.MISSED, RunStatus.SKIPPED):
-                m = _FOLDED.search(r.message)
-                if m:
-                    out.setdefault(r.schedule_id, []).append(
-                        (parse_instant(m.group(1)), parse_instant(m.group(2)))
-                    )
+            if r.covers is not None:
+                out.setdefault(r.schedule_id, []).append((r.covers.from_ms, r.covers.to_ms))
         return out
 
 
@@ -148,6 +145,7 @@ def gather(world: Any) -> Evidence:
                 res.worker,
                 message,
                 res.task,
+                covers_of(res),
             )
         )
     results.sort(key=lambda r: r.append_ms)
