@@ -55,10 +55,10 @@ import measured
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from actors.broker import cluster as broker_cluster
+from actors.broker.cluster import ClusterLayout
 from actors.scheduler.restore import make_restore_consumer, read_to_end
 from actors.shard import ShardCore
-from broker import cluster as broker_cluster
-from broker.cluster import ClusterLayout
 from topics import closing
 from topics.admin import create_topics, delete_topics
 from topics.names import Settings, TopicKind

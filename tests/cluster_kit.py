@@ -3,7 +3,7 @@
 The cluster is started with the product's own launcher (`kafkron broker start
 --nodes 3`) on ports and a data dir of its own, so it runs beside the shared
 single-node broker of the other tests. Faults go through the launcher too
-(``broker stop --node N [--kill]``, ``broker start --node N``, `broker.cluster`'s
+(``broker stop --node N [--kill]``, ``broker start --node N``, `actors.broker.cluster`'s
 ``lose_disk``), except SIGSTOP, which is a signal to the node's pid.
 
 The load of every scenario: 300 every-second schedules (half produced with
@@ -45,10 +45,10 @@ from scheduler_kit import (
 )
 from worker_kit import WorkerProcess, wait_until_split
 
+from actors.broker import quorum
+from actors.broker.cluster import ClusterLayout
+from actors.broker.errors import BrokerError
 from actors.views.tail import read_to_end
-from broker import quorum
-from broker.cluster import ClusterLayout
-from broker.errors import BrokerError
 from topics.admin import admin_client
 from topics.messages import PROGRESS_STATUS, parse_result, parse_run
 from topics.names import Settings, TopicKind
@@ -121,7 +121,7 @@ class Cluster:
         self.broker("start", "--node", str(n))
 
     def pid(self, n: int) -> int:
-        from broker import process
+        from actors.broker import process
 
         pid = process.running_pid(self.layout.node(n))
         assert pid is not None, f"node {n} is not running"

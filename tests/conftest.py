@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
-from broker.probe import metadata_ok
+from actors.broker.probe import metadata_ok
 from topics.admin import create_topics, delete_topics
 from topics.names import Settings
 

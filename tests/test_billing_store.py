@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from examples.billing.provider import PaymentProvider
-from examples.billing.store import open_billing_db
+from actors.examples.billing.provider import PaymentProvider
+from actors.examples.billing.store import open_billing_db
 
 FRESH_DATABASES = 60
 OPENERS_EACH = 3

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from broker import BrokerError, BrokerLayout, provision
-from broker.config import log4j2_properties, server_properties
-from broker.process import _cluster_id
+from actors.broker import BrokerError, BrokerLayout, provision
+from actors.broker.config import log4j2_properties, server_properties
+from actors.broker.process import _cluster_id
 
 
 def _props(text: str) -> dict[str, str]:

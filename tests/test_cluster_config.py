@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from broker import BrokerError
-from broker.cluster import ClusterLayout, read_manifest
-from broker.config import server_properties
+from actors.broker import BrokerError
+from actors.broker.cluster import ClusterLayout, read_manifest
+from actors.broker.config import server_properties
 from topics import clients, guarantees
 from topics.guarantees import MIN_MAX_MESSAGE_BYTES, findings
 from topics.names import Settings, TopicKind

@@ -30,8 +30,8 @@ from worker_kit import (
 )
 
 from actors.cli.submit_cmd import encode, send_commands
+from actors.examples.billing.dag import DAG_ID, nightly_billing
 from actors.views.tail import read_to_end
-from examples.billing.dag import DAG_ID, nightly_billing
 from topics.messages import Result, Run, parse_run, run_id_for
 from topics.names import Settings, TopicKind
 from topics.timefmt import format_ms
@@ -125,7 +125,7 @@ async def test_nightly_billing_runs_in_dependency_order_with_its_data_interval(
     }
     children: list[ChildProcess] = [
         SchedulerProcess(kafka_settings, tmp_path),
-        WorkerProcess(kafka_settings, tmp_path, "w1", jobs="examples.billing.jobs", env=env),
+        WorkerProcess(kafka_settings, tmp_path, "w1", jobs="actors.examples.billing.jobs", env=env),
     ]
     try:
         await _submit(kafka_settings, nightly_billing(customers=customers), _trigger(DAG_ID))

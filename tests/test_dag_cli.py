@@ -13,9 +13,9 @@ import pytest
 from cli_helpers import cli
 from shard_helpers import SECOND, T0, Shard, command
 
+from actors.examples.billing.dag import DAG_ID, nightly_billing
 from actors.shard.state import ScheduleState, decode_schedule
 from actors.views.dag_view import ViewError, dag_view, dot, header_lines, table_rows, view_json
-from examples.billing.dag import DAG_ID, nightly_billing
 from topics.messages import run_id_for
 
 RUN_ID = run_id_for(DAG_ID, T0)

@@ -19,10 +19,10 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from worker_kit import ChildProcess, SchedulerProcess, WorkerProcess, now_ms, wait_for_results
 
+from actors.examples.faust_alerts import FAILURE_STATUSES, WINDOW_S, AlertsApp, build
 from actors.faust.records import DeadLetterRecord
 from actors.sending import encode, send_commands
 from actors.views.tail import read_to_end
-from examples.faust_alerts import FAILURE_STATUSES, WINDOW_S, AlertsApp, build
 from topics.admin import admin_client
 from topics.command_types import Job
 from topics.messages import dlq_value, parse_result, result_value, run_id_for

@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("topics", "actors", "simulation", "broker", "examples")
+PACKAGES = ("topics", "actors", "simulation")
 
 PURE_CORES = (
     "actors.shard",
@@ -59,7 +59,7 @@ RUNTIME_ONLY = (
     "actors.worker.runtime",
     "actors.history",
     "actors.observe",
-    "broker",
+    "actors.broker",
     *FRONT_ENDS,
 )
 
@@ -81,27 +81,27 @@ CONTRACTS = (
     Contract(
         "topics is the bottom layer",
         sources=("topics",),
-        forbidden=("actors", "simulation", "broker", "examples"),
+        forbidden=("actors", "simulation"),
     ),
     Contract(
         "time rules and the wheel stand on topics and the standard library only",
         sources=("actors.timespec", "actors.wheel"),
-        forbidden=("actors", "simulation", "broker", "examples"),
+        forbidden=("actors", "simulation"),
         allowed=("actors.timespec", "actors.wheel"),
     ),
     Contract(
         "the pure cores reach nothing above them",
         sources=PURE_CORES,
-        forbidden=(*RUNTIME_ONLY, "simulation", "examples"),
+        forbidden=(*RUNTIME_ONLY, "simulation", "actors.examples"),
     ),
     Contract(
         "the simulation drives the cores, never a runtime or a front end",
         sources=("simulation",),
-        forbidden=(*RUNTIME_ONLY, "examples"),
+        forbidden=(*RUNTIME_ONLY, "actors.examples"),
     ),
     Contract(
         "the runtimes and the console never import the command line or the demo",
-        sources=("topics", "actors", "simulation", "broker", "examples"),
+        sources=("topics", "actors", "simulation"),
         forbidden=("actors.cli", "actors.demo"),
         exempt=("actors.cli", "actors.demo"),
     ),

@@ -30,10 +30,10 @@ from aiokafka.errors import (
     TransactionalIdAuthorizationFailed,
 )
 
-from broker import BrokerLayout
-from broker import process as broker_process
-from broker import secure as broker_secure
-from broker.tools import KafkaTools, acl_run
+from actors.broker import BrokerLayout
+from actors.broker import process as broker_process
+from actors.broker import secure as broker_secure
+from actors.broker.tools import KafkaTools, acl_run
 from topics.messages import Run, parse_result, parse_run
 from topics.names import Settings, TopicKind
 from topics.refusals import topic_denied

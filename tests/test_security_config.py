@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.layout import BrokerLayout
-from broker.secure import server_properties
-from broker.tools import command_config
+from actors.broker.layout import BrokerLayout
+from actors.broker.secure import server_properties
+from actors.broker.tools import command_config
 from topics.security import (
     ClientSecurity,
     SecurityConfigError,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from worker_kit import T0, WorkerProcess, produce, results, run_record, wait_for_results
 
-from examples.billing.jobs import customer_ids
+from actors.examples.billing.jobs import customer_ids
 from topics.messages import run_id_for
 from topics.names import Settings
 
@@ -41,7 +41,7 @@ async def test_kill_9_mid_invoice_run_charges_every_customer_exactly_once(
         kafka_settings,
         [run_record("invoice-nightly", "billing.invoice_nightly", {"customers": CUSTOMERS})],
     )
-    w1 = WorkerProcess(kafka_settings, tmp_path, "w1", jobs="examples.billing.jobs", env=env)
+    w1 = WorkerProcess(kafka_settings, tmp_path, "w1", jobs="actors.examples.billing.jobs", env=env)
     try:
         deadline = time.monotonic() + 120
         while _count(provider_db, "SELECT COUNT(*) FROM charges") < CUSTOMERS // 4:
@@ -56,7 +56,7 @@ async def test_kill_9_mid_invoice_run_charges_every_customer_exactly_once(
     assert charged_by_w1 < CUSTOMERS  # killed in the middle
     assert await results(kafka_settings) == []  # the killed attempt left no result
 
-    w2 = WorkerProcess(kafka_settings, tmp_path, "w2", jobs="examples.billing.jobs", env=env)
+    w2 = WorkerProcess(kafka_settings, tmp_path, "w2", jobs="actors.examples.billing.jobs", env=env)
     try:
         found = await wait_for_results(kafka_settings, lambda rs: len(rs) >= 1, workers=[w2])
     finally:

@@ -44,7 +44,7 @@ from cluster_kit import (
 )
 from scheduler_kit import now_ms
 
-from broker.cluster import lose_disk
+from actors.broker.cluster import lose_disk
 from topics.admin import check_topics, create_topics
 from topics.names import Settings, TopicKind
 

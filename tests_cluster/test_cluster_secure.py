@@ -22,8 +22,8 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from cluster_kit import NODES, _free_port_block
 
-from broker import secure as broker_secure
-from broker.cluster import ClusterLayout
+from actors.broker import secure as broker_secure
+from actors.broker.cluster import ClusterLayout
 
 pytestmark = [
     pytest.mark.broker,

@@ -6,11 +6,11 @@ import argparse
 import sys
 from typing import Any
 
-from broker import BrokerError
-from broker import cluster as broker_cluster
-from broker import process as broker_process
-from broker import secure as broker_secure
-from broker.cluster import ClusterLayout
+from actors.broker import BrokerError
+from actors.broker import cluster as broker_cluster
+from actors.broker import process as broker_process
+from actors.broker import secure as broker_secure
+from actors.broker.cluster import ClusterLayout
 
 _EPILOG = """\
 examples:

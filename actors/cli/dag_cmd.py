@@ -42,7 +42,7 @@ from topics.names import Settings, TopicKind
 
 _EPILOG = """\
 examples:
-  kafkron dag upsert examples/billing/nightly-billing.json
+  kafkron dag upsert actors/examples/billing/nightly-billing.json
   kafkron dag show nightly-billing
   kafkron dag show nightly-billing --run 'nightly-billing@2026-10-10T00:00:00.000Z'
   kafkron dag show nightly-billing --dot | dot -Tsvg > run.svg
@@ -87,7 +87,7 @@ def register(subparsers: Any) -> None:
     upsert = actions.add_parser(
         "upsert",
         help="create or replace a DAG from a JSON file (a dag.upsert command)",
-        epilog="example: kafkron dag upsert examples/billing/nightly-billing.json",
+        epilog="example: kafkron dag upsert actors/examples/billing/nightly-billing.json",
     )
     upsert.add_argument("file", metavar="FILE|-", help="one dag.upsert object, or - for stdin")
     upsert.set_defaults(func=run_upsert)

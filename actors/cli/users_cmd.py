@@ -1,7 +1,7 @@
 """`kafkron users add NAME --role ROLE`: a SCRAM user with its role's ACLs (`topics.acl_plan`).
 
 Runs as the admin given by the client security settings (``--client-config`` or
-``KAFKRON_*``, see `topics.security`) with Kafka's own tools (`broker.tools`).
+``KAFKRON_*``, see `topics.security`) with Kafka's own tools (`actors.broker.tools`).
 The new user's password is read from ``--password-file``, or made at random and
 written there (0600) when the file does not exist yet; it never appears in an
 argument, a log or a message.
@@ -17,9 +17,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from actors.broker.errors import BrokerError
+from actors.broker.tools import KafkaTools, acl_run, scram_user_run
 from actors.cli.output import fail
-from broker.errors import BrokerError
-from broker.tools import KafkaTools, acl_run, scram_user_run
 from topics.acl_plan import Role, check_namespace, commands, plan, principal_of
 from topics.names import Settings
 from topics.security import SecurityConfigError, current

@@ -18,8 +18,8 @@ from topics.names import Settings, TopicKind
 
 _EPILOG = """\
 examples:
-  kafkron worker --jobs examples.billing.jobs
-  kafkron worker --jobs examples.billing.jobs,myapp.jobs --concurrency 16
+  kafkron worker --jobs actors.examples.billing.jobs
+  kafkron worker --jobs actors.examples.billing.jobs,myapp.jobs --concurrency 16
 
 Joins the consumer group {ns}-workers on {ns}.runs; start as many workers as you
 like, the group shares the partitions among them. Each run's result and its offset

@@ -23,7 +23,7 @@ from typing import Any
 from topics.timefmt import format_ms
 
 # Job modules the demo's workers import.
-JOB_MODULES = ("examples.billing.jobs", "actors.demo.jobs")
+JOB_MODULES = ("actors.examples.billing.jobs", "actors.demo.jobs")
 
 # Customers invoice-nightly charges in the demo: enough to take a moment, few enough
 # to finish well inside a 30-second demo on a small machine.
@@ -80,11 +80,11 @@ def schedules(now_ms: int) -> list[dict[str, Any]]:
 
 
 def dag() -> dict[str, Any]:
-    """The billing example's DAG (examples/billing/nightly-billing.json), every 20 s.
+    """The billing example's DAG (actors/examples/billing/nightly-billing.json), every 20 s.
 
     Demo time: a run within a short demo, short retries and timeouts.
     """
-    from examples.billing.dag import nightly_billing
+    from actors.examples.billing.dag import nightly_billing
 
     command = nightly_billing(customers=DEMO_CUSTOMERS, spec={"every": "20s"})
     command["retry"] = FAST_FAILURE_RETRY

@@ -1,7 +1,7 @@
 """Jobs of the demo: a one-off reminder, and a retry that ends well.
 
 Registered under ``demo.*`` so they never collide with the billing example's
-names; the demo's workers import this module next to ``examples.billing.jobs``.
+names; the demo's workers import this module next to ``actors.examples.billing.jobs``.
 """
 
 from __future__ import annotations

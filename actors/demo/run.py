@@ -1,7 +1,7 @@
 """`kafkron demo`, start to finish.
 
 1. Use the broker at ``KAFKRON_BOOTSTRAP`` if it answers, else start the local one
-   (`broker.start`; the first start downloads Kafka's jars and says so).
+   (`actors.broker.start`; the first start downloads Kafka's jars and says so).
 2. Create the namespace's topics: a fresh ``demo-<hex>`` namespace per run unless
    one is given, so a demo never sees an earlier demo's schedules.
 3. Start the recorder, a scheduler and two workers as child processes.
@@ -79,9 +79,9 @@ def fresh_namespace() -> str:
 
 def ensure_broker(settings: Settings, say: Any) -> None:
     """Reuse the broker at ``settings.bootstrap``, or start the local one there."""
-    import broker
-    from broker.layout import BrokerLayout
-    from broker.probe import answers
+    from actors import broker
+    from actors.broker.layout import BrokerLayout
+    from actors.broker.probe import answers
 
     if answers(settings.bootstrap, timeout_s=5.0):
         say(f"using the Kafka broker at {settings.bootstrap}")

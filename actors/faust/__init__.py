@@ -11,7 +11,7 @@ This package gives such an app what kafkron's topics require:
 - `send_command` (and `dlq_replay`, `schedule_trigger`, ...): commands validated by
   the shard's decoder before they are produced, as the command line does.
 
-``examples/faust_alerts.py`` puts them together.
+``actors/examples/faust_alerts.py`` puts them together.
 """
 
 from __future__ import annotations

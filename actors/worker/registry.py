@@ -82,6 +82,6 @@ def load_job_modules(modules: Iterable[str]) -> Registry:
         except ImportError as exc:
             raise ImportError(
                 f"cannot import job module {module!r}: {exc}; "
-                "pass an importable module path such as examples.billing.jobs"
+                "pass an importable module path such as actors.examples.billing.jobs"
             ) from exc
     return REGISTRY

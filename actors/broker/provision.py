@@ -1,7 +1,7 @@
 """Java and Kafka's jars: check the JVM, fetch the jars once into the cache.
 
 The jars come from Maven Central through ``mvn dependency:copy-dependencies`` on
-``broker/pom.xml``. They land in a directory named after a hash of the pom, filled
+``actors/broker/pom.xml``. They land in a directory named after a hash of the pom, filled
 through a temporary directory and renamed into place, so a download interrupted
 half-way is never mistaken for a complete one and a changed pom fetches afresh.
 """
@@ -18,8 +18,8 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from broker.errors import BrokerError
-from broker.layout import cache_dir
+from actors.broker.errors import BrokerError
+from actors.broker.layout import cache_dir
 
 MIN_JAVA_MAJOR = 17
 _JAVA_VERSION = re.compile(r'version "(\d+)(?:\.(\d+))?')
@@ -27,7 +27,7 @@ _JAVA_VERSION = re.compile(r'version "(\d+)(?:\.(\d+))?')
 
 def pom_path() -> Path:
     """The pom that names Kafka's jars; shipped as package data of `broker`."""
-    return Path(str(resources.files("broker").joinpath("pom.xml")))
+    return Path(str(resources.files("actors.broker").joinpath("pom.xml")))
 
 
 def find_java() -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from broker.layout import HOST, BrokerLayout
+from actors.broker.layout import HOST, BrokerLayout
 
 NODE_ID = 1
 

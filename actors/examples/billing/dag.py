@@ -1,14 +1,14 @@
 """The ``nightly-billing`` DAG: the billing jobs in dependency order.
 
 ``nightly-billing.json`` next to this file is the ``dag.upsert`` command, ready to
-send as it is (``kafkron submit examples/billing/nightly-billing.json``)::
+send as it is (``kafkron submit actors/examples/billing/nightly-billing.json``)::
 
     usage-rollup ──┐
                    ├──> invoice-nightly ──> send-invoices
     fx-rates ──────┘
 
 It runs at midnight UTC; each run processes the day before (its logical date,
-Airflow's convention), which `examples.billing.jobs.period_of` reads from the
+Airflow's convention), which `actors.examples.billing.jobs.period_of` reads from the
 run, so a rerun or a retry bills the same day. Each task has its own timeout
 and retry policy; invoice-nightly never retries ``AccountDeleted``.
 """

@@ -49,8 +49,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from broker.errors import BrokerError
-from broker.layout import HOST, BrokerLayout
+from actors.broker.errors import BrokerError
+from actors.broker.layout import HOST, BrokerLayout
 
 MECHANISM = "SCRAM-SHA-512"
 ADMIN_USER = "admin"

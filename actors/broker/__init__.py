@@ -16,8 +16,8 @@ Environment (all optional):
 - ``KAFKRON_BROKER_JAVA_OPTS``: extra JVM options of the broker (e.g. ``-Xmx4g``).
 """
 
-from broker.errors import BrokerError
-from broker.layout import BrokerLayout
-from broker.process import BrokerStatus, start, status, stop
+from actors.broker.errors import BrokerError
+from actors.broker.layout import BrokerLayout
+from actors.broker.process import BrokerStatus, start, status, stop
 
 __all__ = ["BrokerError", "BrokerLayout", "BrokerStatus", "start", "status", "stop"]

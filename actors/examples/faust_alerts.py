@@ -27,7 +27,7 @@ Run it against the local broker, from the checkout, with the extra installed
 (``pip install -e '.[faust]'``)::
 
     KAFKRON_REPLAY_JOB=billing.always_fails KAFKRON_HEALTH_URL=http://127.0.0.1:8000/ \\
-        python -m examples.faust_alerts worker -l info --without-web
+        python -m actors.examples.faust_alerts worker -l info --without-web
 
 Tests build the same agents with `build` and their own alert sink and health check.
 """
@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -257,10 +256,10 @@ def _from_env(environ: Mapping[str, str]) -> AlertsApp:
 
 
 def main() -> None:
-    """``python -m examples.faust_alerts worker -l info`` (Faust's own command line)."""
+    """``python -m actors.examples.faust_alerts worker -l info`` (Faust's own command line)."""
     with contextlib.suppress(KeyboardInterrupt):
         _from_env(os.environ).app.main()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

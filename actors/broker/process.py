@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker import config, probe, provision
-from broker import secure as broker_secure
-from broker.errors import BrokerError
-from broker.layout import HOST, BrokerLayout
+from actors.broker import config, probe, provision
+from actors.broker import secure as broker_secure
+from actors.broker.errors import BrokerError
+from actors.broker.layout import HOST, BrokerLayout
 
 DEFAULT_START_TIMEOUT_S = 120.0
 DEFAULT_STOP_GRACE_S = 30.0
@@ -212,7 +212,7 @@ def start(
 ) -> BrokerStatus:
     """Start the broker of `layout` (or find it running) and wait until it answers.
 
-    `secure` (or a data dir set up secure before) adds TLS, SCRAM and ACLs (`broker.secure`).
+    `secure` (or a data dir set up secure before) adds TLS, SCRAM and ACLs (`actors.broker.secure`).
     """
     secure = secure or broker_secure.is_secure(layout)
     pid = _read_pid(layout)

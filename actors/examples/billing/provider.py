@@ -19,7 +19,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from examples.billing.store import open_sqlite
+from actors.examples.billing.store import open_sqlite
 
 DEFAULT_PROVIDER_DB = ".kafkron/provider.db"
 

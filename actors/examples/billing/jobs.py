@@ -1,6 +1,6 @@
 """The jobs of the nightly billing DAG, and one that always fails (for the demo).
 
-Run them with ``kafkron worker --jobs examples.billing.jobs``. Databases:
+Run them with ``kafkron worker --jobs actors.examples.billing.jobs``. Databases:
 ``KAFKRON_BILLING_DB`` (default ``.kafkron/billing.db``) and the fake provider's
 ``KAFKRON_PROVIDER_DB`` (default ``.kafkron/provider.db``).
 
@@ -24,8 +24,8 @@ from datetime import datetime
 from typing import Any
 
 from actors import RunContext, job
-from examples.billing.provider import PaymentProvider
-from examples.billing.store import open_billing_db
+from actors.examples.billing.provider import PaymentProvider
+from actors.examples.billing.store import open_billing_db
 
 CURRENCIES = ("EUR", "GBP", "JPY")
 HEARTBEAT_EVERY = 50

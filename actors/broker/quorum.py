@@ -31,7 +31,7 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
-from broker.probe import quiet_aiokafka
+from actors.broker.probe import quiet_aiokafka
 
 METADATA_TOPIC = "__cluster_metadata"
 _REPLICA_STATE = (

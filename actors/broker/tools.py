@@ -22,9 +22,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker import provision
-from broker.errors import BrokerError
-from broker.layout import cache_dir
+from actors.broker import provision
+from actors.broker.errors import BrokerError
+from actors.broker.layout import cache_dir
 from topics.security import ClientSecurity
 
 ACL_MAIN = "org.apache.kafka.tools.AclCommand"

@@ -6,7 +6,7 @@ data, its one log and its pid file in ``<data dir>/node-<n>``. Every node is
 broker and controller, so a three-node cluster is a three-voter quorum: it keeps
 electing a metadata leader with one node down, and stops with two down.
 
-A single node (``--nodes 1``, the default) is exactly the broker `broker.process`
+A single node (``--nodes 1``, the default) is exactly the broker `actors.broker.process`
 always ran, in the data dir itself, so existing data dirs keep working.
 
 ``cluster.json`` in the data dir records the node count, the base port and the
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import orjson
 
-from broker import config, probe, process, quorum
-from broker import secure as broker_secure
-from broker.errors import BrokerError
-from broker.layout import BrokerLayout
+from actors.broker import config, probe, process, quorum
+from actors.broker import secure as broker_secure
+from actors.broker.errors import BrokerError
+from actors.broker.layout import BrokerLayout
 
 MANIFEST = "cluster.json"
 MAX_NODES = 9
