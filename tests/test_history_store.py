@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from actors.history.recorder import to_row
 from actors.history.store import (
     DEAD_LETTERED,
     RUNNING,
@@ -17,6 +18,11 @@ from actors.history.store import (
     RejectionRow,
     Row,
 )
+from topics.covers import Covers
+from topics.messages import result_value
+from topics.names import TopicKind
+from topics.timefmt import format_ms
+from topics.vocabulary import RunStatus
 
 T0 = 1_790_000_000_000  # an instant in 2026
 
@@ -197,3 +203,40 @@ async def test_a_database_belongs_to_one_namespace(tmp_path: Path) -> None:
 async def test_readonly_open_of_a_missing_database_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(HistoryError, match="kafkron recorder"):
         await HistoryStore.open(tmp_path / "nothing.db", readonly=True)
+
+
+def _folded_result(covers: Covers | None, message: str) -> bytes:
+    return result_value(
+        run_id=f"a@{format_ms(T0)}",
+        schedule_id="a",
+        task=None,
+        attempt=1,
+        status=RunStatus.MISSED,
+        scheduled_ms=T0,
+        started_ms=None,
+        finished_ms=None,
+        worker="shard-0",
+        error={"type": "Misfire", "message": message},
+        covers=covers,
+    )
+
+
+@pytest.mark.parametrize("written_before_covers", [False, True])
+async def test_a_folded_result_keeps_the_range_it_stands_for(
+    tmp_path: Path, written_before_covers: bool
+) -> None:
+    to_ms = T0 + 9 * 60_000
+    message = f"10 occurrences from {format_ms(T0)} to {format_ms(to_ms)} (late)"
+    covers = None if written_before_covers else Covers(T0, to_ms, 10)
+    row = to_row(TopicKind.RESULTS, 0, 0, b"a", _folded_result(covers, message), T0)
+    assert isinstance(row, AttemptFinished)
+    store = await open_store(tmp_path)
+    async with store:
+        await store.write([row], {("ns-a.results", 0): 1})
+        run = await store.run(f"a@{format_ms(T0)}")
+        assert run is not None
+        assert (run.status, run.covers_to_ms, run.covers_count) == ("missed", to_ms, 10)
+        [attempt] = await store.attempts(f"a@{format_ms(T0)}")
+        assert (attempt.covers_to_ms, attempt.covers_count) == (to_ms, 10)
+        plain = to_row(TopicKind.RESULTS, 0, 1, b"a", _folded_result(None, "late"), T0)
+        assert isinstance(plain, AttemptFinished) and plain.covers_count is None

@@ -107,6 +107,7 @@ def run_json(view: RunView) -> dict[str, Any]:
         "worker": view.worker,
         "error": _error(view.error_type, view.error_message),
         "dead_at": _opt_instant(view.dead_at_ms),
+        "covers": _covers(view.scheduled_ms, view.covers_to_ms, view.covers_count),
     }
 
 
@@ -128,6 +129,7 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
         "worker": view.worker,
         "error": _error(view.error_type, view.error_message),
         "progress": _progress(view),
+        "covers": _covers(view.scheduled_ms, view.covers_to_ms, view.covers_count),
     }
 
 
@@ -143,6 +145,13 @@ def _progress_text(view: AttemptView) -> str:
         return "-"
     text = view.progress if len(view.progress) <= 60 else view.progress[:57] + "..."
     return f"{text} at {output.short_instant(view.progress_ms)}"
+
+
+def _covers(from_ms: int | None, to_ms: int | None, count: int | None) -> dict[str, Any] | None:
+    """A folded missed/skipped run's range, as the result's ``covers`` names it."""
+    if to_ms is None or count is None:
+        return None
+    return {"from": _opt_instant(from_ms), "to": _opt_instant(to_ms), "count": count}
 
 
 def _opt_instant(value_ms: int | None) -> str | None:

@@ -119,6 +119,7 @@ def to_row(
                 at_ms=parse_instant(at) if isinstance(at, str) else result.scheduled_ms,
             )
         error_type, error_message = _error_fields(result.error)
+        covers = messages.covers_of(result)  # older results: from their message
         return AttemptFinished(
             run_id=result.run_id,
             attempt=result.attempt,
@@ -131,6 +132,8 @@ def to_row(
             worker=result.worker,
             error_type=error_type,
             error_message=error_message,
+            covers_to_ms=None if covers is None else covers.to_ms,
+            covers_count=None if covers is None else covers.count,
         )
     if kind is TopicKind.DLQ:
         dead = messages.parse_dlq(value)

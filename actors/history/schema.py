@@ -26,7 +26,9 @@ WAL mode lets ``kafkron history`` read while ``kafkron recorder`` writes.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+# 2: ``covers_to_ms`` and ``covers_count`` (a folded missed/skipped result's range,
+# `topics.covers`) in ``attempts`` and ``runs``.
+SCHEMA_VERSION = 2
 
 # Pragmas applied to every connection: WAL for concurrent readers, NORMAL sync
 # (WAL keeps the database consistent on power loss; at worst the last transactions
@@ -41,9 +43,16 @@ PRAGMAS: tuple[str, ...] = (
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("attempts", "progress", "TEXT"),
     ("attempts", "progress_ms", "INTEGER"),
+    ("attempts", "covers_to_ms", "INTEGER"),
+    ("attempts", "covers_count", "INTEGER"),
+    ("runs", "covers_to_ms", "INTEGER"),
+    ("runs", "covers_count", "INTEGER"),
 )
 """Columns added after version 1 was released: a database made before them gets
-them at open (``ALTER TABLE ... ADD COLUMN``), so no rebuild is needed."""
+them at open (``ALTER TABLE ... ADD COLUMN``). The progress columns need nothing
+more; the covers columns come with version 2, whose older databases are refused
+until rebuilt (their folded results' ranges are re-read from the topics), and the
+rebuild runs in the very tables these columns were added to."""
 
 DDL: tuple[str, ...] = (
     """
@@ -78,6 +87,8 @@ DDL: tuple[str, ...] = (
         error_message   TEXT,
         progress        TEXT,
         progress_ms     INTEGER,
+        covers_to_ms    INTEGER,
+        covers_count    INTEGER,
         PRIMARY KEY (run_id, attempt)
     )
     """,
@@ -125,7 +136,9 @@ DDL: tuple[str, ...] = (
         worker          TEXT,
         error_type      TEXT,
         error_message   TEXT,
-        dead_at_ms      INTEGER
+        dead_at_ms      INTEGER,
+        covers_to_ms    INTEGER,
+        covers_count    INTEGER
     )
     """,
     "CREATE INDEX IF NOT EXISTS runs_by_schedule ON runs (schedule_id, scheduled_ms)",

@@ -89,6 +89,10 @@ class AttemptFinished:
     worker: str | None
     error_type: str | None
     error_message: str | None
+    covers_to_ms: int | None = None
+    """A folded missed/skipped result: its last occurrence (its first is the run's)."""
+    covers_count: int | None = None
+    """A folded missed/skipped result: how many occurrences it stands for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +162,9 @@ class RunView:
     error_type: str | None
     error_message: str | None
     dead_at_ms: int | None
+    covers_to_ms: int | None = None
+    """As in `AttemptFinished`, of the latest result."""
+    covers_count: int | None = None
 
     @property
     def duration_ms(self) -> int | None:
@@ -190,6 +197,8 @@ class AttemptView:
     progress: str | None = None
     """The latest progress details (JSON text) while it ran, if the job reported any."""
     progress_ms: int | None = None
+    covers_to_ms: int | None = None
+    covers_count: int | None = None
 
 
 def summarize(
@@ -238,16 +247,19 @@ def summarize(
         error_type=error_type,
         error_message=error_message,
         dead_at_ms=dead_at_ms,
+        covers_to_ms=finished[-1].covers_to_ms if finished else None,
+        covers_count=finished[-1].covers_count if finished else None,
     )
 
 
 _ATTEMPT_COLUMNS = (
     "run_id, attempt, schedule_id, task, scheduled_ms, fired_ms, started_ms, finished_ms, "
-    "COALESCE(status, 'running'), worker, error_type, error_message, progress, progress_ms"
+    "COALESCE(status, 'running'), worker, error_type, error_message, progress, progress_ms, "
+    "covers_to_ms, covers_count"
 )
 _RUN_COLUMNS = (
     "run_id, schedule_id, task, job_name, scheduled_ms, fired_ms, started_ms, finished_ms, "
-    "status, attempts, worker, error_type, error_message, dead_at_ms"
+    "status, attempts, worker, error_type, error_message, dead_at_ms, covers_to_ms, covers_count"
 )
 _DL_COLUMNS = (
     "partition, offset, run_id, schedule_id, task, job_name, error_type, error_message, "
@@ -400,13 +412,14 @@ class HistoryStore:
         if finished:
             await db.executemany(
                 "INSERT INTO attempts (run_id, attempt, schedule_id, task, scheduled_ms, "
-                "started_ms, finished_ms, status, worker, error_type, error_message) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "started_ms, finished_ms, status, worker, error_type, error_message, "
+                "covers_to_ms, covers_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id, attempt) DO UPDATE SET "
                 "scheduled_ms = COALESCE(attempts.scheduled_ms, excluded.scheduled_ms), "
                 "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
                 "status = excluded.status, worker = excluded.worker, "
-                "error_type = excluded.error_type, error_message = excluded.error_message",
+                "error_type = excluded.error_type, error_message = excluded.error_message, "
+                "covers_to_ms = excluded.covers_to_ms, covers_count = excluded.covers_count",
                 [
                     (
                         r.run_id,
@@ -420,6 +433,8 @@ class HistoryStore:
                         r.worker,
                         r.error_type,
                         r.error_message,
+                        r.covers_to_ms,
+                        r.covers_count,
                     )
                     for r in finished
                 ],
@@ -550,11 +565,13 @@ class HistoryStore:
                     view.error_type,
                     view.error_message,
                     view.dead_at_ms,
+                    view.covers_to_ms,
+                    view.covers_count,
                 )
             )
         await db.executemany(
             f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             summaries,
         )
         await db.execute("DELETE FROM touched")
