@@ -75,6 +75,10 @@ NOT_A_CLIENT = {
     ("actors/history/store.py", "db.close"),
     ("actors/history/store.py", "self._db.close"),
     ("actors/history/store.py", "self.close"),
+    # The billing example's SQLite files: local closes too.
+    ("actors/examples/billing/jobs.py", "db.close"),
+    ("actors/examples/billing/provider.py", "self._db.close"),
+    ("actors/examples/billing/store.py", "db.close"),
     # kafkron's own closes, which bound the clients they stop.
     ("actors/observe/exposition.py", "sampler.close"),  # LagSampler.close
     ("actors/scheduler/runtime.py", "runner.close"),  # ShardRunner.close: stop_producer

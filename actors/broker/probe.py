@@ -16,6 +16,8 @@ from typing import Any
 
 from aiokafka.client import AIOKafkaClient
 
+from topics.closing import bounded
+
 
 @contextlib.contextmanager
 def quiet_aiokafka() -> Iterator[None]:
@@ -47,8 +49,9 @@ async def metadata_ok(bootstrap: str, timeout_s: float = 5.0, **security: Any) -
         except Exception:
             return False
         finally:
-            with contextlib.suppress(Exception):
-                await client.close()
+            # Bounded like every client close (`topics.closing`): a broker that died
+            # mid-request must not hang a probe.
+            await bounded(client.close(), "the probe client", timeout_s)
 
 
 def answers(bootstrap: str, timeout_s: float = 5.0, **security: Any) -> bool:

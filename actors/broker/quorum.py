@@ -32,6 +32,7 @@ from aiokafka.protocol.types import (
 )
 
 from actors.broker.probe import quiet_aiokafka
+from topics.closing import bounded
 
 METADATA_TOPIC = "__cluster_metadata"
 _REPLICA_STATE = (
@@ -160,8 +161,9 @@ async def describe(bootstrap: str, timeout_s: float = 5.0, **security: Any) -> C
         except Exception:
             return None
         finally:
-            with contextlib.suppress(Exception):
-                await client.close()
+            # Bounded like every client close (`topics.closing`): a broker that died
+            # mid-request must not hang a probe.
+            await bounded(client.close(), "the status client", timeout_s)
 
 
 def _partition_leaders(metadata: dict[str, Any]) -> dict[str, dict[int, int]]:
