@@ -83,6 +83,7 @@ def _result(**optional: Any) -> bytes:
         worker="w1",
         error=optional.get("error"),
         counts=optional.get("counts"),
+        progress=optional.get("progress"),
         covers=optional.get("covers"),
     )
 
@@ -121,6 +122,7 @@ def _rejected(original: bytes | None) -> bytes:
 
 ERROR = {"type": "CardDeclined", "message": "insufficient funds"}
 COVERS = Covers(T0 - 86_400_000, T0, 1440, exact=True)
+PROGRESS = ({"rows": 120}, T0 + 15)
 
 # Every variant of every record: each optional field absent, and each present.
 VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
@@ -132,6 +134,7 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (RESULT, result_codec, _result(status="missed", started_ms=None, finished_ms=None)),
     (RESULT, result_codec, _result(counts={"succeeded": 3, "failed": 1}, error=ERROR)),
     (RESULT, result_codec, _result(status="missed", error=ERROR, covers=COVERS)),
+    (RESULT, result_codec, _result(status="running", finished_ms=None, progress=PROGRESS)),
     (RUN_CANCEL, run_codec, _cancel()),
     (RUN_CANCEL, run_codec, _cancel(task="charge")),
     (DEAD_LETTER, dead_letter_codec, _dead_letter()),
@@ -147,7 +150,14 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
     ),
     (
         ResultRecord,
-        _result(task="charge", status="failed", error=ERROR, counts={"failed": 1}, covers=COVERS),
+        _result(
+            task="charge",
+            status="failed",
+            error=ERROR,
+            counts={"failed": 1},
+            progress=PROGRESS,
+            covers=COVERS,
+        ),
     ),
     (RunCancelRecord, _cancel(task="charge")),
     (DeadLetterRecord, _dead_letter(task="charge", last_error=ERROR)),
