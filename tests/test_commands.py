@@ -772,9 +772,24 @@ def test_a_back_edge_is_reported_as_a_real_cycle(
     assert match is not None, str(raised.value)
     loop = match.group(1).split(" -> ")
     assert loop[0] == loop[-1]
-    assert len(set(loop[:-1])) == len(loop) - 1
+    if "..." in loop:  # a long cycle is named by its first tasks, then its size
+        assert re.search(r"\((\d+) tasks\)", str(raised.value)), str(raised.value)
+        loop = loop[: loop.index("...")]  # consecutive tasks of the cycle, none repeated
+        assert len(set(loop)) == len(loop)
+    else:
+        assert len(set(loop[:-1])) == len(loop) - 1
     for before, after in itertools.pairwise(loop):
         assert before in cyclic[after], (before, after, cyclic)
+
+
+def test_a_long_cycle_is_named_by_its_first_tasks_and_its_size() -> None:
+    """The case the property above once drew: 13 tasks in one loop."""
+    names = [f"t{i}" for i in range(13)]
+    cyclic = {name: [names[i - 1]] for i, name in enumerate(names)}  # t12 closes it
+    with pytest.raises(GraphError) as raised:
+        topological_order(cyclic)
+    text = str(raised.value)
+    assert " -> ".join(names[:12]) + " -> ... -> t0 (13 tasks)" in text, text
 
 
 retry_bodies = st.fixed_dictionaries(
