@@ -90,8 +90,9 @@ async def _scenario(
     assert not report.runs.gaps, report.summary() + "\n" + logs
     assert not report.duplicate_results, report.summary()
     assert not report.unanswered, report.summary() + "\n" + logs
-    assert load.scheduler_codes == [0, 0, 0], f"{load.scheduler_codes}\n{logs}"
-    assert load.worker_codes == [0, 0], f"{load.worker_codes}\n{logs}"
+    # Read again: the logs now end with how each process stopped.
+    assert load.scheduler_codes == [0, 0, 0], f"{load.scheduler_codes}\n{load.logs()}"
+    assert load.worker_codes == [0, 0], f"{load.worker_codes}\n{load.logs()}"
     return report
 
 

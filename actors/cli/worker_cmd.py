@@ -8,6 +8,7 @@ import signal
 from typing import Any
 
 from actors.cli import observe_args, output
+from actors.cli.stop_deadline import StopDeadline
 from actors.cli.topics_cmd import guard
 from actors.observe.collectors import WorkerCollector
 from actors.observe.exposition import MetricsError
@@ -15,6 +16,10 @@ from actors.observe.lag import LagSampler
 from actors.worker.registry import load_job_modules
 from actors.worker.runtime import WorkerOptions, WorkerRuntime, default_worker_id
 from topics.names import Settings, TopicKind
+
+# After the drain: the jobs' cancellation, the last commits and the closes, each
+# bounded; a stop still running this long after the drain exits with code 3.
+STOP_AFTER_DRAIN_S = 45.0
 
 _EPILOG = """\
 examples:
@@ -28,7 +33,8 @@ again by this group, and a run whose worker died is run again (at least once):
 give side effects an idempotency key, ctx.idempotency_key(...).
 
 SIGTERM or Ctrl-C drains: no new runs start, running ones get --drain-s seconds to
-finish, then the worker leaves the group. A second Ctrl-C stops at once.
+finish, then the worker leaves the group. A second Ctrl-C stops at once. A stop
+not ended 45 s after the drain exits with code 3, logging what each task awaited.
 """
 
 
@@ -134,7 +140,11 @@ async def _serve(runtime: WorkerRuntime, metrics_port: int | None) -> None:
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
 
+    # The drain, then the bounded closes; past that the process exits (code 3).
+    deadline = StopDeadline("the worker", runtime.options.drain_s + STOP_AFTER_DRAIN_S)
+
     def request_stop() -> None:
+        deadline.arm()
         if stop.is_set() and main is not None:
             main.cancel()  # a second signal: stop now
         stop.set()
@@ -143,7 +153,10 @@ async def _serve(runtime: WorkerRuntime, metrics_port: int | None) -> None:
         loop.add_signal_handler(sig, request_stop)
     settings = runtime.settings
     sampler = LagSampler(settings, settings.worker_group, [settings.topic(TopicKind.RUNS)])
-    async with observe_args.maybe_serve_metrics(
-        metrics_port, [WorkerCollector(runtime)], [sampler]
-    ):
-        await runtime.run(stop)
+    try:
+        async with observe_args.maybe_serve_metrics(
+            metrics_port, [WorkerCollector(runtime)], [sampler]
+        ):
+            await runtime.run(stop)
+    finally:
+        deadline.disarm()

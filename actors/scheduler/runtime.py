@@ -43,7 +43,6 @@ request cannot hang a shutdown, a rebuild or a revocation.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import time
@@ -98,6 +97,7 @@ CoreFactory = Callable[[int, int, int], Any]
 GC_YOUNG_THRESHOLD = 50_000
 # Fencing, probing, restoring or positioning one shard; beyond this the broker is unwell.
 BUILD_TIMEOUT_S = 120.0
+CLOSE_S = 15.0  # each client's close at a stop; they run at once
 # Records fed to a core between two chances for the event loop to breathe.
 FEED_CHUNK = 256
 Step = Fence | Probe | Restore | CatchUp | Position
@@ -269,19 +269,30 @@ class SchedulerRuntime:
             )
             await self._loop(consumer, stop)
         finally:
+            log.info("scheduler stopping: closing %d shard(s)", len(self._runners))
             async with self._lock:
                 # No transaction is open between turns; closing is stopping producers.
                 self._execute(self.machine.leave())
-            if self._tasks:
-                await bounded(asyncio.gather(*self._tasks, return_exceptions=True), "shard tasks")
-            await bounded(consumer.stop(), "leaving the scheduler group", 15.0)
-            await bounded(restore_consumer.stop(), "stopping the restore consumer", 15.0)
             if tailing is not None:  # ends with ``stop``; not when the loop failed
                 tailing.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await tailing
+            # All at once, each bounded: a stop lasts as long as its slowest close,
+            # not their sum (which outlasted a supervisor's patience after a broker
+            # lost its disk). Leaving the group while producers still close is safe:
+            # the next owner fences them.
+            closes = [
+                bounded(consumer.stop(), "leaving the scheduler group", CLOSE_S),
+                bounded(restore_consumer.stop(), "stopping the restore consumer", CLOSE_S),
+            ]
+            if self._tasks:
+                gathered = asyncio.gather(*self._tasks, return_exceptions=True)
+                closes.append(bounded(gathered, "shard tasks", CLOSE_S))
+            if tailing is not None:
+                closes.append(bounded(tailing, "stopping the standby tailing", CLOSE_S))
             if standby_consumer is not None:
-                await bounded(standby_consumer.stop(), "stopping the standby consumer", 15.0)
+                closes.append(
+                    bounded(standby_consumer.stop(), "stopping the standby consumer", CLOSE_S)
+                )
+            await asyncio.gather(*closes)
             log.info("scheduler stopped")
 
     async def _tail(self, stop: asyncio.Event) -> None:

@@ -303,8 +303,11 @@ class WorkerRuntime:
         if self._background:
             # Every task here is bounded (adoption steps, writes, closes).
             await asyncio.gather(*self._background, return_exceptions=True)
-        await bounded(consumer.stop(), "stopping the runs consumer")
-        await bounded(admin.close(), "closing the admin client")
+        # At once: a stop lasts as long as the slowest close, not their sum.
+        await asyncio.gather(
+            bounded(consumer.stop(), "stopping the runs consumer"),
+            bounded(admin.close(), "closing the admin client"),
+        )
 
     # --- inputs ------------------------------------------------------------------------
 

@@ -1,0 +1,165 @@
+"""A stop that never ends: the process still exits, and says what it was waiting on.
+
+After a broker lost its disk, one scheduler did not exit within 60 s of SIGTERM
+(every close is bounded, but one after another they outlasted the wait). The
+processes now run their closes at once and keep a deadline on the whole stop in a
+thread the event loop cannot hold up. Here the runtime's ``run`` is replaced by one
+that ignores its stop event and swallows every cancellation, the worst case: with no
+deadline the process never exits (these tests then fail on their timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from actors.cli.stop_deadline import EXIT_STOP_OVERRAN, StopDeadline
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def _hangs_forever() -> None:
+    while True:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            continue  # the worst kind of task: it swallows its cancellation
+
+
+def test_past_the_deadline_it_exits_and_names_what_each_task_awaited(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    exited: list[int] = []
+    called = threading.Event()
+
+    def exit_now(code: int) -> None:
+        exited.append(code)
+        called.set()
+
+    async def main() -> None:
+        task = asyncio.create_task(_hangs_forever(), name="stuck-close")
+        await asyncio.sleep(0)
+        deadline = StopDeadline("the test process", 0.05, exit_now)
+        deadline.arm()
+        while not called.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()  # it swallows this; the loop is closed with it pending
+        await asyncio.sleep(0)
+
+    with caplog.at_level(logging.ERROR, logger="kafkron"):
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(asyncio.wait_for(main(), 10))
+        finally:
+            loop.close()
+    assert exited == [EXIT_STOP_OVERRAN]
+    text = caplog.text
+    assert "the test process did not stop within 0 s" in text
+    assert "stuck-close: _hangs_forever" in text
+    assert "Event" in text or "Future" in text  # the await it hangs on
+
+
+def test_a_stop_that_ends_in_time_is_disarmed_and_never_exits() -> None:
+    exited: list[int] = []
+
+    async def main() -> None:
+        deadline = StopDeadline("the test process", 0.05, exited.append)
+        deadline.arm()
+        deadline.arm()  # a second signal does not start a second countdown
+        deadline.disarm()
+        assert not deadline.armed
+        await asyncio.sleep(0.2)
+
+    asyncio.run(main())
+    assert exited == []
+
+
+def test_a_deadline_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="deadline_s must be positive"):
+        StopDeadline("x", 0)
+
+
+# The CLI's own _serve, with the runtime's run replaced by one that never ends.
+_PROGRAM = """
+import asyncio, sys
+from actors.cli import {module} as cmd
+from actors.{package}.runtime import {runtime}
+
+async def never_stops(self, stop):
+    print("ready", flush=True)
+    while True:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            continue
+
+{runtime}.run = never_stops
+{shorten}
+runtime = {make}
+asyncio.run(cmd._serve(runtime, None))
+"""
+
+_SCHEDULER = {
+    "module": "scheduler_cmd",
+    "package": "scheduler",
+    "runtime": "SchedulerRuntime",
+    "shorten": "cmd.STOP_DEADLINE_S = 1.0",
+    "make": textwrap.dedent(
+        """\
+        __import__("actors.scheduler.runtime", fromlist=["x"]).SchedulerRuntime(
+            __import__("topics.names", fromlist=["x"]).Settings.from_env(),
+            __import__("actors.scheduler.runtime", fromlist=["x"]).RuntimeOptions(),
+        )"""
+    ),
+}
+
+_WORKER = {
+    "module": "worker_cmd",
+    "package": "worker",
+    "runtime": "WorkerRuntime",
+    "shorten": "cmd.STOP_AFTER_DRAIN_S = 1.0",
+    "make": textwrap.dedent(
+        """\
+        __import__("actors.worker.runtime", fromlist=["x"]).WorkerRuntime(
+            __import__("topics.names", fromlist=["x"]).Settings.from_env(),
+            __import__("actors.worker.registry", fromlist=["x"]).Registry(),
+            __import__("actors.worker.runtime", fromlist=["x"]).WorkerOptions(drain_s=0.5),
+        )"""
+    ),
+}
+
+
+@pytest.mark.parametrize("process", [_SCHEDULER, _WORKER], ids=["scheduler", "worker"])
+def test_a_process_whose_stop_hangs_exits_with_code_3(process: dict[str, str]) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PROGRAM.format(**process)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    _, stderr = proc.communicate()
+    assert code == EXIT_STOP_OVERRAN, stderr
+    assert "did not stop within" in stderr
+    assert "never_stops" in stderr  # the task that held the stop up is named
