@@ -1,4 +1,4 @@
-"""`topics.closing.bounded`: a close that never ends is abandoned, never awaited forever."""
+"""`topics.closing`: a close or a step that never ends is abandoned, never awaited forever."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import ast
 import asyncio
 from pathlib import Path
 
-from topics.closing import bounded
+import pytest
+
+from topics.closing import bounded, within
 
 
 async def test_a_close_that_swallows_its_cancellation_is_abandoned_not_awaited() -> None:
@@ -26,6 +28,74 @@ async def test_a_close_that_swallows_its_cancellation_is_abandoned_not_awaited()
     assert finished is False
     release.set()
     await asyncio.sleep(0)
+
+
+async def test_a_step_that_swallows_its_cancellation_times_out_and_is_abandoned() -> None:
+    """A shard's transaction or restore step under ``asyncio.wait_for`` held the turn
+    (and the process's stop) for as long as the cancelled step would not end."""
+    release = asyncio.Event()
+    cancels = 0
+
+    async def stubborn_step() -> int:
+        nonlocal cancels
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                cancels += 1
+        return 1
+
+    with pytest.raises(TimeoutError, match="no answer within 0 s"):
+        await asyncio.wait_for(within(stubborn_step(), 0.05), 5.0)
+    await asyncio.sleep(0)
+    assert cancels == 1  # it was told, and left to finish on its own
+    release.set()
+    await asyncio.sleep(0)
+
+
+async def test_a_step_in_time_returns_its_result_or_raises_its_error() -> None:
+    async def answer() -> int:
+        await asyncio.sleep(0)
+        return 42
+
+    async def refused() -> int:
+        raise RuntimeError("refused")
+
+    assert await within(answer(), 1.0) == 42
+    with pytest.raises(RuntimeError, match="refused"):
+        await within(refused(), 1.0)
+
+
+async def test_a_cancelled_caller_cancels_its_step() -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def step() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    caller = asyncio.ensure_future(within(step(), 60.0))
+    await started.wait()
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    await asyncio.wait_for(cancelled.wait(), 5.0)
+
+
+def test_the_runtime_loops_never_wait_for_a_cancelled_step() -> None:
+    """``asyncio.wait_for`` in a loop that decides ownership or writes: a step that
+    swallows its cancellation would hold the loop; `within` abandons it instead."""
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for package in ("actors/scheduler", "actors/worker", "actors/observe"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Attribute) and node.attr == "wait_for":
+                    found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}")
+    assert found == []
 
 
 async def test_a_close_that_finishes_or_fails_reports_finished() -> None:

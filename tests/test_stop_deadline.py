@@ -27,10 +27,10 @@ from actors.cli.stop_deadline import EXIT_STOP_OVERRAN, StopDeadline
 ROOT = Path(__file__).resolve().parent.parent
 
 
-async def _hangs_forever() -> None:
-    while True:
+async def _hangs_until(release: asyncio.Event) -> None:
+    while not release.is_set():
         try:
-            await asyncio.Event().wait()
+            await release.wait()
         except asyncio.CancelledError:
             continue  # the worst kind of task: it swallows its cancellation
 
@@ -46,14 +46,16 @@ def test_past_the_deadline_it_exits_and_names_what_each_task_awaited(
         called.set()
 
     async def main() -> None:
-        task = asyncio.create_task(_hangs_forever(), name="stuck-close")
+        release = asyncio.Event()
+        task = asyncio.create_task(_hangs_until(release), name="stuck-close")
         await asyncio.sleep(0)
+        task.cancel()  # it swallows this
         deadline = StopDeadline("the test process", 0.05, exit_now)
         deadline.arm()
         while not called.is_set():
             await asyncio.sleep(0.01)
-        task.cancel()  # it swallows this; the loop is closed with it pending
-        await asyncio.sleep(0)
+        release.set()
+        await task
 
     with caplog.at_level(logging.ERROR, logger="kafkron"):
         loop = asyncio.new_event_loop()
@@ -64,7 +66,7 @@ def test_past_the_deadline_it_exits_and_names_what_each_task_awaited(
     assert exited == [EXIT_STOP_OVERRAN]
     text = caplog.text
     assert "the test process did not stop within 0 s" in text
-    assert "stuck-close: _hangs_forever" in text
+    assert "stuck-close: _hangs_until" in text
     assert "Event" in text or "Future" in text  # the await it hangs on
 
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger("kafkron")
 
 CLOSE_TIMEOUT_S = 10.0
+
+T = TypeVar("T")
 
 
 async def bounded(awaitable: Awaitable[Any], what: str, timeout_s: float = CLOSE_TIMEOUT_S) -> bool:
@@ -39,6 +41,31 @@ async def bounded(awaitable: Awaitable[Any], what: str, timeout_s: float = CLOSE
     task.add_done_callback(_retrieve)
     log.warning("%s did not finish within %.0f s; abandoned it", what, timeout_s)
     return False
+
+
+async def within(step: Awaitable[T], timeout_s: float) -> T:
+    """``await step`` for at most ``timeout_s``, else ``TimeoutError``.
+
+    Unlike ``asyncio.wait_for``, never waits for the cancelled step to end: past the
+    deadline the step is cancelled and abandoned, as `bounded` abandons a close. For
+    the steps a decision waits on (a transaction, a restore): the caller learns of
+    the timeout and moves on even if the step swallows its cancellation.
+    """
+    task = asyncio.ensure_future(step)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    except asyncio.CancelledError:  # the caller is cancelled: so is its step
+        _abandon(task)
+        raise
+    if task not in done:
+        _abandon(task)
+        raise TimeoutError(f"no answer within {timeout_s:.0f} s")
+    return task.result()
+
+
+def _abandon(task: asyncio.Future[Any]) -> None:
+    task.cancel()
+    task.add_done_callback(_retrieve)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -30,7 +30,7 @@ from prometheus_client.registry import Collector
 
 from actors.observe import metrics as m
 from topics.clients import admin_kwargs, consumer_kwargs
-from topics.closing import bounded
+from topics.closing import bounded, within
 from topics.names import Settings
 
 log = logging.getLogger("kafkron.metrics")
@@ -58,7 +58,7 @@ class LagSampler(Collector):
             if time.monotonic() - self._sampled_at < MIN_INTERVAL_S:
                 return
             try:
-                self._lag = await asyncio.wait_for(self._sample(), SAMPLE_TIMEOUT_S)
+                self._lag = await within(self._sample(), SAMPLE_TIMEOUT_S)  # a scrape never hangs
             except Exception as exc:  # a scrape still answers, without fresh lag
                 m.CONSUMER_LAG_SAMPLE_ERRORS.inc()
                 log.debug("consumer lag of %s not sampled: %s", self._group, exc)

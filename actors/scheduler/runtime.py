@@ -82,7 +82,7 @@ from actors.scheduler.standby import StandbyTailer
 from actors.scheduler.warm import WarmShard
 from actors.scheduler.writer import Partitioner
 from topics.clients import consumer_kwargs
-from topics.closing import bounded
+from topics.closing import bounded, within
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
 from topics.refusals import denied_in
@@ -436,7 +436,7 @@ class SchedulerRuntime:
         p, token = action.partition, action.token
         machine = self.machine
         try:
-            event = await asyncio.wait_for(self._do_step(action), BUILD_TIMEOUT_S)
+            event = await within(self._do_step(action), BUILD_TIMEOUT_S)  # abandoned past it
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             denied = denied_in(exc, self.settings.namespace)

@@ -51,7 +51,7 @@ from actors.scheduler.writer import (
     send_plan,
 )
 from topics.clients import transactional_producer_kwargs
-from topics.closing import bounded, stop_producer
+from topics.closing import bounded, stop_producer, within
 from topics.names import Settings, TopicKind
 from topics.records import OutRecord
 
@@ -164,7 +164,9 @@ class ShardRunner:
         acks: dict[int, tuple[int, int]] = {}
         sent: list[SentBatch] = []
         try:
-            await asyncio.wait_for(
+            # Abandoned past the timeout, never waited for: a cancelled step that does
+            # not end would hold the turn, and with it the process, forever.
+            await within(
                 self._transaction(producer, plan, offsets, acks, sent), self._commit_timeout_s
             )
         except (KafkaError, BatchRefused, TimeoutError, OSError, AssertionError) as exc:

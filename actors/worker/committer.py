@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import (
@@ -53,11 +52,10 @@ from aiokafka.errors import (
 from aiokafka.producer.transaction_manager import TransactionState
 
 from actors.worker.core import Commit
+from topics.closing import within
 from topics.names import Settings, TopicKind
 from topics.partitioner import murmur2_partition
 from topics.refusals import denied_in
-
-T = TypeVar("T")
 
 STEP_TIMEOUT_S = 30.0
 """Longest wait for one step of a transaction (sends, offsets, commit, abort)."""
@@ -120,7 +118,7 @@ async def _write(
     """The outcome, and the error that ended the transaction (if one did)."""
     results_topic = settings.topic(TopicKind.RESULTS)
     try:
-        count = len(await within(producer.partitions_for(results_topic)))
+        count = len(await within(producer.partitions_for(results_topic), STEP_TIMEOUT_S))
         await _bounded(producer.begin_transaction())
         futures = await _send_results(producer, results_topic, count, commit)
         await _bounded(
@@ -256,29 +254,8 @@ async def _aborted(producer: AIOKafkaProducer, reason: str) -> WriteOutcome:
     return WriteOutcome("failed", reason)
 
 
-async def within(step: Awaitable[T], timeout_s: float = STEP_TIMEOUT_S) -> T:
-    """``await step`` for at most ``timeout_s``, else ``TimeoutError``.
-
-    Unlike ``asyncio.wait_for``, never waits for the cancelled step to end: an
-    aiokafka call stuck on an unanswered request may swallow its cancellation, so
-    past the deadline the step is cancelled and abandoned (``topics.closing``).
-    """
-    task = asyncio.ensure_future(step)
-    done, _ = await asyncio.wait({task}, timeout=timeout_s)
-    if task not in done:
-        task.cancel()
-        task.add_done_callback(_retrieve)
-        raise TimeoutError(f"no answer within {timeout_s:.0f} s")
-    return task.result()
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
-
-
 async def _bounded(step: Awaitable[object]) -> None:
-    await within(step)
+    await within(step, STEP_TIMEOUT_S)
 
 
 _ABORTABLE = (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR)

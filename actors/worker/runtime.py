@@ -55,7 +55,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from actors.monotonic import monotonic_ms
 from actors.observe import metrics
 from actors.worker.clock import BrokerFloor
-from actors.worker.committer import CommitStats, within, write_commit
+from actors.worker.committer import CommitStats, write_commit
 from actors.worker.core import (
     CancelJob,
     Commit,
@@ -87,7 +87,7 @@ from actors.worker.membership import (
 from actors.worker.offsets import MAX_OPEN_PER_PARTITION
 from actors.worker.registry import Registry
 from topics.clients import admin_kwargs, consumer_kwargs, transactional_producer_kwargs
-from topics.closing import bounded, stop_producer
+from topics.closing import bounded, stop_producer, within
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
 
