@@ -311,6 +311,11 @@ def _terminate(pid: int, grace_s: float) -> None:
         os.kill(pid, signal.SIGTERM)
     if _wait_gone(pid, grace_s):
         return
+    _kill_hard(pid)
+
+
+def _kill_hard(pid: int) -> None:
+    """SIGKILL the broker and its process group; wait until it is gone."""
     # The broker runs in its own session, so its process group id is its pid.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -339,12 +344,7 @@ def kill(layout: BrokerLayout) -> int | None:
     pid = _read_pid(layout)
     if pid is None:
         return None
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    if not _wait_gone(pid, 10.0):
-        raise BrokerError(f"broker pid {pid} survived SIGKILL; check it with ps")
+    _kill_hard(pid)
     layout.pid_file.unlink(missing_ok=True)
     return pid
 
