@@ -324,6 +324,9 @@ async def watch_runs(
 class ClusterReport:
     runs: RunsReport
     results_per_attempt: Counter[tuple[str, int]]
+    # Who wrote each answer (status, writer, results offset), to tell a re-run
+    # from a shard's timeout racing a late worker.
+    writers: dict[tuple[str, int], list[str]]
     unanswered: list[tuple[str, int]]
     # Per fault: worst visible - scheduled of the occurrences due in the second after it.
     first_fire_late_ms: list[int | None]
@@ -335,7 +338,8 @@ class ClusterReport:
 
     def summary(self) -> str:
         return (
-            f"{self.runs.summary()} results_dup={self.duplicate_results[:5]}"
+            f"{self.runs.summary()} results_dup={len(self.duplicate_results)}"
+            f" {[(k, self.writers.get(k)) for k in self.duplicate_results[:3]]}"
             f" unanswered={len(self.unanswered)} {self.unanswered[:5]}"
             f" first_fire_after_fault_late_ms={self.first_fire_late_ms}"
             f" max_visible_late_ms={self.max_late_ms}"
@@ -377,12 +381,18 @@ async def check(
             )
         }
         answered: Counter[tuple[str, int]] = Counter()
+        writers: dict[tuple[str, int], list[str]] = {}
         for record in await read_to_end(settings, settings.topic(TopicKind.RESULTS), timeout_s=120):
             if record.value is None:
                 continue
             result = parse_result(record.value)
             if result.status not in ("missed", "skipped", PROGRESS_STATUS):
-                answered[(result.run_id, result.attempt)] += 1
+                key = (result.run_id, result.attempt)
+                answered[key] += 1
+                writers.setdefault(key, []).append(
+                    f"{result.status} by {result.worker} at p{record.partition}@{record.offset}"
+                    f" finished {result.finished_ms}"
+                )
         unanswered = sorted(
             k for k, run in fired.items() if answered[k] == 0 and run.scheduled_ms <= window_end_ms
         )
@@ -413,6 +423,7 @@ async def check(
     return ClusterReport(
         runs=runs_report,
         results_per_attempt=answered,
+        writers={k: v for k, v in writers.items() if len(v) > 1},
         unanswered=unanswered,
         first_fire_late_ms=[first_fire(t) for t in faults_ms],
         max_late_ms=max(late.values()) if late else None,

@@ -27,6 +27,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from actors.views.tail import read_to_end
 from topics.messages import parse_result, parse_run, result_value
 from topics.names import Settings, TopicKind
+from topics.vocabulary import RunStatus
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -242,7 +243,7 @@ async def acker(settings: Settings) -> Any:
                     schedule_id=run.schedule_id,
                     task=run.task,
                     attempt=run.attempt,
-                    status="succeeded",
+                    status=RunStatus.SUCCEEDED,
                     scheduled_ms=run.scheduled_ms,
                     started_ms=now_ms(),
                     finished_ms=now_ms(),

@@ -480,18 +480,8 @@ class WorkerCore:
         if last is not None and at_ms - last < PROGRESS_INTERVAL_MS:
             return
         running.progress_ms = at_ms
-        value = result_value(
-            run_id=run.run_id,
-            schedule_id=run.schedule_id,
-            task=run.task,
-            attempt=run.attempt,
-            status=PROGRESS_STATUS,
-            scheduled_ms=run.scheduled_ms,
-            started_ms=running.started_ms,
-            finished_ms=None,
-            worker=self._worker,
-            error=None,
-            progress=(details, at_ms),
+        value = self._result(
+            run, PROGRESS_STATUS, running.started_ms, None, None, progress=(details, at_ms)
         )
         part.results.append(OutRecord(TopicKind.RESULTS, run.schedule_id.encode(), value))
         part.runs.append(run)
@@ -659,21 +649,11 @@ class WorkerCore:
             self.counts["refused"] += 1
             if _is_progress(record):
                 continue  # a progress report is not the attempt's result: drop it
-            value = result_value(
-                run_id=run.run_id,
-                schedule_id=run.schedule_id,
-                task=run.task,
-                attempt=run.attempt,
-                status=RunStatus.FAILED,
-                scheduled_ms=run.scheduled_ms,
-                started_ms=None,
-                finished_ms=None,
-                worker=self._worker,
-                error={
-                    "type": "ResultRefused",
-                    "message": f"the broker refused this attempt's result record ({reason})",
-                },
-            )
+            why = {
+                "type": "ResultRefused",
+                "message": f"the broker refused this attempt's result record ({reason})",
+            }
+            value = self._result(run, RunStatus.FAILED, None, None, why)
             if record.value == value:  # the smallest one was refused too
                 self.counts["left_to_shard"] += 1
                 continue
@@ -770,7 +750,25 @@ class WorkerCore:
             self.counts["left_to_shard"] += 1
             self._finish(part, offset)
             return
-        value = result_value(
+        value = self._result(
+            run, status, started_ms, finished_ms, error if status != RunStatus.SUCCEEDED else None
+        )
+        part.results.append(OutRecord(TopicKind.RESULTS, run.schedule_id.encode(), value))
+        part.runs.append(run)
+        self.counts[status] = self.counts.get(status, 0) + 1
+        self._finish(part, offset)
+
+    def _result(
+        self,
+        run: Run,
+        status: RunStatus,
+        started_ms: int | None,
+        finished_ms: int | None,
+        error: Mapping[str, str] | None,
+        progress: tuple[Any, int] | None = None,
+    ) -> bytes:
+        """The ``{ns}.results`` value of an attempt of ``run``, reported by this worker."""
+        return result_value(
             run_id=run.run_id,
             schedule_id=run.schedule_id,
             task=run.task,
@@ -780,12 +778,9 @@ class WorkerCore:
             started_ms=started_ms,
             finished_ms=finished_ms,
             worker=self._worker,
-            error=error if status != RunStatus.SUCCEEDED else None,
+            error=error,
+            progress=progress,
         )
-        part.results.append(OutRecord(TopicKind.RESULTS, run.schedule_id.encode(), value))
-        part.runs.append(run)
-        self.counts[status] = self.counts.get(status, 0) + 1
-        self._finish(part, offset)
 
     def _finish(self, part: _Partition, offset: int) -> None:
         part.offsets.finish(offset)
