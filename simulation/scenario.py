@@ -104,7 +104,7 @@ SCRIPT_ACTIONS = (
     "results_ok",
     "pause_owner",  # freeze whoever owns ``shard`` then (resumed ``restart_after_s`` later)
     "crash_mid_commit",  # worker ``node`` dies with its next transaction open (kill -9)
-    "stop",  # worker ``node`` stops cleanly (SIGTERM); restarted ``restart_after_s`` after exit
+    "stop",  # ``node`` stops cleanly (SIGTERM); restarted ``restart_after_s`` after exit
     "closes_hang",  # a client's stop() begun from now on never returns by itself ...
     "closes_ok",  # ... until this (stops already waiting still wait)
 )
@@ -324,8 +324,10 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         if action == "pause_owner" and (shard is None or restart is None):
             raise ScenarioError("script: pause_owner needs shard and restart_after_s")
         workers = {n.name for n in nodes if n.role == "worker"}
-        if action in ("crash_mid_commit", "stop") and node not in workers:
+        if action == "crash_mid_commit" and node not in workers:
             raise ScenarioError(f"script: {action} needs node, one of {sorted(workers)}")
+        if action == "stop" and node is None:
+            raise ScenarioError(f"script: stop needs node, one of {names}")
         script.append(
             ScriptStep(
                 _instant(step["at"], "script.at"),

@@ -362,8 +362,7 @@ class World:
         def step() -> None:
             node = self.nodes[name or ""]
             self.timeline.add(self.time.true_ms, "script", "fault", f"stop {name} (SIGTERM)")
-            if isinstance(node, WorkerNode):
-                self._stop_worker(node, restart_after_ms)
+            self._stop_process(node, restart_after_ms)
 
         return step
 
@@ -446,10 +445,14 @@ class World:
         if member is not None:
             group.leave(member)
 
-    def _stop_worker(self, node: WorkerNode, restart_after_ms: int | None) -> None:
+    def _stop_process(self, node: Node, restart_after_ms: int | None) -> None:
         """A clean stop (SIGTERM, as a rolling deploy sends it): the process leaves the
         group (its partitions move at once), stops its clients and exits; the process
         manager starts it again ``restart_after_ms`` after the exit.
+
+        A scheduler's open transaction is aborted here where the runtime lets it
+        finish first: either is safe (an aborted fire is fired by the next owner),
+        and the abort is the harder case for the shard that moves.
 
         A client stop waiting on a request the broker never answers (``closes_hang``)
         never returns by itself: the runtime bounds every close (`CLOSE_TIMEOUT_MS`,

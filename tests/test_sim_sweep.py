@@ -37,6 +37,7 @@ SWEEPS = {
     "worker-sync-job-outlives-lease": 4,
     "worker-dies-mid-commit": 4,
     "worker-stop-hangs": 8,
+    "schedulers-deploy-midnight": 6,
 }
 
 

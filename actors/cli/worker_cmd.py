@@ -19,7 +19,7 @@ from topics.names import Settings, TopicKind
 
 # After the drain: the jobs' cancellation, the last commits and the closes, each
 # bounded; a stop still running this long after the drain exits with code 3.
-STOP_AFTER_DRAIN_S = 45.0
+STOP_AFTER_DRAIN_S = 30.0
 
 _EPILOG = """\
 examples:
@@ -34,7 +34,7 @@ give side effects an idempotency key, ctx.idempotency_key(...).
 
 SIGTERM or Ctrl-C drains: no new runs start, running ones get --drain-s seconds to
 finish, then the worker leaves the group. A second Ctrl-C stops at once. A stop
-not ended 45 s after the drain exits with code 3, logging what each task awaited.
+not ended 30 s after the drain exits with code 3, logging what each task awaited.
 """
 
 
