@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.consumer.fetcher import ConsumerRecord
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
@@ -81,8 +82,9 @@ from actors.scheduler.skew import DEFAULT_BOUND_MS
 from actors.scheduler.standby import StandbyTailer
 from actors.scheduler.warm import WarmShard
 from actors.scheduler.writer import Partitioner
-from topics.clients import consumer_kwargs
+from topics.clients import admin_kwargs, consumer_kwargs
 from topics.closing import bounded, within
+from topics.committed import fetch_committed
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
 from topics.refusals import denied_in
@@ -207,6 +209,7 @@ class SchedulerRuntime:
         self._partitioner: Partitioner | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._restore_consumer: AIOKafkaConsumer | None = None
+        self._admin: AIOKafkaAdminClient | None = None  # reads the group's committed offsets
         self.started = asyncio.Event()
         self._stopping = asyncio.Event()
 
@@ -239,8 +242,12 @@ class SchedulerRuntime:
         restore_consumer = make_restore_consumer(
             self.settings.bootstrap, f"{self.settings.namespace}-scheduler-restore"
         )
-        self._consumer, self._restore_consumer = consumer, restore_consumer
+        admin = AIOKafkaAdminClient(
+            **admin_kwargs(self.settings, f"{self.settings.namespace}-scheduler-offsets")
+        )
+        self._consumer, self._restore_consumer, self._admin = consumer, restore_consumer, admin
         await restore_consumer.start()
+        await admin.start()
         standby_consumer, tailing = None, None
         if self.options.max_standbys:
             standby_consumer = make_restore_consumer(
@@ -282,6 +289,7 @@ class SchedulerRuntime:
             closes = [
                 bounded(consumer.stop(), "leaving the scheduler group", CLOSE_S),
                 bounded(restore_consumer.stop(), "stopping the restore consumer", CLOSE_S),
+                bounded(admin.close(), "closing the admin client", CLOSE_S),
             ]
             if self._tasks:
                 gathered = asyncio.gather(*self._tasks, return_exceptions=True)
@@ -507,11 +515,14 @@ class SchedulerRuntime:
                     raise ShardWriteFailed(f"shard {p}: attempt closed before its restore")
                 core, unwritten = await self._restore(runner)
             return lambda: machine.restore_done(p, token, core, unwritten)
-        consumer = self._consumer
-        assert consumer is not None
+        consumer, admin = self._consumer, self._admin
+        assert consumer is not None and admin is not None
         # Positions from the committed offsets, read *after* the fence settled the
         # previous owner's transaction: nothing can be committed behind them any more.
-        positions = {tp: await consumer.committed(tp) for tp in self._shard_tps(p)}
+        # Not consumer.committed(): it answers None, as for nothing committed, when
+        # the group coordinator is loading or moved (topics.committed).
+        committed = await fetch_committed(admin, self.settings.scheduler_group, self._shard_tps(p))
+        positions = {tp: None if found is None else found.offset for tp, found in committed.items()}
 
         def positioned() -> list[Action]:
             events = machine.position_done(p, token)

@@ -88,6 +88,7 @@ from actors.worker.offsets import MAX_OPEN_PER_PARTITION
 from actors.worker.registry import Registry
 from topics.clients import admin_kwargs, consumer_kwargs, transactional_producer_kwargs
 from topics.closing import bounded, stop_producer, within
+from topics.committed import fetch_committed
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
 
@@ -503,12 +504,14 @@ class WorkerRuntime:
         admin, consumer = self._admin, self._consumer
         assert admin is not None and consumer is not None
         try:
+            # Raises CommittedUnknown when the coordinator's answer leaves tp out (it is
+            # loading or moved); taken for "nothing committed", every run of the
+            # partition would run again.
             committed = await within(
-                admin.list_consumer_group_offsets(self.settings.worker_group, partitions=[tp]),
-                ADOPT_STEP_TIMEOUT_S,
+                fetch_committed(admin, self.settings.worker_group, [tp]), ADOPT_STEP_TIMEOUT_S
             )
-            found = committed.get(tp)
-            if found is not None and found.offset >= 0:
+            found = committed[tp]
+            if found is not None:
                 start, metadata = found.offset, found.metadata
             else:
                 beginning = await within(consumer.beginning_offsets([tp]), ADOPT_STEP_TIMEOUT_S)
