@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.shard import dag_run
+from actors.shard.dag_book import DagBook, book_json, book_of
 from actors.shard.dag_run import Graph, Step
 from topics.dag_graph import topological_order
 
@@ -34,18 +35,19 @@ def graph_of(after: Mapping[str, Sequence[str]]) -> Graph:
     return Graph.build(after, topological_order(after))
 
 
-def started(dag: dag_run.DagState, graph: Graph, run_id: str = RUN) -> Step:
+def started(dag: DagBook, graph: Graph, run_id: str = RUN) -> Step:
     return dag_run.start_run(dag, graph, run_id, T0, (T0 - DAY_MS, T0))
 
 
-def through_json(dag: dag_run.DagState) -> dag_run.DagState:
+def through_json(dag: DagBook) -> DagBook:
     """What a restored shard would read back from the changelog."""
-    copy: dag_run.DagState = orjson.loads(orjson.dumps(dag))
+    copy = book_of(orjson.loads(orjson.dumps(book_json(dag))))
+    assert copy == dag
     return copy
 
 
-def task_states(dag: dag_run.DagState, run_id: str = RUN) -> dict[str, str]:
-    return {name: t["state"] for name, t in dag_run.runs_of(dag)[run_id]["tasks"].items()}
+def task_states(dag: DagBook, run_id: str = RUN) -> dict[str, str]:
+    return {name: t.state for name, t in dag.runs[run_id].tasks.items()}
 
 
 def test_billing_runs_roots_together_then_each_stage_when_its_inputs_are_done() -> None:
@@ -56,7 +58,7 @@ def test_billing_runs_roots_together_then_each_stage_when_its_inputs_are_done() 
     dag = through_json(dag)
     step = dag_run.task_ended(dag, graph, RUN, "fx-rates", "succeeded", 1, T0 + 1)
     assert step.start == []  # invoice-nightly still waits for usage-rollup
-    assert dag_run.runs_of(dag)[RUN]["tasks"]["invoice-nightly"]["in_degree"] == 1
+    assert dag.runs[RUN].tasks["invoice-nightly"].in_degree == 1
     step = dag_run.task_ended(dag, graph, RUN, "usage-rollup", "succeeded", 1, T0 + 2)
     assert step.start == [("invoice-nightly", 1)]
     step = dag_run.task_ended(dag, graph, RUN, "invoice-nightly", "succeeded", 1, T0 + 3)
@@ -64,11 +66,13 @@ def test_billing_runs_roots_together_then_each_stage_when_its_inputs_are_done() 
     assert step.ended is None
     step = dag_run.task_ended(dag, graph, RUN, "send-invoices", "succeeded", 1, T0 + 4)
     assert step.ended == "succeeded"
-    run = dag_run.runs_of(dag)[RUN]
-    assert run["state"] == "succeeded" and run["ended"] == "2026-10-10T00:00:00.004Z"
+    run = dag.runs[RUN]
+    assert run.state == "succeeded" and run.ended_ms == T0 + 4
     assert set(task_states(dag).values()) == {"succeeded"}
-    assert run["logical_date"] == "2026-10-09T00:00:00.000Z"
-    assert run["data_interval"] == ["2026-10-09T00:00:00.000Z", "2026-10-10T00:00:00.000Z"]
+    assert run.logical_date_ms == T0 - DAY_MS and run.data_interval == (T0 - DAY_MS, T0)
+    doc = book_json(dag)["runs"][RUN]
+    assert doc["ended"] == "2026-10-10T00:00:00.004Z"
+    assert doc["data_interval"] == ["2026-10-09T00:00:00.000Z", "2026-10-10T00:00:00.000Z"]
     assert dag_run.dates_of(dag, RUN) == (T0 - DAY_MS, (T0 - DAY_MS, T0))
 
 
@@ -100,7 +104,7 @@ def test_a_failed_task_fails_everything_downstream_and_other_branches_go_on() ->
         "e": "succeeded",
         "x": "succeeded",
     }
-    assert dag_run.runs_of(dag)[RUN]["tasks"]["b"]["attempt"] == 5
+    assert dag.runs[RUN].tasks["b"].attempt == 5
 
 
 def test_a_cancelled_task_blocks_its_followers_like_a_failure() -> None:
@@ -126,7 +130,7 @@ def test_clear_reruns_the_failed_task_at_its_next_attempt_and_the_run_completes(
     cleared = dag_run.clear(dag, graph, RUN, "invoice-nightly", T0 + 10)
     assert isinstance(cleared, Step)
     assert cleared.start == [("invoice-nightly", 4)]  # attempts continue after 3
-    assert dag_run.runs_of(dag)[RUN]["state"] == "running"
+    assert dag.runs[RUN].state == "running"
     assert task_states(dag)["send-invoices"] == "waiting"
     assert dag_run.active_count(dag) == 1
     step = dag_run.task_ended(dag, graph, RUN, "invoice-nightly", "succeeded", 4, T0 + 11)
@@ -170,7 +174,7 @@ def test_clear_of_a_succeeded_task_after_the_run_reruns_it_and_everything_downst
     started(dag, graph)
     for task in ("usage-rollup", "fx-rates", "invoice-nightly", "send-invoices"):
         dag_run.task_ended(dag, graph, RUN, task, "succeeded", 1, T0)
-    assert dag_run.runs_of(dag)[RUN]["state"] == "succeeded"
+    assert dag.runs[RUN].state == "succeeded"
     step = dag_run.clear(dag, graph, RUN, "usage-rollup", T0 + 5)
     assert isinstance(step, Step) and step.start == [("usage-rollup", 2)]
     assert task_states(dag) == {
@@ -204,10 +208,10 @@ def test_an_event_for_an_unknown_run_or_a_task_not_running_changes_nothing() -> 
     graph = graph_of(BILLING)
     dag = dag_run.new_state()
     started(dag, graph)
-    before = orjson.dumps(dag)
+    before = orjson.dumps(book_json(dag))
     assert dag_run.task_ended(dag, graph, "nb@x", "fx-rates", "succeeded", 1, T0) == Step()
     assert dag_run.task_ended(dag, graph, RUN, "send-invoices", "succeeded", 1, T0) == Step()
-    assert orjson.dumps(dag) == before
+    assert orjson.dumps(book_json(dag)) == before
 
 
 def test_reconcile_adds_new_tasks_and_cancels_removed_running_ones() -> None:
@@ -229,7 +233,7 @@ def test_reconcile_adds_new_tasks_and_cancels_removed_running_ones() -> None:
     assert step.cancel == ["fx-rates"]
     assert step.start == [("audit", 1), ("invoice-nightly", 1)]
     assert task_states(dag)["fx-rates"] == "removed"
-    assert dag_run.runs_of(dag)[RUN]["tasks"]["send-invoices"]["in_degree"] == 2
+    assert dag.runs[RUN].tasks["send-invoices"].in_degree == 2
     for task in ("audit", "invoice-nightly"):
         step = dag_run.task_ended(dag, changed, RUN, task, "succeeded", 1, T0)
     assert step.start == [("send-invoices", 1)]
@@ -249,7 +253,7 @@ def test_ended_runs_are_forgotten_oldest_first_running_ones_never() -> None:
     dropped = dag_run.forget_ended(dag)
     assert dropped == ids[: 25 - dag_run.ENDED_MEMORY]
     # Running runs first (in start order), then the ended ones in the order they ended.
-    assert list(dag_run.runs_of(dag)) == ids[25:] + ids[25 - dag_run.ENDED_MEMORY : 25]
+    assert list(dag.runs) == ids[25:] + ids[25 - dag_run.ENDED_MEMORY : 25]
     assert dag_run.active_count(dag) == 5
 
 
@@ -264,7 +268,7 @@ def test_a_big_dag_keeps_fewer_ended_runs() -> None:
             dag_run.task_ended(dag, graph, run_id, task, "failed", 1, T0)
     # 5 runs of 1,000 tasks are over ENDED_TASKS_MEMORY (4,000 entries): one goes.
     assert dag_run.forget_ended(dag) == ids[:1]
-    assert list(dag_run.runs_of(dag)) == ids[1:]
+    assert list(dag.runs) == ids[1:]
 
 
 @st.composite

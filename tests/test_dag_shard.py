@@ -294,7 +294,9 @@ def test_a_failed_run_does_not_count_against_max_active_runs() -> None:
     roots = by_task(shard.run_until(T0))
     shard.report(roots["fx-rates"], "failed")
     shard.report(roots["usage-rollup"], "succeeded")
-    assert dag_run.active_count(dag_doc(shard)) == 0
+    state = shard.core.schedule(DAG_ID)
+    assert state is not None and state.dag is not None
+    assert dag_run.active_count(state.dag) == 0
     assert len(shard.run_until(T0 + MINUTE).runs) == 2
 
 

@@ -2,28 +2,14 @@
 
 Rules of this file
 ------------------
-Everything here is a pure function of a DAG's run state, its `Graph` and the
-event; nothing emits records. The shard (`actors.shard.dag_shard`) turns the
-returned `Step` into records: an attempt on ``{ns}.runs`` for each task to
-start, an ``upstream_failed`` result for each task that will never run.
+Everything here is a pure function of a DAG's run book (`dag_book.DagBook`), its
+`Graph` and the event; nothing emits records. The shard (`actors.shard.dag_shard`)
+turns the returned `Step` into records: an attempt on ``{ns}.runs`` for each task
+to start, an ``upstream_failed`` result for each task that will never run.
 
-The state is the ``dag`` value of the schedule's changelog record, JSON-ready
-(it is written as is and read back as is, so a restored shard continues a DAG
-run exactly where the crashed one was)::
-
-    {"runs": {                                     # oldest first
-       "nightly-billing@2026-10-10T00:00:00.000Z": {
-          "scheduled": "2026-10-10T00:00:00.000Z",
-          "logical_date": "2026-10-09T00:00:00.000Z",
-          "data_interval": ["2026-10-09T00:00:00.000Z", "2026-10-10T00:00:00.000Z"],
-          "state": "running",                     # running | succeeded | failed | cancelled
-          "cancel": null,                         # run.cancel's reason (only once asked)
-          "ended": null,                          # when it reached its final state
-          "tasks": {
-             "usage-rollup":    {"state": "succeeded", "attempt": 1},
-             "fx-rates":        {"state": "running", "attempt": 1},
-             "invoice-nightly": {"state": "waiting", "attempt": 0, "in_degree": 1},
-             "send-invoices":   {"state": "waiting", "attempt": 0, "in_degree": 1}}}}}
+The book is the ``dag`` value of the schedule's changelog record (its JSON in
+`dag_book`), so a restored shard continues a DAG run exactly where the crashed
+one was.
 
 Theory of operation
 -------------------
@@ -68,9 +54,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from topics.timefmt import format_ms, parse_instant
+from actors.shard.dag_book import DagBook, DagRun, TaskEntry
 from topics.vocabulary import DagRunState, RunStatus, TaskState
 
 TASK_STATES = tuple(TaskState)
@@ -82,9 +67,6 @@ RUN_STATES = tuple(DagRunState)
 
 ENDED_MEMORY = 16
 ENDED_TASKS_MEMORY = 4000
-
-DagState = dict[str, Any]
-RunDoc = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,27 +115,22 @@ class Step:
     """Running tasks of a cancelled run: ask their task runs to stop."""
     cancelled: list[tuple[str, int]] = field(default_factory=list)
     """(task, attempt) of waiting tasks of a cancelled run: report, never run."""
-    ended: str | None = None
+    ended: DagRunState | None = None
     """``succeeded``, ``failed`` or ``cancelled`` when the run just reached its final
     state."""
 
 
-def new_state() -> DagState:
-    return {"runs": {}}
+def new_state() -> DagBook:
+    return DagBook()
 
 
-def runs_of(dag: DagState) -> dict[str, RunDoc]:
-    runs: dict[str, RunDoc] = dag["runs"]
-    return runs
-
-
-def active_count(dag: DagState) -> int:
+def active_count(dag: DagBook) -> int:
     """Runs that count against ``max_active_runs``: those still running."""
-    return sum(1 for run in runs_of(dag).values() if run["state"] == DagRunState.RUNNING)
+    return sum(1 for run in dag.runs.values() if run.state == DagRunState.RUNNING)
 
 
 def start_run(
-    dag: DagState,
+    dag: DagBook,
     graph: Graph,
     run_id: str,
     scheduled_ms: int,
@@ -161,33 +138,30 @@ def start_run(
     now_ms: int | None = None,
 ) -> Step:
     """Add the run ``run_id`` (not yet known) and start its roots."""
-    run: RunDoc = {
-        "scheduled": format_ms(scheduled_ms),
-        "logical_date": format_ms(interval[0]),
-        "data_interval": [format_ms(interval[0]), format_ms(interval[1])],
-        "state": DagRunState.RUNNING,
-        "started": format_ms(scheduled_ms if now_ms is None else now_ms),  # its first fire
-        "ended": None,
-        "tasks": {
-            name: {"state": TaskState.WAITING, "attempt": 0, "in_degree": len(graph.after[name])}
+    run = DagRun(
+        scheduled_ms=scheduled_ms,
+        logical_date_ms=interval[0],
+        data_interval=interval,
+        state=DagRunState.RUNNING,
+        started_ms=scheduled_ms if now_ms is None else now_ms,  # its first fire
+        ended_ms=None,
+        tasks={
+            name: TaskEntry(TaskState.WAITING, 0, len(graph.after[name]))
             for name in graph.topo_order
         },
-    }
-    runs_of(dag)[run_id] = run
+    )
+    dag.runs[run_id] = run
     return _settle(run, graph, 0)
 
 
-def dates_of(dag: DagState, run_id: str) -> tuple[int, tuple[int, int]] | None:
+def dates_of(dag: DagBook, run_id: str) -> tuple[int, tuple[int, int]] | None:
     """``(logical_date_ms, (start_ms, end_ms))`` of a run, None if unknown."""
-    run = runs_of(dag).get(run_id)
-    if run is None:
-        return None
-    start, end = run["data_interval"]
-    return parse_instant(run["logical_date"]), (parse_instant(start), parse_instant(end))
+    run = dag.runs.get(run_id)
+    return None if run is None else (run.logical_date_ms, run.data_interval)
 
 
 def task_ended(
-    dag: DagState,
+    dag: DagBook,
     graph: Graph,
     run_id: str,
     task: str,
@@ -202,28 +176,28 @@ def task_ended(
     An event for a run or task not running here is a no-op (empty step).
     """
     step = Step()
-    run = runs_of(dag).get(run_id)
+    run = dag.runs.get(run_id)
     if run is None:
         return step
-    tasks = run["tasks"]
+    tasks = run.tasks
     entry = tasks.get(task)
-    if entry is None or entry["state"] != TaskState.RUNNING:
+    if entry is None or entry.state != TaskState.RUNNING:
         return step
-    entry["attempt"] = attempt
+    entry.attempt = attempt
     if status == RunStatus.SUCCEEDED:
-        entry["state"] = TaskState.SUCCEEDED
+        entry.state = TaskState.SUCCEEDED
         for follower in graph.downstream.get(task, ()):
             waiting = tasks.get(follower)
-            if waiting is None or waiting["state"] != TaskState.WAITING:
+            if waiting is None or waiting.state != TaskState.WAITING:
                 continue
-            waiting["in_degree"] -= 1
-            if waiting["in_degree"] == 0:
+            waiting.in_degree -= 1
+            if waiting.in_degree == 0:
                 _start(waiting, follower, step)
     else:
-        entry["state"] = TaskState.CANCELLED if status == RunStatus.CANCELLED else TaskState.FAILED
+        entry.state = TaskState.CANCELLED if status == RunStatus.CANCELLED else TaskState.FAILED
         for follower in graph.descendants(task) if task in graph.downstream else ():
             waiting = tasks.get(follower)
-            if waiting is not None and waiting["state"] == TaskState.WAITING:
+            if waiting is not None and waiting.state == TaskState.WAITING:
                 _upstream_failed(waiting, follower, task, step)
     _maybe_end(run, graph, now_ms, step)
     if step.ended is not None:
@@ -231,34 +205,34 @@ def task_ended(
     return step
 
 
-def cancel_run(dag: DagState, graph: Graph, run_id: str, reason: str, now_ms: int) -> Step | str:
+def cancel_run(dag: DagBook, graph: Graph, run_id: str, reason: str, now_ms: int) -> Step | str:
     """``run.cancel`` of DAG run ``run_id``: a `Step`, or why there is nothing to do.
 
     Waiting tasks become ``cancelled`` at once (``Step.cancelled``); running ones
     are returned in ``Step.stop`` and end through their own results; the run ends
     ``cancelled`` once no task is running (at once if none was).
     """
-    run = runs_of(dag).get(run_id)
-    if run is None or run["state"] != DagRunState.RUNNING:
+    run = dag.runs.get(run_id)
+    if run is None or run.state != DagRunState.RUNNING:
         return f"run_id: nothing to cancel, DAG run {run_id} is not running"
-    if run.get("cancel") is not None:
+    if run.cancel is not None:
         return (
-            f"run_id: DAG run {run_id} is being cancelled already ({run['cancel']}); "
+            f"run_id: DAG run {run_id} is being cancelled already ({run.cancel}); "
             "it ends cancelled once its running tasks have stopped"
         )
-    run["cancel"] = reason
+    run.cancel = reason
     step = Step()
-    tasks = run["tasks"]
+    tasks = run.tasks
     for name in graph.topo_order:
         entry = tasks.get(name)
         if entry is None:
             continue
-        if entry["state"] == TaskState.WAITING:
-            entry.pop("in_degree", None)
-            entry["state"] = TaskState.CANCELLED
-            entry["attempt"] += 1
-            step.cancelled.append((name, entry["attempt"]))
-        elif entry["state"] == TaskState.RUNNING:
+        if entry.state == TaskState.WAITING:
+            entry.state = TaskState.CANCELLED
+            entry.in_degree = 0
+            entry.attempt += 1
+            step.cancelled.append((name, entry.attempt))
+        elif entry.state == TaskState.RUNNING:
             step.stop.append(name)
     _maybe_end(run, graph, now_ms, step)
     if step.ended is not None:
@@ -266,9 +240,9 @@ def cancel_run(dag: DagState, graph: Graph, run_id: str, reason: str, now_ms: in
     return step
 
 
-def clear(dag: DagState, graph: Graph, run_id: str, task: str, now_ms: int) -> Step | str:
+def clear(dag: DagBook, graph: Graph, run_id: str, task: str, now_ms: int) -> Step | str:
     """Rerun ``task`` of ``run_id`` and everything downstream; a `Step`, or why not."""
-    run = runs_of(dag).get(run_id)
+    run = dag.runs.get(run_id)
     if run is None:
         return (
             f"run_id: {run_id!r} is not a DAG run the shard remembers (it keeps the running "
@@ -281,22 +255,20 @@ def clear(dag: DagState, graph: Graph, run_id: str, task: str, now_ms: int) -> S
         )
     step = Step()
     cancel = _align(run, graph)
-    tasks = run["tasks"]
-    state = tasks[task]["state"]
+    tasks = run.tasks
+    state = tasks[task].state
     if state in OPEN:
         return f"task: {task!r} of {run_id} is {state}; only a finished task can be cleared"
     if state == TaskState.UPSTREAM_FAILED:
         failed = [
-            n
-            for n in graph.topo_order
-            if tasks[n]["state"] in (TaskState.FAILED, TaskState.CANCELLED)
+            n for n in graph.topo_order if tasks[n].state in (TaskState.FAILED, TaskState.CANCELLED)
         ]
         return (
             f"task: {task!r} of {run_id} never ran because a task upstream of it failed; "
             f"clear the failed task ({', '.join(failed) or 'none left'}) and it will run"
         )
     descendants = graph.descendants(task)
-    busy = [n for n in descendants if tasks[n]["state"] == TaskState.RUNNING]
+    busy = [n for n in descendants if tasks[n].state == TaskState.RUNNING]
     if busy:
         return (
             f"task: {task!r} of {run_id} has tasks downstream still running "
@@ -305,23 +277,22 @@ def clear(dag: DagState, graph: Graph, run_id: str, task: str, now_ms: int) -> S
     step.cancel = cancel
     for name in (task, *descendants):
         entry = tasks[name]
-        entry["state"] = TaskState.WAITING
-        entry["in_degree"] = 0  # recomputed by _settle
-    run["state"] = DagRunState.RUNNING
-    run["ended"] = None
-    run.pop("cancel", None)  # a cancelled run cleared runs again
+        entry.state = TaskState.WAITING
+        entry.in_degree = 0  # recomputed by _settle
+    run.state = DagRunState.RUNNING
+    run.ended_ms = None
+    run.cancel = None  # a cancelled run cleared runs again
     _settle(run, graph, now_ms, step)
     if step.ended is not None:
         _move_last(dag, run_id)
     return step
 
 
-def reconcile(dag: DagState, graph: Graph, now_ms: int) -> dict[str, Step]:
+def reconcile(dag: DagBook, graph: Graph, now_ms: int) -> dict[str, Step]:
     """Apply a changed graph to the running runs; their steps by run id."""
     steps: dict[str, Step] = {}
-    runs = runs_of(dag)
-    for run_id, run in list(runs.items()):
-        if run["state"] != DagRunState.RUNNING:
+    for run_id, run in list(dag.runs.items()):
+        if run.state != DagRunState.RUNNING:
             continue
         step = Step(cancel=_align(run, graph))
         _settle(run, graph, now_ms, step)
@@ -332,20 +303,20 @@ def reconcile(dag: DagState, graph: Graph, now_ms: int) -> dict[str, Step]:
     return steps
 
 
-def forget_ended(dag: DagState) -> list[str]:
+def forget_ended(dag: DagBook) -> list[str]:
     """Drop the oldest ended runs beyond the memory bounds; the run ids dropped.
 
     The latest ended run is always kept, however big its DAG.
     """
-    runs = runs_of(dag)
-    ended = [run_id for run_id, run in runs.items() if run["state"] != DagRunState.RUNNING]
-    task_entries = sum(len(runs[run_id]["tasks"]) for run_id in ended)
+    runs = dag.runs
+    ended = [run_id for run_id, run in runs.items() if run.state != DagRunState.RUNNING]
+    task_entries = sum(len(runs[run_id].tasks) for run_id in ended)
     remaining = len(ended)
     dropped: list[str] = []
     for run_id in ended:
         if remaining <= 1 or (remaining <= ENDED_MEMORY and task_entries <= ENDED_TASKS_MEMORY):
             break
-        task_entries -= len(runs[run_id]["tasks"])
+        task_entries -= len(runs[run_id].tasks)
         del runs[run_id]
         dropped.append(run_id)
         remaining -= 1
@@ -355,90 +326,85 @@ def forget_ended(dag: DagState) -> list[str]:
 # --- the moves ----------------------------------------------------------------------
 
 
-def _start(entry: dict[str, Any], task: str, step: Step) -> None:
-    entry.pop("in_degree", None)
-    entry["state"] = TaskState.RUNNING
-    entry["attempt"] += 1
-    step.start.append((task, entry["attempt"]))
+def _start(entry: TaskEntry, task: str, step: Step) -> None:
+    entry.state = TaskState.RUNNING
+    entry.in_degree = 0
+    entry.attempt += 1
+    step.start.append((task, entry.attempt))
 
 
-def _upstream_failed(entry: dict[str, Any], task: str, failed: str, step: Step) -> None:
-    entry.pop("in_degree", None)
-    entry["state"] = TaskState.UPSTREAM_FAILED
-    entry["attempt"] += 1
-    step.upstream_failed.append((task, entry["attempt"], failed))
+def _upstream_failed(entry: TaskEntry, task: str, failed: str, step: Step) -> None:
+    entry.state = TaskState.UPSTREAM_FAILED
+    entry.in_degree = 0
+    entry.attempt += 1
+    step.upstream_failed.append((task, entry.attempt, failed))
 
 
-def _align(run: RunDoc, graph: Graph) -> list[str]:
+def _align(run: DagRun, graph: Graph) -> list[str]:
     """Make the run's tasks those of ``graph``; the running tasks that were removed."""
-    tasks = run["tasks"]
+    tasks = run.tasks
     cancel: list[str] = []
     for name, entry in tasks.items():
-        if name not in graph.after and entry["state"] in OPEN:
-            if entry["state"] == TaskState.RUNNING:
+        if name not in graph.after and entry.state in OPEN:
+            if entry.state == TaskState.RUNNING:
                 cancel.append(name)
-            entry.pop("in_degree", None)
-            entry["state"] = TaskState.REMOVED
+            entry.state = TaskState.REMOVED
+            entry.in_degree = 0
     for name in graph.topo_order:
         if name not in tasks:
-            tasks[name] = {"state": TaskState.WAITING, "attempt": 0, "in_degree": 0}
+            tasks[name] = TaskEntry(TaskState.WAITING)
     return cancel
 
 
-def _settle(run: RunDoc, graph: Graph, now_ms: int, step: Step | None = None) -> Step:
+def _settle(run: DagRun, graph: Graph, now_ms: int, step: Step | None = None) -> Step:
     """Recompute every waiting task's in-degree; start or fail those that are decided."""
     step = Step() if step is None else step
-    tasks = run["tasks"]
+    tasks = run.tasks
     for name in graph.topo_order:
         entry = tasks[name]
-        if entry["state"] != TaskState.WAITING:
+        if entry.state != TaskState.WAITING:
             continue
-        blocked_by = next(
-            (dep for dep in graph.after[name] if tasks[dep]["state"] in BLOCKING), None
-        )
+        blocked_by = next((dep for dep in graph.after[name] if tasks[dep].state in BLOCKING), None)
         if blocked_by is not None:
             origin = _failed_origin(tasks, graph, blocked_by)
             _upstream_failed(entry, name, origin, step)
             continue
-        entry["in_degree"] = sum(
-            1 for dep in graph.after[name] if tasks[dep]["state"] != TaskState.SUCCEEDED
+        entry.in_degree = sum(
+            1 for dep in graph.after[name] if tasks[dep].state != TaskState.SUCCEEDED
         )
-        if entry["in_degree"] == 0:
+        if entry.in_degree == 0:
             _start(entry, name, step)
     _maybe_end(run, graph, now_ms, step)
     return step
 
 
-def _failed_origin(tasks: Mapping[str, Any], graph: Graph, name: str) -> str:
+def _failed_origin(tasks: Mapping[str, TaskEntry], graph: Graph, name: str) -> str:
     """The failed (or cancelled) task that ``name`` is, or is downstream of."""
-    while tasks[name]["state"] == TaskState.UPSTREAM_FAILED:
+    while tasks[name].state == TaskState.UPSTREAM_FAILED:
         # After a graph change an upstream_failed task may have no blocking dependency
         # left; it then names itself.
-        dep = next((d for d in graph.after.get(name, ()) if tasks[d]["state"] in BLOCKING), None)
+        dep = next((d for d in graph.after.get(name, ()) if tasks[d].state in BLOCKING), None)
         if dep is None:
             break
         name = dep
     return name
 
 
-def _move_last(dag: DagState, run_id: str) -> None:
+def _move_last(dag: DagBook, run_id: str) -> None:
     """Ended runs are kept in the order they ended (the oldest is forgotten first)."""
-    runs = runs_of(dag)
-    runs[run_id] = runs.pop(run_id)
+    dag.runs[run_id] = dag.runs.pop(run_id)
 
 
-def _maybe_end(run: RunDoc, graph: Graph, now_ms: int, step: Step) -> None:
-    tasks = run["tasks"]
-    if run["state"] != DagRunState.RUNNING or any(
-        tasks[n]["state"] in OPEN for n in graph.topo_order
-    ):
+def _maybe_end(run: DagRun, graph: Graph, now_ms: int, step: Step) -> None:
+    tasks = run.tasks
+    if run.state != DagRunState.RUNNING or any(tasks[n].state in OPEN for n in graph.topo_order):
         return
-    if run.get("cancel") is not None:
+    if run.cancel is not None:
         final = DagRunState.CANCELLED
-    elif all(tasks[n]["state"] == TaskState.SUCCEEDED for n in graph.topo_order):
+    elif all(tasks[n].state == TaskState.SUCCEEDED for n in graph.topo_order):
         final = DagRunState.SUCCEEDED
     else:
         final = DagRunState.FAILED
-    run["state"] = final
-    run["ended"] = format_ms(now_ms)
+    run.state = final
+    run.ended_ms = now_ms
     step.ended = final

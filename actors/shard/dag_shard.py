@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 
 from actors.shard import dag_run
 from actors.shard.cancel import CANCELLED_ERROR
+from actors.shard.dag_book import DagBook
 from actors.shard.dag_definition import DagDefinition, dag_definition, dag_definition_bytes
 from actors.shard.definition import Definition
 from actors.shard.state import RunState, ScheduleState
@@ -51,7 +52,6 @@ from topics.commands import DagClear, DagUpsert, Job, RetryPolicy, ScheduleUpser
 from topics.messages import parse_run_id, result_value, run_id_for
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
-from topics.timefmt import parse_instant
 from topics.vocabulary import RunStatus, TaskState
 
 
@@ -142,7 +142,7 @@ class DagShard:
     def _dag_clear(
         self, record: InRecord, state: ScheduleState, run_id: str, task: str, now_ms: int
     ) -> None:
-        step = dag_run.clear(state.dag, _definition(state).graph, run_id, task, now_ms)
+        step = dag_run.clear(_book(state), _definition(state).graph, run_id, task, now_ms)
         if isinstance(step, str):
             self._reject(record, step)
             return
@@ -167,9 +167,9 @@ class DagShard:
     def _dag_occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
         """An occurrence of a DAG is due: start a DAG run, or report it skipped."""
         definition = _definition(state)
-        dag = state.dag
+        dag = _book(state)
         run_id = run_id_for(state.id, scheduled_ms)
-        if run_id in dag_run.runs_of(dag):
+        if run_id in dag.runs:
             self._skipped(state, scheduled_ms, "Duplicate", "a DAG run with this id exists")
             return
         active = dag_run.active_count(dag)
@@ -209,7 +209,8 @@ class DagShard:
             why = "cancelled by the shard: a dag.upsert removed the task"
             self._dag_cancel_task(state, scheduled_ms, task, why, now_ms)
         if step.stop or step.cancelled:
-            reason = str(dag_run.runs_of(state.dag or {}).get(run_id, {}).get("cancel") or "")
+            found = None if state.dag is None else state.dag.runs.get(run_id)
+            reason = "" if found is None or found.cancel is None else found.cancel
             for task, attempt in step.cancelled:  # first: a stopped task may end the run
                 self._shard_result(
                     state, scheduled_ms, RunStatus.CANCELLED, CANCELLED_ERROR, reason, task, attempt
@@ -239,7 +240,7 @@ class DagShard:
             self._in_flight += 1
         if step.ended is not None:
             self._dag_run_result(state, run_id, scheduled_ms, now_ms)
-            dag_run.forget_ended(state.dag)
+            dag_run.forget_ended(_book(state))
 
     def _dag_run_result(
         self, state: ScheduleState, run_id: str, scheduled_ms: int, now_ms: int
@@ -247,22 +248,22 @@ class DagShard:
         """The DAG run's own result (``task`` null), written in the transaction that
         records its end in the changelog: once per end, whatever fails over. A run
         that ends again after a ``dag.clear`` gets the next attempt number."""
-        assert state.dag is not None
-        run = dag_run.runs_of(state.dag)[run_id]
-        run["ends"] = attempt = int(run.get("ends", 0)) + 1
+        run = _book(state).runs[run_id]
+        run.ends += 1
+        attempt = run.ends
         counts: dict[str, int] = {}
         at_fault: list[str] = []
-        for name, task in run["tasks"].items():
-            state_name = str(task["state"])  # a plain str: orjson takes no enum as a key
+        for name, task in run.tasks.items():
+            state_name = str(task.state)  # a plain str: orjson takes no enum as a key
             counts[state_name] = counts.get(state_name, 0) + 1
-            if task["state"] in (TaskState.FAILED, TaskState.CANCELLED):
+            if task.state in (TaskState.FAILED, TaskState.CANCELLED):
                 at_fault.append(name)
-        status = RunStatus(run["state"])  # a DAG run ends succeeded, failed or cancelled
+        status = RunStatus(run.state)  # a DAG run ends succeeded, failed or cancelled
         error = None
         if status == RunStatus.CANCELLED:
             error = {
                 "type": CANCELLED_ERROR,
-                "message": f"{run.get('cancel') or 'cancelled'}; "
+                "message": f"{run.cancel or 'cancelled'}; "
                 + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
             }
         elif status != RunStatus.SUCCEEDED:
@@ -272,7 +273,7 @@ class DagShard:
                 "message": f"task(s) at fault: {shown or 'none'}; "
                 + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
             }
-        started = run.get("started")
+        started_ms = run.started_ms
         self._out.append(
             OutRecord(
                 TopicKind.RESULTS,
@@ -284,7 +285,7 @@ class DagShard:
                     attempt=attempt,
                     status=status,
                     scheduled_ms=scheduled_ms,
-                    started_ms=scheduled_ms if started is None else parse_instant(started),
+                    started_ms=scheduled_ms if started_ms is None else started_ms,
                     finished_ms=now_ms,
                     worker=self._worker,
                     error=error,
@@ -350,6 +351,13 @@ def _definition(state: ScheduleState) -> DagDefinition:
     if not isinstance(definition, DagDefinition):
         raise TypeError(f"{state.id!r} has DAG state but a schedule's definition")
     return definition
+
+
+def _book(state: ScheduleState) -> DagBook:
+    book = state.dag
+    if book is None:
+        raise TypeError(f"{state.id!r} has a DAG's definition but no DAG run book")
+    return book
 
 
 def _scheduled_ms(run_id: str) -> int:

@@ -72,6 +72,7 @@ from typing import Any
 
 import orjson
 
+from actors.shard.dag_book import DagBook, book_json, book_of
 from actors.shard.definition import Definition
 from actors.shard.restored import restored_definition
 from topics.timefmt import format_ms, parse_instant
@@ -176,8 +177,8 @@ class ScheduleState:
         # are ordinary `RunState`s (with ``task`` set) in ``runs``, so attempts,
         # retries, deadlines and the DLQ work for them unchanged; what belongs here
         # is only what a DAG adds (which tasks are done, failed, upstream_failed).
-        # It is written to the changelog as "dag" verbatim, so keep it JSON-ready.
-        self.dag: Any = None
+        # It is written to the changelog as "dag" (`dag_book`).
+        self.dag: DagBook | None = None
         self.timer: Any = None  # the wheel's handle of the next fire
 
     @property
@@ -298,7 +299,7 @@ def _encode_general(state: ScheduleState) -> bytes:
     if state._dead:
         doc["dead"] = state._dead
     if state.dag is not None:
-        doc["dag"] = state.dag
+        doc["dag"] = book_json(state.dag)
     doc["def"] = orjson.Fragment(def_bytes)
     return orjson.dumps(doc)
 
@@ -420,7 +421,7 @@ def _encode_fire_general(state: ScheduleState) -> bytes:
     if state._dead:
         doc["dead"] = state._dead
     if state.dag is not None:
-        doc["dag"] = state.dag
+        doc["dag"] = book_json(state.dag)
     return orjson.dumps(doc)
 
 
@@ -520,7 +521,9 @@ def decode_schedule(
     dead = doc.get("dead")
     if dead:
         state.dead = dead
-    state.dag = doc.get("dag")
+    dag = doc.get("dag")
+    if dag is not None:
+        state.dag = book_of(dag)
     return state
 
 

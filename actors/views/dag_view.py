@@ -20,11 +20,12 @@ from typing import Any
 
 import orjson
 
+from actors.shard.dag_book import DagRun
 from actors.shard.state import ScheduleState
 from actors.views.schedules import spec_text
 from topics.dag_graph import topological_order
 from topics.messages import run_id_for
-from topics.timefmt import format_ms, parse_instant
+from topics.timefmt import format_ms
 from topics.vocabulary import TaskState
 
 # Graphviz fill colours, close to what Airflow's graph view uses for each state.
@@ -82,14 +83,15 @@ def dag_view(state: ScheduleState, run_id: str | None = None) -> DagView:
     task_docs: dict[str, Any] = definition["tasks"]
     after = {name: tuple(doc["after"]) for name, doc in task_docs.items()}
     order = topological_order(after)
-    runs: dict[str, Any] = state.dag.get("runs", {})
-    newest_first = sorted(runs, key=lambda rid: parse_instant(runs[rid]["scheduled"]), reverse=True)
+    runs = state.dag.runs
+    newest_first = sorted(runs, key=lambda rid: runs[rid].scheduled_ms, reverse=True)
     if run_id is None:
         run_id = newest_first[0] if newest_first else None
     elif run_id not in runs:
         known = ", ".join(newest_first[:10]) or "none yet"
         raise ViewError(
-            f"run {run_id!r} is not among the runs the shard remembers for {state.id!r} ({known})"
+            f"run {run_id!r} is not among the runs the shard remembers for {state.id!r} "
+            f"({known}); an older run's result and tasks are in `kafkron history '{run_id}'`"
         )
     run = None if run_id is None else runs[run_id]
     stages: dict[str, int] = {}
@@ -108,7 +110,6 @@ def dag_view(state: ScheduleState, run_id: str | None = None) -> DagView:
                 job=str(task_docs[name]["job"]["name"]),
             )
         )
-    interval = None if run is None else run["data_interval"]
     return DagView(
         dag_id=state.id,
         spec=spec_text(definition["spec"]),
@@ -116,30 +117,32 @@ def dag_view(state: ScheduleState, run_id: str | None = None) -> DagView:
         next_fire_ms=state.next_ms,
         paused=state.paused,
         run_id=run_id,
-        run_state=None if run is None else run["state"],
-        logical_date=None if run is None else run["logical_date"],
-        data_interval=None if interval is None else (interval[0], interval[1]),
-        ended=None if run is None else run["ended"],
+        run_state=None if run is None else run.state,
+        logical_date=None if run is None else format_ms(run.logical_date_ms),
+        data_interval=None
+        if run is None
+        else (format_ms(run.data_interval[0]), format_ms(run.data_interval[1])),
+        ended=None if run is None or run.ended_ms is None else format_ms(run.ended_ms),
         tasks=tasks,
-        other_runs=[(rid, runs[rid]["state"]) for rid in newest_first if rid != run_id],
+        other_runs=[(rid, runs[rid].state) for rid in newest_first if rid != run_id],
     )
 
 
 def _state(
-    state: ScheduleState, run: Mapping[str, Any] | None, run_id: str | None, task: str
+    state: ScheduleState, run: DagRun | None, run_id: str | None, task: str
 ) -> tuple[str, str]:
     if run is None or run_id is None:
         return "no run", ""
-    entry = run["tasks"].get(task)
+    entry = run.tasks.get(task)
     if entry is None:
         return TaskState.REMOVED, "not in this run"
-    status = str(entry["state"])
-    attempt = int(entry["attempt"])
+    status = entry.state
+    attempt = entry.attempt
     if status == TaskState.WAITING:
-        waits = int(entry.get("in_degree", 0))
+        waits = entry.in_degree
         return status, f"on {waits} upstream task{'s' if waits != 1 else ''}" if waits else ""
     if status == TaskState.RUNNING:
-        live = state.runs.get(run_id_for(state.id, parse_instant(run["scheduled"]), task))
+        live = state.runs.get(run_id_for(state.id, run.scheduled_ms, task))
         if live is None:
             return status, f"attempt {attempt}"
         if live.retry_ms is not None:
