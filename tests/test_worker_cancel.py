@@ -59,9 +59,7 @@ def test_a_cancelled_job_that_never_stops_ends_cancelled_at_its_deadline() -> No
     [start] = core.receive(run_record(0, schedule_id="a", deadline_ms=T0 + 1_000), T0)
     assert isinstance(start, StartJob)
     core.receive(cancel_record(1, "a", reason="bad input"), T0 + 10)
-    early = core.take_commit(0)
-    assert early is not None and results_of(early) == []
-    core.commit_done(early)
+    assert core.take_commit(0) is None  # nothing finished: the cancel settles with the job
     assert core.advance(T0 + 1_000) == []  # told to stop already: no second CancelJob
     [result] = results_of(core.take_commit(0))
     assert result.status == "cancelled"
@@ -173,3 +171,96 @@ def test_a_partition_at_its_open_limit_while_catching_up_starts_its_runs() -> No
     records = [run_record(o, schedule_id=f"s{o}", deadline_ms=T0 + 3_600_000) for o in range(257)]
     started = of(m.records(records, T0 + 1), StartJob)
     assert len(started) == 4 and m.catching_up() == frozenset()
+
+
+def test_a_cancel_taken_before_a_crash_stops_the_run_at_the_next_owner() -> None:
+    # The owner asked the job to stop and committed (the job had not exited yet),
+    # then died. The cancel record stays open in that commit with its run, so the
+    # next owner, restored from it, delivers both again and never starts the run.
+    core = make_core()
+    [start] = core.receive(run_record(0, schedule_id="a"), T0)
+    assert isinstance(start, StartJob)
+    [stop] = core.receive(cancel_record(1, "a", reason="bad input"), T0 + 10)
+    assert isinstance(stop, CancelJob)
+    core.receive(cancel_record(2, "a", reason="again"), T0 + 11)  # asked once: done at once
+    commit = core.take_commit(0)
+    assert commit is not None and results_of(commit) == []
+    assert (commit.offset, commit.metadata) == (0, "k1 3 1")  # the run and its cancel open
+    core.commit_done(commit)
+    nxt = make_core()
+    nxt.revoke(0)
+    nxt.assign(0, commit.offset, commit.metadata, T0 + 20, lease=1, end_offset=3)
+    assert nxt.receive(run_record(0, schedule_id="a"), T0 + 21) == []  # catching up
+    assert nxt.receive(cancel_record(1, "a", reason="bad input"), T0 + 21) == []
+    assert nxt.receive(cancel_record(2, "a", reason="again"), T0 + 21) == []  # finished before
+    assert nxt.caught_up(0, 3, T0 + 22) == []  # nothing left to start
+    [result] = results_of(nxt.take_commit(0))
+    assert (result.status, result.started_ms, result.error) == (
+        "cancelled",
+        None,
+        {"type": "Cancelled", "message": "bad input"},
+    )
+    # The old owner's cancel is settled with its job's exit, like its run.
+    core.job_exited(start.key, Outcome("succeeded"), T0 + 30)
+    last = core.take_commit(0)
+    assert last is not None and last.offset == 3 and last.metadata == "k1 0"
+
+
+def test_over_the_open_limit_at_adoption_every_cancel_reaches_its_own_attempt() -> None:
+    # Adopted with 300 unfinished runs before its end, so its catch-up ends at the
+    # open limit (256) with 44 runs in the backlog. Cancels in the same fetch: for s1
+    # (delivered, not started yet), for s290 (in the backlog). Cancels fetched next,
+    # behind the backlog: for s0 (running by then) and for attempt 1 of s5, whose run
+    # here is attempt 2. Each reaches the attempt it names, no later than it would
+    # on a partition below its limit, and no other attempt.
+    core = make_core(concurrency=4, max_open=256)
+    core.revoke(0)
+    core.assign(0, 0, None, T0, lease=1, end_offset=10_000)
+    hour_ms = 3_600_000
+    records = [
+        run_record(o, schedule_id=f"s{o}", attempt=2 if o == 5 else 1, deadline_ms=T0 + hour_ms)
+        for o in range(300)
+    ]
+    records += [cancel_record(300, "s1", reason="one"), cancel_record(301, "s290", reason="late")]
+    actions = []  # one fetch, as the runtime hands it over
+    for record in records:
+        actions += core.receive(record, T0 + 1, fill=False)
+    actions += core.fill(T0 + 1)
+    started = {a.run.schedule_id: a.key for a in actions if isinstance(a, StartJob)}
+    assert sorted(started) == ["s0", "s2", "s3", "s4"] and core.catching_up() == frozenset()
+    assert 0 in core.paused()
+    later = [
+        cancel_record(302, "s0", reason="zero"),
+        cancel_record(303, "s5", attempt=1, reason="stale"),
+    ]
+    actions = [a for record in later for a in core.receive(record, T0 + 2, fill=False)]
+    # s0's job is asked to stop now, though its cancel record waits behind 44 runs.
+    assert actions == [CancelJob(started["s0"], "cancelled: zero")]
+    results = {}
+    now = T0 + 3
+    while started:  # finish every job as it comes, each returning success
+        name, key = next(iter(started.items()))
+        del started[name]
+        now += 1
+        for action in core.job_exited(key, Outcome("succeeded"), now):
+            assert isinstance(action, StartJob), action
+            assert action.run.schedule_id not in ("s1", "s290")  # never started
+            started[action.run.schedule_id] = action.key
+        commit = core.take_commit(0)
+        if commit is not None:
+            core.commit_done(commit)
+            for result in results_of(commit):
+                assert (result.schedule_id, result.attempt) not in results  # one each
+                results[(result.schedule_id, result.attempt)] = result
+    assert len(results) == 300
+    assert (results[("s0", 1)].status, results[("s0", 1)].error) == (
+        "cancelled",
+        {"type": "Cancelled", "message": "zero"},
+    )
+    for name in ("s1", "s290"):
+        assert (results[(name, 1)].status, results[(name, 1)].started_ms) == ("cancelled", None)
+    assert results[("s5", 2)].status == "succeeded"  # the stale cancel named attempt 1
+    others = {r.status for k, r in results.items() if k[0] not in ("s0", "s1", "s290")}
+    assert others == {"succeeded"}
+    assert core.counts["cancels"] == 4 and core.idle()
+    assert core.committed_offset(0) == 304  # every record, cancels included, finished

@@ -42,7 +42,11 @@ Decisions made here:
   (``CancelJob``) and its ``cancelled`` result is recorded when the job has really
   exited (whatever it returned), or at its deadline if it never exits: "ended"
   means stopped, so ``cancel_other`` never starts the next run beside a job that
-  still runs; a decided one keeps its result.
+  still runs; a decided one keeps its result. The cancel record's offset stays
+  open until that result, so a commit taken meanwhile never lets the next owner
+  redeliver the run without its cancel. A cancel record held in the backlog (the
+  partition at its open limit) is applied at once to the run it names, if
+  delivered; its offset is still delivered in order.
 - A partition adopted from another owner is *caught up* before any of its runs
   start: the executor reads the partition's end (its last stable offset) after the
   fence and hands it to `assign`; runs delivered below it are queued but not
@@ -177,6 +181,10 @@ class _Running:
     # Asked to stop by a cancel record: its one result, ``cancelled`` with this
     # error, is recorded when the job exits (or at its deadline), not before.
     cancelled: Mapping[str, str] | None = None
+    # The offset of that cancel record: left open until the result is recorded, so a
+    # commit taken while the job is stopping names it open with its run, and an owner
+    # restored from that commit delivers both again (never the run alone).
+    cancel_offset: int | None = None
     progress_ms: int | None = None  # when its last progress report was taken
 
 
@@ -337,13 +345,16 @@ class WorkerCore:
             # limit: it is already counted, and only its run can free room. So is a
             # cancel record with nothing backlogged before it: it opens no run, and
             # the run it stops is already delivered, maybe running.)
+            actions: list[Action] = []
             if not backlog or record.offset > backlog[-1].offset:
                 backlog.append(record)
                 self._backlogged.add(record.partition)
+                if is_cancel(record.value):
+                    actions = self._cancel_ahead(part, record, now_ms)
             # At its limit the partition fetches no further until runs finish: its
             # catch-up ends here (a cancel record beyond the limit comes later).
             part.catch_up_to = None
-            return []
+            return actions
         actions = self._deliver(part, record, now_ms)
         if fill:
             actions.extend(self._fill(now_ms))
@@ -402,14 +413,38 @@ class WorkerCore:
         so the shard's ``cancel_other`` starts the next run only then. A run already
         decided keeps its result: that is the attempt's one result.
         """
-        self._finish(part, record.offset)
         try:
             cancel = parse_cancel(record.value or b"")
         except ValueError as exc:
+            self._finish(part, record.offset)
             self.counts["discarded"] += 1
             return [Discarded(key, f"not a cancel record: {exc}")]
         self.counts["cancels"] += 1
-        partition, lease = key[0], key[2]
+        actions, stopping = self._apply_cancel(part, cancel, key[0], key[2], now_ms)
+        if stopping is not None and stopping.cancel_offset is None:
+            stopping.cancel_offset = record.offset  # finished with the job's result
+        else:
+            self._finish(part, record.offset)
+        return actions
+
+    def _cancel_ahead(self, part: _Partition, record: InRecord, now_ms: int) -> list[Action]:
+        """A cancel record held in the backlog (the partition is at its open limit)
+        is applied at once to the run it names, if that run is delivered here: it
+        would otherwise wait for room behind the backlogged runs while its job runs
+        on. The record itself stays in the backlog, so its offset is still delivered
+        and finished in order (then a no-op, or it settles with the job's exit).
+        """
+        try:
+            cancel = parse_cancel(record.value or b"")
+        except ValueError:
+            return []  # discarded when its turn comes
+        return self._apply_cancel(part, cancel, record.partition, part.lease, now_ms)[0]
+
+    def _apply_cancel(
+        self, part: _Partition, cancel: RunCancelRecord, partition: int, lease: int, now_ms: int
+    ) -> tuple[list[Action], _Running | None]:
+        """Stop the attempt ``cancel`` names, if this partition holds it: the actions,
+        and the job that is stopping (None: decided now, or not held here)."""
         for i, (queued_key, run) in enumerate(self._queue):
             if queued_key[0] == partition and queued_key[2] == lease and _names(cancel, run):
                 del self._queue[i]
@@ -422,19 +457,20 @@ class WorkerCore:
                     now_ms,
                     _cancel_error(cancel),
                 )
-                return []
+                return [], None
         for running_key, running in self._running.items():
             if (
                 running_key[0] == partition
                 and running_key[2] == lease
                 and not running.decided
                 and not running.dropped
-                and running.cancelled is None
                 and _names(cancel, running.run)
             ):
+                if running.cancelled is not None:
+                    return [], running  # asked to stop already
                 running.cancelled = _cancel_error(cancel)
-                return [CancelJob(running_key, f"cancelled: {cancel.reason}")]
-        return []
+                return [CancelJob(running_key, f"cancelled: {cancel.reason}")], running
+        return [], None
 
     def job_exited(self, key: RunKey, outcome: Outcome, now_ms: int) -> list[Action]:
         """The job of ``key`` returned, raised or was cancelled; its slot is free."""
@@ -454,6 +490,8 @@ class WorkerCore:
                     now_ms,
                     outcome.error if cancelled is None else cancelled,
                 )
+                if running.cancel_offset is not None:
+                    self._finish(part, running.cancel_offset)
         if key[0] in self._backlogged:
             actions = self._refill((key[0],), now_ms)
             actions.extend(self._fill(now_ms))
@@ -522,6 +560,8 @@ class WorkerCore:
                         f"running at its deadline {format_ms(running.run.deadline_ms)})",
                     },
                 )
+                if running.cancel_offset is not None:
+                    self._finish(part, running.cancel_offset)
                 continue  # it was told to stop already
             self._record(
                 part,
