@@ -167,6 +167,17 @@ async def test_nightly_billing_runs_in_dependency_order_with_its_data_interval(
 
     assert view["run_id"] == dag_run_id and view["run_state"] == "succeeded"
     assert {t["task"]: t["state"] for t in view["tasks"]} == dict.fromkeys(done, "succeeded")
+    # dag show found the run's own result on the results topic, by its time.
+    assert whole.started_ms is not None and whole.finished_ms is not None
+    assert view["result"] == {
+        "status": "succeeded",
+        "attempt": 1,
+        "counts": {"succeeded": 4},
+        "started_at": format_ms(whole.started_ms),
+        "finished_at": format_ms(whole.finished_ms),
+        "duration_ms": whole.finished_ms - whole.started_ms,
+        "error": None,
+    }
 
 
 async def test_a_scheduler_killed_mid_run_loses_and_repeats_no_task(
@@ -229,13 +240,15 @@ async def test_a_scheduler_killed_mid_run_loses_and_repeats_no_task(
     started = Counter(r for e, r, _, _ in marks(tmp_path) if e == "start")
     assert all(n == 1 for n in started.values()), started  # no job ran twice
     assert view["run_state"] == "succeeded"
-    # One run-level result, across the scheduler's kill -9.
+    # One run-level result, across the scheduler's kill -9, and dag show found it.
     [whole] = [r for r in found if r.task is None]
     assert (whole.run_id, whole.status, whole.counts) == (
         dag_run_id,
         "succeeded",
         {"succeeded": 6},
     )
+    shown = view["result"]
+    assert (shown["status"], shown["attempt"], shown["counts"]) == ("succeeded", 1, whole.counts)
 
 
 async def test_a_failed_task_then_dag_clear_completes_the_run(
@@ -322,9 +335,15 @@ async def test_a_failed_task_then_dag_clear_completes_the_run(
     assert done["report"].started_ms is not None and done["load"].finished_ms is not None
     assert done["load"].finished_ms <= done["report"].started_ms
     assert view["run_state"] == "succeeded"
-    # The run's own result: failed once (load at fault), then succeeded after the clear.
+    # The run's own result: failed once (load at fault), then succeeded after the clear;
+    # dag show showed each while it was the run's latest.
     wholes = sorted((r.attempt, r.status) for r in found if r.task is None)
     assert wholes == [(1, "failed"), (2, "succeeded")]
+    first, last = stuck["result"], view["result"]
+    assert (first["status"], first["attempt"]) == ("failed", 1)
+    assert first["counts"] == {"succeeded": 2, "failed": 1, "upstream_failed": 1}
+    assert "task(s) at fault: load" in first["error"]
+    assert (last["status"], last["attempt"], last["counts"]) == ("succeeded", 2, {"succeeded": 4})
     # The job saw the run's logical date and interval in its RunContext.
     scheduled_ms = done["note"].scheduled_ms
     assert dag_run_id == run_id_for("clear-me", scheduled_ms)

@@ -15,8 +15,19 @@ from shard_helpers import SECOND, T0, Shard, command
 
 from actors.examples.billing.dag import DAG_ID, nightly_billing
 from actors.shard.state import ScheduleState, decode_schedule
-from actors.views.dag_view import ViewError, dag_view, dot, header_lines, table_rows, view_json
-from topics.messages import run_id_for
+from actors.views.dag_view import (
+    RESULT_LOOKAHEAD_MS,
+    RESULT_LOOKBACK_MS,
+    ViewError,
+    dag_view,
+    dot,
+    header_lines,
+    result_query,
+    table_rows,
+    view_json,
+)
+from topics.messages import Result, parse_result, result_value, run_id_for
+from topics.names import TopicKind
 
 RUN_ID = run_id_for(DAG_ID, T0)
 
@@ -87,8 +98,10 @@ def test_a_dag_before_its_first_run_and_a_run_the_shard_does_not_know() -> None:
     view = dag_view(decode_schedule(value))
     assert view.run_id is None and {t.state for t in view.tasks} == {"no run"}
     assert header_lines(view)[1] == "no run yet"
-    with pytest.raises(ViewError, match="not among the runs"):
-        dag_view(decode_schedule(value), "nightly-billing@2020-01-01T00:00:00.000Z")
+    old_run = "nightly-billing@2020-01-01T00:00:00.000Z"
+    with pytest.raises(ViewError, match="not among the runs") as raised:
+        dag_view(decode_schedule(value), old_run)
+    assert f"`kafkron history '{old_run}'`" in str(raised.value)  # where an old run still is
     plain = Shard(now_ms=T0)
     plain.send(command("schedule.upsert", "s", spec={"every": "1m"}, job={"name": "x"}))
     plain_value = plain.changelog[b"s"]
@@ -125,3 +138,91 @@ def test_the_example_command_file_is_a_valid_dag_upsert() -> None:
     assert decoded.topo_order == ("usage-rollup", "fx-rates", "invoice-nightly", "send-invoices")
     assert decoded.tasks["invoice-nightly"].after == ("usage-rollup", "fx-rates")
     assert decoded.tasks["send-invoices"].after == ("invoice-nightly",)
+
+
+def _ended_billing() -> tuple[Shard, ScheduleState, Result, bytes]:
+    """billing_state's run after the rest has ended: its changelog state, its run-level
+    result and that result's record value."""
+    shard, _ = billing_state()
+    [retry] = shard.run_until(T0 + 62 * SECOND).runs  # its retry, due at T0 + 61 s
+    out = shard.report(retry, "succeeded", at_ms=T0 + 65 * SECOND)
+    [record] = [r for r in out.of(TopicKind.RESULTS) if b'"counts"' in (r.value or b"")]
+    assert record.value is not None
+    value = shard.changelog[DAG_ID.encode()]
+    assert value is not None
+    return shard, decode_schedule(value), parse_result(record.value), record.value
+
+
+def test_an_ended_run_shows_its_own_result_status_counts_and_duration() -> None:
+    _, state, whole, value = _ended_billing()
+    query = result_query(state)
+    assert query is not None
+    ended_ms = T0 + 65 * SECOND
+    assert (query.run_id, query.attempt) == (RUN_ID, 1)
+    assert (query.since_ms, query.until_ms) == (
+        ended_ms - RESULT_LOOKBACK_MS,
+        ended_ms + RESULT_LOOKAHEAD_MS,
+    )
+    assert query.result(value) == whole and query.done(value, ended_ms)
+    task_value = result_value(
+        run_id=f"{RUN_ID}/fx-rates",
+        schedule_id=DAG_ID,
+        task="fx-rates",
+        attempt=1,
+        status="failed",
+        scheduled_ms=T0,
+        started_ms=T0,
+        finished_ms=T0,
+        worker="w-1",
+        error={"type": "E", "message": "m"},
+    )
+    for other in (task_value, value.replace(b'"attempt":1', b'"attempt":2'), b"not json", None):
+        assert query.result(other) is None
+        assert not query.done(other, ended_ms)
+    assert query.done(task_value, query.until_ms + 1)  # past the window: give up
+
+    view = dag_view(state, result=whole, looked_for_result=True)
+    assert view.run_state == "failed" and view.result is not None
+    assert view.result.counts == {"succeeded": 1, "failed": 1, "upstream_failed": 2}
+    assert view.result.duration_ms == 65 * SECOND  # from the run's first fire
+    lines = header_lines(view)
+    assert lines[3] == "result: failed in 1 m 05 s (attempt 1), tasks 1 succeeded, 1 failed, " + (
+        "2 upstream_failed"
+    )
+    assert "task(s) at fault: fx-rates" in lines[4]
+    as_json = view_json(view)["result"]
+    assert (as_json["status"], as_json["duration_ms"], as_json["counts"]) == (
+        "failed",
+        65 * SECOND,
+        {"succeeded": 1, "failed": 1, "upstream_failed": 2},
+    )
+    assert as_json["finished_at"] == "2026-10-10T00:01:05.000Z"
+    assert 'label="nightly-billing@2026-10-10T00:00:00.000Z (failed in 1 m 05 s: ' in dot(view)
+
+
+def test_a_result_not_found_or_not_the_latest_is_said_so() -> None:
+    shard, state, whole, _ = _ended_billing()
+    missing = dag_view(state, looked_for_result=True)
+    assert missing.result is None and missing.result_missing
+    assert f"see `kafkron history '{RUN_ID}'`" in header_lines(missing)[3]
+    assert view_json(missing)["result"] is None
+    # Not looked for (the console): nothing said about it.
+    assert not dag_view(state).result_missing and len(header_lines(dag_view(state))) == 3
+    # Cleared and running again: no result is the run's; ended again, attempt 2 is.
+    out = shard.send(command("dag.clear", DAG_ID, run_id=RUN_ID, task="fx-rates"))
+    assert out.rejected == []
+    value = shard.changelog[DAG_ID.encode()]
+    assert value is not None
+    running = decode_schedule(value)
+    assert result_query(running) is None
+    view = dag_view(running, result=whole, looked_for_result=True)
+    assert (view.run_state, view.result, view.result_missing) == ("running", None, False)
+    roots = [r for r in out.runs if r.task == "fx-rates"]
+    assert shard.send(command("run.cancel", DAG_ID, run_id=RUN_ID)).rejected == []
+    shard.report(roots[0], "cancelled", at_ms=T0 + 70 * SECOND)
+    value = shard.changelog[DAG_ID.encode()]
+    assert value is not None
+    again = decode_schedule(value)
+    query = result_query(again)
+    assert query is not None and query.attempt == 2 and query.since_ms < T0 + 70 * SECOND
+    assert dag_view(again, result=whole, looked_for_result=True).result is None  # attempt 1

@@ -4,7 +4,10 @@
 (read_committed, no group, like `kafkron ls`), decodes the DAG's record with the
 shard's own decoder, and prints its graph with the state of each task of one run
 (the latest unless ``--run``): a table, ``--json``, or ``--dot`` for Graphviz.
-It shows exactly what a shard would restore, so it needs no recorder.
+It shows exactly what a shard would restore, so it needs no recorder. For a run
+that ended it also reads the run's own result (status, counts of task states,
+duration) from ``{ns}.results``: on the DAG's partition, from about when the run
+ended by the broker's time index (`result_query`), not the whole topic.
 
 ``clear`` sends ``dag.clear``: the owning shard reruns the task (a failed one,
 typically, after a fix) and resets what is downstream of it; the run goes on.
@@ -25,19 +28,22 @@ from actors.cli.submit_cmd import produce
 from actors.sending import encode
 from actors.shard.state import decode_schedule
 from actors.views.dag_view import (
+    ResultQuery,
     ViewError,
     dag_view,
     dot,
     header_lines,
     other_runs_line,
+    result_query,
     stages_text,
     table_rows,
     view_json,
 )
 from actors.views.schedules import latest_states
-from actors.views.tail import TailError, read_to_end
+from actors.views.tail import Record, TailError, read_partition_since, read_to_end
 from topics import codec
 from topics.commands import DagUpsert, decode_command
+from topics.messages import Result
 from topics.names import Settings, TopicKind
 
 _EPILOG = """\
@@ -109,7 +115,23 @@ def run_show(args: argparse.Namespace) -> int:
             "(`kafkron ls` lists what exists)",
         )
     try:
-        view = dag_view(decode_schedule(value), args.run)
+        state = decode_schedule(value)
+        query = result_query(state, args.run)
+    except ViewError as exc:
+        return output.fail("dag show", str(exc))
+    except (ValueError, KeyError, TypeError) as exc:
+        return output.fail("dag show", f"unreadable changelog record of {args.dag_id!r} ({exc})")
+    result = None
+    looked = False
+    if query is not None:
+        partition = max((r for r in records if r.key == args.dag_id.encode()), key=_offset)
+        try:
+            result = asyncio.run(_run_result(settings, partition.partition, query))
+            looked = True
+        except TailError as exc:
+            print(f"kafkron dag show: the run's own result is not shown: {exc}", file=sys.stderr)
+    try:
+        view = dag_view(state, args.run, result=result, looked_for_result=looked)
     except ViewError as exc:
         return output.fail("dag show", str(exc))
     except (ValueError, KeyError, TypeError) as exc:
@@ -132,6 +154,24 @@ def run_show(args: argparse.Namespace) -> int:
     if others:
         print(others)
     return 0
+
+
+def _offset(record: Record) -> int:
+    return record.offset
+
+
+async def _run_result(settings: Settings, partition: int, query: ResultQuery) -> Result | None:
+    """The run-level result ``query`` names, from the results partition of its DAG (the
+    shard writes it to the partition of the DAG's changelog record)."""
+    records = await read_partition_since(
+        settings,
+        settings.topic(TopicKind.RESULTS),
+        partition,
+        query.since_ms,
+        until=lambda r: query.done(r.value, r.timestamp_ms),
+    )
+    found = [query.result(r.value) for r in records]
+    return next((r for r in reversed(found) if r is not None), None)
 
 
 def run_clear(args: argparse.Namespace) -> int:

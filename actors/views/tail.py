@@ -5,11 +5,14 @@ rejected` reads the last records of each partition. Neither commits offsets nor
 disturbs the actors' groups.
 "The end" is the last stable offset when the read starts: a transaction still
 open then is not waited for, and anything written later is not read.
+`read_partition_since` reads one partition from an instant on, for `kafkron dag
+show`'s run-level result (found by its time, not by reading the whole topic).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -38,10 +41,7 @@ class Record:
     value: bytes | None
 
 
-async def read_to_end(
-    settings: Settings, topic: str, *, last_per_partition: int | None = None, timeout_s: float = 60
-) -> list[Record]:
-    """Every committed record of ``topic`` up to its end (or the last N of each partition)."""
+async def _started(settings: Settings) -> AIOKafkaConsumer:
     consumer = AIOKafkaConsumer(**consumer_kwargs(settings, f"{settings.namespace}-cli"))
     try:
         await consumer.start()
@@ -51,17 +51,30 @@ async def read_to_end(
             f"cannot reach Kafka at {settings.bootstrap} ({exc}); start it with "
             "`kafkron broker start` or set KAFKRON_BOOTSTRAP"
         ) from None
+    return consumer
+
+
+async def _partitions(consumer: AIOKafkaConsumer, settings: Settings, topic: str) -> list[int]:
+    partitions = await partitions_of(consumer, topic)
+    if not partitions and await topic_denied(consumer._client, topic):
+        raise TailError(
+            denial_message(settings.namespace, ResourceType.TOPIC, topic, Operation.READ)
+        )
+    if not partitions:
+        raise TailError(
+            f"topic {topic} does not exist; create the namespace's topics with "
+            f"`KAFKRON_NAMESPACE={settings.namespace} kafkron topics create`"
+        )
+    return partitions
+
+
+async def read_to_end(
+    settings: Settings, topic: str, *, last_per_partition: int | None = None, timeout_s: float = 60
+) -> list[Record]:
+    """Every committed record of ``topic`` up to its end (or the last N of each partition)."""
+    consumer = await _started(settings)
     try:
-        partitions = await partitions_of(consumer, topic)
-        if not partitions and await topic_denied(consumer._client, topic):
-            raise TailError(
-                denial_message(settings.namespace, ResourceType.TOPIC, topic, Operation.READ)
-            )
-        if not partitions:
-            raise TailError(
-                f"topic {topic} does not exist; create the namespace's topics with "
-                f"`KAFKRON_NAMESPACE={settings.namespace} kafkron topics create`"
-            )
+        partitions = await _partitions(consumer, settings, topic)
         tps = [TopicPartition(topic, p) for p in partitions]
         consumer.assign(tps)
         ends = await consumer.end_offsets(tps)
@@ -88,6 +101,47 @@ async def read_to_end(
                     # A position steps over transaction markers, so it reaches the end.
                     if await consumer.position(tp) >= ends[tp]:
                         remaining.discard(tp)
+        return records
+    except TimeoutError:
+        raise TailError(f"reading {topic} took longer than {timeout_s:.0f} s; retry") from None
+    finally:
+        await bounded(consumer.stop(), "stopping the reading consumer")
+
+
+async def read_partition_since(
+    settings: Settings,
+    topic: str,
+    partition: int,
+    since_ms: int,
+    *,
+    until: Callable[[Record], bool],
+    timeout_s: float = 60,
+) -> list[Record]:
+    """The committed records of one partition from the first stamped at or after
+    ``since_ms`` (the broker's time index), up to its end or through the first
+    record ``until`` accepts, whichever comes first."""
+    consumer = await _started(settings)
+    try:
+        if partition not in await _partitions(consumer, settings, topic):
+            raise TailError(f"topic {topic} has no partition {partition}")
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        end = (await consumer.end_offsets([tp]))[tp]
+        found = (await consumer.offsets_for_times({tp: since_ms}))[tp]
+        if found is None:  # nothing stamped that late
+            return []
+        consumer.seek(tp, found.offset)
+        records: list[Record] = []
+        async with asyncio.timeout(timeout_s):
+            while await consumer.position(tp) < end:
+                batches = await consumer.getmany(tp, timeout_ms=POLL_TIMEOUT_MS)
+                for r in batches.get(tp, []):
+                    if r.offset >= end:
+                        return records
+                    record = Record(partition, r.offset, r.timestamp, r.key, r.value)
+                    records.append(record)
+                    if until(record):
+                        return records
         return records
     except TimeoutError:
         raise TailError(f"reading {topic} took longer than {timeout_s:.0f} s; retry") from None
