@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import cli
+from shard_helpers import SECOND, Out, Shard, command
+from shard_helpers import T0 as SHARD_T0
 
+from actors.history.recorder import to_row
 from actors.history.store import AttemptFinished, AttemptFired, DeadLetterRow, HistoryStore
+from topics.messages import run_id_for
+from topics.names import TopicKind
 from topics.timefmt import format_ms
 
 T0 = 1_790_000_000_000
@@ -163,3 +168,73 @@ def test_env_names_the_database(
 def test_unknown_run_is_a_failure(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = cli(capsys, "history", "nope@2026-01-01T00:00:00.000Z", "--db", str(db))
     assert code == 1 and "no run" in err
+
+
+def test_a_dag_run_shows_its_own_results_with_counts_and_its_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What a real shard wrote for a DAG run (a -> b: b failed, was cleared, succeeded)
+    # and the worker's results, turned into rows by the recorder's own converter.
+    shard = Shard(now_ms=SHARD_T0 - SECOND)
+    shard.send(
+        {
+            "v": 1,
+            "type": "dag.upsert",
+            "id": "pair",
+            "spec": {"cron": "0 0 * * *"},
+            "retry": {"max_attempts": 1},
+            "tasks": {
+                "a": {"job": {"name": "j.a"}},
+                "b": {"job": {"name": "j.b"}, "after": ["a"]},
+            },
+        }
+    )
+    reported: list[tuple[bytes | None, bytes | None]] = []  # the worker's results
+    apply_result = shard.raw_result
+
+    def raw_result(key: bytes | None, value: bytes | None) -> Out:
+        reported.append((key, value))
+        return apply_result(key, value)
+
+    shard.raw_result = raw_result  # type: ignore[method-assign]
+    [a] = shard.run_until(SHARD_T0).runs
+    [b] = shard.report(a, "succeeded", at_ms=SHARD_T0 + SECOND).runs
+    shard.report(b, "failed", at_ms=SHARD_T0 + 3 * SECOND)
+    run_id = run_id_for("pair", SHARD_T0)
+    [again] = shard.send(command("dag.clear", "pair", run_id=run_id, task="b")).runs
+    shard.report(again, "succeeded", at_ms=SHARD_T0 + 9 * SECOND)
+    records = [(r.topic, r.key, r.value) for r in shard.written]
+    records += [(TopicKind.RESULTS, key, value) for key, value in reported]
+    rows = [
+        to_row(topic, 0, offset, key, value, shard.now_ms)
+        for offset, (topic, key, value) in enumerate(records)
+        if topic in (TopicKind.RUNS, TopicKind.RESULTS)
+    ]
+    path = tmp_path / "history.db"
+
+    async def build() -> None:
+        async with await HistoryStore.open(path, namespace="demo") as store:
+            await store.write([row for row in rows if row is not None], {})
+
+    asyncio.run(build())
+    code, out, _ = cli(capsys, "history", run_id, "--json", "--db", str(path))
+    assert code == 0
+    doc = json.loads(out)
+    assert (doc["status"], doc["attempts"], doc["task"]) == ("succeeded", 2, None)
+    assert [(a["attempt"], a["status"], a["counts"]) for a in doc["attempt_history"]] == [
+        (1, "failed", {"succeeded": 1, "failed": 1}),
+        (2, "succeeded", {"succeeded": 2}),
+    ]
+    assert doc["attempt_history"][0]["duration_ms"] == 3 * SECOND  # from its first fire
+    assert [(t["task"], t["status"], t["attempts"]) for t in doc["tasks"]] == [
+        ("a", "succeeded", 1),
+        ("b", "succeeded", 2),
+    ]
+    code, out, _ = cli(capsys, "history", run_id, "--db", str(path))
+    assert code == 0
+    assert f"{run_id}: DAG run succeeded after 2 end(s)" in out
+    assert "1 succeeded, 1 failed" in out and "tasks of " + run_id in out
+    # A task run is an ordinary run: no tasks of its own.
+    code, out, _ = cli(capsys, "history", f"{run_id}/b", "--json", "--db", str(path))
+    assert code == 0 and "tasks" not in json.loads(out)
+    assert [a["counts"] for a in json.loads(out)["attempt_history"]] == [None, None]

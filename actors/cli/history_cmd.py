@@ -18,6 +18,7 @@ from actors.cli import output
 from actors.history import default_db_path
 from actors.history.store import STATUS_RANK, AttemptView, HistoryError, HistoryStore, RunView
 from actors.timespec import SpecError, parse_duration_s
+from actors.views.dag_view import counts_text
 from topics.timefmt import parse_instant
 
 _EPILOG = """\
@@ -27,6 +28,8 @@ examples:
   kafkron history invoice-nightly --last 5 --json
   kafkron history --status dead_lettered --since 1d
   kafkron history 'invoice-nightly@2026-10-10T00:00:00.000Z'   # one run, attempt by attempt
+  kafkron history 'nightly-billing@2026-10-10T00:00:00.000Z'   # a DAG run: its own results
+                                                               # (counts of task states), its tasks
 
 Columns: scheduled (the occurrence), fired/started/finished, duration (of the latest
 attempt), lateness (fired minus scheduled), status, attempts, worker, error.
@@ -130,7 +133,16 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
         "error": _error(view.error_type, view.error_message),
         "progress": _progress(view),
         "covers": _covers(view.scheduled_ms, view.covers_to_ms, view.covers_count),
+        "counts": None if view.counts is None else orjson.loads(view.counts),
     }
+
+
+def _counts_text(view: AttemptView) -> str:
+    """A DAG run's own result: ``3 succeeded, 1 failed``."""
+    if view.counts is None:
+        return "-"
+    counts: dict[str, int] = orjson.loads(view.counts)
+    return counts_text(counts)
 
 
 def _progress(view: AttemptView) -> dict[str, Any] | None:
@@ -245,41 +257,65 @@ async def _show(args: argparse.Namespace, db: Any, since_ms: int | None) -> int:
 
 async def _show_run(args: argparse.Namespace, store: HistoryStore) -> int:
     view = await store.run(args.id)
-    if view is None:
+    # A DAG run (no task in its id) has task runs "{run_id}/{task}"; its own results
+    # (one per end, with counts) may not be recorded yet while they run.
+    tasks = await store.dag_tasks(args.id) if "/" not in args.id else []
+    if view is None and not tasks:
         return output.fail("history", f"no run {args.id!r} recorded; `kafkron history` lists runs")
-    attempts = await store.attempts(args.id)
+    attempts = [] if view is None else await store.attempts(args.id)
     if args.json:
-        output.print_json(
-            {**run_json(view), "attempt_history": [attempt_json(a) for a in attempts]}
-        )
+        doc: dict[str, Any] = {} if view is None else run_json(view)
+        doc["attempt_history"] = [attempt_json(a) for a in attempts]
+        if tasks:
+            doc["tasks"] = [run_json(t) for t in tasks]
+        output.print_json(doc)
         return 0
-    output.print_table(
-        (
-            "attempt",
-            "fired",
-            "started",
-            "finished",
-            "duration",
-            "status",
-            "worker",
-            "error",
-            "progress",
-        ),
-        [
-            (
-                str(a.attempt),
-                output.short_instant(a.fired_ms),
-                output.short_instant(a.started_ms),
-                output.short_instant(a.finished_ms),
-                output.duration(attempt_json(a)["duration_ms"]),
-                a.status,
-                a.worker or "-",
-                _error_text(a.error_type, a.error_message),
-                _progress_text(a),
-            )
-            for a in attempts
-        ],
-        title=f"{view.run_id}: {view.status} after {view.attempts} attempt(s)",
-        status_column="status",
-    )
+    is_dag = bool(tasks) or any(a.counts is not None for a in attempts)
+    if view is not None:
+        columns = ["attempt", "fired", "started", "finished", "duration", "status", "worker"]
+        columns += ["error", "tasks" if is_dag else "progress"]
+        output.print_table(
+            columns,
+            [
+                (
+                    str(a.attempt),
+                    output.short_instant(a.fired_ms),
+                    output.short_instant(a.started_ms),
+                    output.short_instant(a.finished_ms),
+                    output.duration(attempt_json(a)["duration_ms"]),
+                    a.status,
+                    a.worker or "-",
+                    _error_text(a.error_type, a.error_message),
+                    _counts_text(a) if is_dag else _progress_text(a),
+                )
+                for a in attempts
+            ],
+            title=(
+                f"{view.run_id}: DAG run {view.status} after {view.attempts} end(s)"
+                if is_dag
+                else f"{view.run_id}: {view.status} after {view.attempts} attempt(s)"
+            ),
+            status_column="status",
+        )
+    else:
+        print(f"{args.id}: DAG run without a result of its own yet (still running?)")
+    if tasks:
+        output.print_table(
+            ("task", "started", "finished", "duration", "status", "attempts", "worker", "error"),
+            [
+                (
+                    t.task or "-",
+                    output.short_instant(t.started_ms),
+                    output.short_instant(t.finished_ms),
+                    output.duration(t.duration_ms),
+                    t.status,
+                    str(t.attempts),
+                    t.worker or "-",
+                    _error_text(t.error_type, t.error_message),
+                )
+                for t in tasks
+            ],
+            title=f"tasks of {args.id}",
+            status_column="status",
+        )
     return 0

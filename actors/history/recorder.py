@@ -134,6 +134,7 @@ def to_row(
             error_message=error_message,
             covers_to_ms=None if covers is None else covers.to_ms,
             covers_count=None if covers is None else covers.count,
+            counts_json=None if result.counts is None else orjson.dumps(result.counts).decode(),
         )
     if kind is TopicKind.DLQ:
         dead = messages.parse_dlq(value)

@@ -47,12 +47,15 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("attempts", "covers_count", "INTEGER"),
     ("runs", "covers_to_ms", "INTEGER"),
     ("runs", "covers_count", "INTEGER"),
+    ("attempts", "counts", "TEXT"),
 )
 """Columns added after version 1 was released: a database made before them gets
 them at open (``ALTER TABLE ... ADD COLUMN``). The progress columns need nothing
-more; the covers columns come with version 2, whose older databases are refused
-until rebuilt (their folded results' ranges are re-read from the topics), and the
-rebuild runs in the very tables these columns were added to."""
+more, nor does ``counts`` (a DAG run's own result: its counts of task states, JSON;
+null in a result recorded before it); the covers columns come with version 2, whose
+older databases are refused until rebuilt (their folded results' ranges are re-read
+from the topics), and the rebuild runs in the very tables these columns were added
+to."""
 
 DDL: tuple[str, ...] = (
     """
@@ -89,6 +92,7 @@ DDL: tuple[str, ...] = (
         progress_ms     INTEGER,
         covers_to_ms    INTEGER,
         covers_count    INTEGER,
+        counts          TEXT,
         PRIMARY KEY (run_id, attempt)
     )
     """,

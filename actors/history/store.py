@@ -93,6 +93,8 @@ class AttemptFinished:
     """A folded missed/skipped result: its last occurrence (its first is the run's)."""
     covers_count: int | None = None
     """A folded missed/skipped result: how many occurrences it stands for."""
+    counts_json: str | None = None
+    """A DAG run's own result: how many of its tasks ended in each state (JSON)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +201,8 @@ class AttemptView:
     progress_ms: int | None = None
     covers_to_ms: int | None = None
     covers_count: int | None = None
+    counts: str | None = None
+    """A DAG run's own result: its counts of task states (JSON text)."""
 
 
 def summarize(
@@ -255,7 +259,7 @@ def summarize(
 _ATTEMPT_COLUMNS = (
     "run_id, attempt, schedule_id, task, scheduled_ms, fired_ms, started_ms, finished_ms, "
     "COALESCE(status, 'running'), worker, error_type, error_message, progress, progress_ms, "
-    "covers_to_ms, covers_count"
+    "covers_to_ms, covers_count, counts"
 )
 _RUN_COLUMNS = (
     "run_id, schedule_id, task, job_name, scheduled_ms, fired_ms, started_ms, finished_ms, "
@@ -413,13 +417,15 @@ class HistoryStore:
             await db.executemany(
                 "INSERT INTO attempts (run_id, attempt, schedule_id, task, scheduled_ms, "
                 "started_ms, finished_ms, status, worker, error_type, error_message, "
-                "covers_to_ms, covers_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "covers_to_ms, covers_count, counts) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id, attempt) DO UPDATE SET "
                 "scheduled_ms = COALESCE(attempts.scheduled_ms, excluded.scheduled_ms), "
                 "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
                 "status = excluded.status, worker = excluded.worker, "
                 "error_type = excluded.error_type, error_message = excluded.error_message, "
-                "covers_to_ms = excluded.covers_to_ms, covers_count = excluded.covers_count",
+                "covers_to_ms = excluded.covers_to_ms, covers_count = excluded.covers_count, "
+                "counts = excluded.counts",
                 [
                     (
                         r.run_id,
@@ -435,6 +441,7 @@ class HistoryStore:
                         r.error_message,
                         r.covers_to_ms,
                         r.covers_count,
+                        r.counts_json,
                     )
                     for r in finished
                 ],
@@ -629,6 +636,16 @@ class HistoryStore:
             )
         )
         return _run_view(rows[0]) if rows else None
+
+    async def dag_tasks(self, run_id: str) -> list[RunView]:
+        """The task runs of DAG run ``run_id`` (``{run_id}/{task}``), by task."""
+        # Every id starting with "{run_id}/" sorts in ["{run_id}/", "{run_id}0") ("0"
+        # follows "/"), a range the primary key's index answers without a scan.
+        rows = await self._db.execute_fetchall(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY task",
+            (run_id + "/", run_id + "0"),
+        )
+        return [_run_view(r) for r in rows]
 
     async def attempts(self, run_id: str) -> list[AttemptView]:
         rows = await self._db.execute_fetchall(
