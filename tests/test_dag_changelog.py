@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 from shard_helpers import DAY, SECOND, T0, Out, Shard, command
 
 from actors.shard import dag_run
@@ -168,3 +169,16 @@ if __name__ == "__main__":
         + "\n",
         encoding="utf-8",
     )
+
+
+def test_a_dag_value_this_version_did_not_write_is_refused_with_what_is_wrong() -> None:
+    value = _fixture()[3]
+    for bad, words in (
+        (value.replace('"state":"running"', '"state":"paused"', 1), r"dag.runs\['nightly.*paused"),
+        (value.replace('"logical_date"', '"logical"', 1), "no 'logical_date'"),
+        (value.replace('"dag":{"runs":', '"dag":{"ruins":', 1), "runs"),
+        (value.replace('"dag":{"runs":{', '"dag":{"runs":[],"old":{', 1), "expected an object"),
+    ):
+        assert bad != value
+        with pytest.raises((ValueError, KeyError, TypeError), match=words):
+            decode_schedule(bad.encode())

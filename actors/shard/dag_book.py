@@ -135,7 +135,14 @@ def book_of(doc: Any) -> DagBook:
     runs = doc["runs"]
     if type(runs) is not dict:
         raise TypeError(f"dag.runs: expected an object, got {type(runs).__name__}")
-    return DagBook({run_id: _run_of(run) for run_id, run in runs.items()})
+    book = DagBook()
+    for run_id, run in runs.items():
+        try:
+            book.runs[run_id] = _run_of(run)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ValueError(f"dag.runs[{run_id!r}]: {what}") from None
+    return book
 
 
 def _run_of(doc: dict[str, Any]) -> DagRun:
