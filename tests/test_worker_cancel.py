@@ -237,10 +237,13 @@ def test_over_the_open_limit_at_adoption_every_cancel_reaches_its_own_attempt() 
     # s0's job is asked to stop now, though its cancel record waits behind 44 runs.
     assert actions == [CancelJob(started["s0"], "cancelled: zero")]
     results = {}
+    metadata = ""
     now = T0 + 3
-    while started:  # finish every job as it comes, each returning success
-        name, key = next(iter(started.items()))
-        del started[name]
+    while started:  # finish every job as it comes, s0 last, each returning success
+        name = next((n for n in started if n != "s0"), "s0")
+        key = started.pop(name)
+        if name == "s0":  # its cancel record was delivered meanwhile: open with its run
+            assert metadata == "k1 304 302"
         now += 1
         for action in core.job_exited(key, Outcome("succeeded"), now):
             assert isinstance(action, StartJob), action
@@ -249,6 +252,7 @@ def test_over_the_open_limit_at_adoption_every_cancel_reaches_its_own_attempt() 
         commit = core.take_commit(0)
         if commit is not None:
             core.commit_done(commit)
+            metadata = commit.metadata
             for result in results_of(commit):
                 assert (result.schedule_id, result.attempt) not in results  # one each
                 results[(result.schedule_id, result.attempt)] = result
