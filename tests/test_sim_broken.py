@@ -61,6 +61,9 @@ WORKER_VARIANTS = [
     ("worker-wall-clock", "worker-clock-behind", "exactly-once"),
     ("worker-txn-timeout-default", "worker-dies-mid-commit", "exactly-once"),  # finding 10
     ("unbounded-close", "worker-stop-hangs", "converged"),  # finding 11
+    # A loading coordinator's answer read as "nothing committed", as aiokafka reads it:
+    # the partition runs again from its first run (the lost-disk cluster test's bug).
+    ("committed-silence-trusted", "worker-coordinators-loading", "exactly-once"),
     # The same, for schedulers deployed one at a time: no shard keeps an owner.
     ("unbounded-close", "schedulers-deploy-midnight", "converged"),
 ]
