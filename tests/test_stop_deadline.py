@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.cli.stop_deadline import EXIT_STOP_OVERRAN, StopDeadline
+from actors.cli.stop_deadline import EXIT_STOP_OVERRAN, StopDeadline, run_main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,6 +85,21 @@ def test_a_stop_that_ends_in_time_is_disarmed_and_never_exits() -> None:
     assert exited == []
 
 
+def test_the_tasks_left_at_the_end_are_given_a_bound_not_awaited_forever() -> None:
+    """asyncio.run cancels what is left when main returns and awaits it: an abandoned
+    close that swallows its cancellation would be awaited forever there."""
+    release: list[asyncio.Event] = []
+    left: list[asyncio.Task[None]] = []
+
+    async def main() -> None:
+        release.append(asyncio.Event())
+        left.append(asyncio.create_task(_hangs_until(release[0]), name="abandoned-close"))
+        await asyncio.sleep(0)
+
+    run_main(main(), settle_s=0.05)  # returns: the test would hang otherwise
+    assert not left[0].done()  # left behind, as the exiting process leaves it
+
+
 def test_a_deadline_must_be_positive() -> None:
     with pytest.raises(ValueError, match="deadline_s must be positive"):
         StopDeadline("x", 0)
@@ -94,6 +109,7 @@ def test_a_deadline_must_be_positive() -> None:
 _PROGRAM = """
 import asyncio, sys
 from actors.cli import {module} as cmd
+from actors.cli.stop_deadline import run_main
 from actors.{package}.runtime import {runtime}
 
 async def never_stops(self, stop):
@@ -107,7 +123,7 @@ async def never_stops(self, stop):
 {runtime}.run = never_stops
 {shorten}
 runtime = {make}
-asyncio.run(cmd._serve(runtime, None))
+run_main(cmd._serve(runtime, None))
 """
 
 _SCHEDULER = {

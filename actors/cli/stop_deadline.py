@@ -23,12 +23,15 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 log = logging.getLogger("kafkron")
 
 EXIT_STOP_OVERRAN = 3  # not 0: the stop was not clean; not 1: nothing was refused
 
+_LAST_RESORT_S = 5.0
+SETTLE_S = 5.0  # how long the tasks left at the end get to finish once cancelled
 _CHAIN_LIMIT = 24  # awaits shown per task: enough to reach the one it hangs on
 
 
@@ -49,6 +52,7 @@ class StopDeadline:
         self._exit_now = exit_now
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: threading.Timer | None = None
+        self._last: threading.Timer | None = None
 
     @property
     def armed(self) -> bool:
@@ -60,13 +64,23 @@ class StopDeadline:
             return
         self._loop = asyncio.get_running_loop()
         self._timer = threading.Timer(self.deadline_s, self._expire)
-        self._timer.daemon = True  # never keeps a process that did stop alive
-        self._timer.start()
+        # The last resort, should the first block on a stderr nobody reads: no logging.
+        self._last = threading.Timer(self.deadline_s + _LAST_RESORT_S, self._exit_quietly)
+        for timer in (self._timer, self._last):
+            timer.daemon = True  # never keeps a process that did stop alive
+            timer.start()
 
     def disarm(self) -> None:
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
+        """Cancel the countdown. The commands never call it: a process that returned
+        from its main coroutine may still hang in the interpreter's exit (a job's
+        thread joined, a task that will not end), and the deadline covers that too."""
+        timers, self._timer, self._last = (self._timer, self._last), None, None
+        for timer in timers:
+            if timer is not None:
+                timer.cancel()
+
+    def _exit_quietly(self) -> None:
+        self._exit_now(EXIT_STOP_OVERRAN)
 
     def _expire(self) -> None:
         log.error(
@@ -121,3 +135,26 @@ def _awaiting(task: asyncio.Task[object]) -> list[str]:
         chain.append(f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})")
         awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
     return chain
+
+
+def run_main(main: Coroutine[Any, Any, None], settle_s: float = SETTLE_S) -> None:
+    """``asyncio.run(main)`` without its unbounded wait at the end.
+
+    ``asyncio.run`` cancels the tasks still pending when ``main`` returns and waits
+    for every one of them: a close that `topics.closing.bounded` abandoned because it
+    would not end is then awaited again, forever. Here they get ``settle_s`` and are
+    left behind (the process is about to exit). Raises what ``main`` raises.
+    """
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(main)
+    finally:
+        try:
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.wait(pending, timeout=settle_s))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()

@@ -8,7 +8,7 @@ import signal
 from typing import Any
 
 from actors.cli import observe_args, output
-from actors.cli.stop_deadline import StopDeadline
+from actors.cli.stop_deadline import StopDeadline, run_main
 from actors.cli.topics_cmd import guard
 from actors.observe.collectors import WorkerCollector
 from actors.observe.exposition import MetricsError
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     runtime = WorkerRuntime(settings, registry, options)
     try:
-        asyncio.run(_serve(runtime, port))
+        run_main(_serve(runtime, port))
     except asyncio.CancelledError:  # a second SIGINT/SIGTERM: stopped without draining
         return 130
     except MetricsError as exc:
@@ -153,10 +153,9 @@ async def _serve(runtime: WorkerRuntime, metrics_port: int | None) -> None:
         loop.add_signal_handler(sig, request_stop)
     settings = runtime.settings
     sampler = LagSampler(settings, settings.worker_group, [settings.topic(TopicKind.RUNS)])
-    try:
-        async with observe_args.maybe_serve_metrics(
-            metrics_port, [WorkerCollector(runtime)], [sampler]
-        ):
-            await runtime.run(stop)
-    finally:
-        deadline.disarm()
+    # The deadline stays armed to the end: the interpreter's exit joins job
+    # threads, and a sync job that ignored its cancel would hold the process up.
+    async with observe_args.maybe_serve_metrics(
+        metrics_port, [WorkerCollector(runtime)], [sampler]
+    ):
+        await runtime.run(stop)

@@ -33,8 +33,8 @@ allocates many short-lived objects, so the collector halved `advance`'s throughp
 calls ``gc.freeze()`` (the restored state moves to the permanent generation: never
 scanned, still freed by reference counting when a schedule goes) and it runs with
 a young-generation threshold of `GC_YOUNG_THRESHOLD`. The cost: a reference cycle
-among frozen objects is never collected; the state's one cycle (an item and its
-wheel timer) is broken by the core when the timer fires or is cancelled.
+among frozen objects is never collected until the heap is unfrozen, which a
+dropped shard's state needs (`_collect_dropped_soon`).
 
 Every client close is bounded (`topics.closing`): a broker that never answers a
 request cannot hang a shutdown, a rebuild or a revocation.
@@ -54,6 +54,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.consumer.fetcher import ConsumerRecord
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.structs import OffsetAndMetadata
 
 from actors.monotonic import monotonic_ms
 from actors.observe import metrics
@@ -84,7 +85,7 @@ from actors.scheduler.warm import WarmShard
 from actors.scheduler.writer import Partitioner
 from topics.clients import admin_kwargs, consumer_kwargs
 from topics.closing import bounded, within
-from topics.committed import fetch_committed
+from topics.committed import CommittedUnknown, fetch_committed
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
 from topics.refusals import denied_in
@@ -99,7 +100,8 @@ CoreFactory = Callable[[int, int, int], Any]
 GC_YOUNG_THRESHOLD = 50_000
 # Fencing, probing, restoring or positioning one shard; beyond this the broker is unwell.
 BUILD_TIMEOUT_S = 120.0
-CLOSE_S = 15.0  # each client's close at a stop; they run at once
+COMMITTED_RETRY_S, COMMITTED_RETRY_MAX_S = 0.5, 5.0  # a silent group coordinator
+CLOSE_S = 10.0  # the shard tasks, then each client's close (those at once), at a stop
 # Records fed to a core between two chances for the event loop to breathe.
 FEED_CHUNK = 256
 Step = Fence | Probe | Restore | CatchUp | Position
@@ -203,6 +205,7 @@ class SchedulerRuntime:
         self._lock = asyncio.Lock()  # turns and rebalances, one at a time
         self._restore_lock = asyncio.Lock()  # restores share one consumer
         self._runners: dict[int, ShardRunner] = {}
+        self._collect_pending = False  # a collection of dropped shards is scheduled
         self._tasks: set[asyncio.Task[Any]] = set()
         self._partitions = 0
         self._limits: dict[TopicKind, int] | None = None
@@ -282,18 +285,19 @@ class SchedulerRuntime:
                 self._execute(self.machine.leave())
             if tailing is not None:  # ends with ``stop``; not when the loop failed
                 tailing.cancel()
-            # All at once, each bounded: a stop lasts as long as its slowest close,
-            # not their sum (which outlasted a supervisor's patience after a broker
-            # lost its disk). Leaving the group while producers still close is safe:
-            # the next owner fences them.
+            # The shard tasks first (bounded): a fence still in flight must land before
+            # the group moves the shard on, or it would fence the next owner's producer.
+            if self._tasks:
+                gathered = asyncio.gather(*self._tasks, return_exceptions=True)
+                await bounded(gathered, "shard tasks", CLOSE_S)
+            # Then the rest at once, each bounded: the stop lasts as long as the slowest
+            # close, not their sum (which outlasted a supervisor's patience after a
+            # broker lost its disk).
             closes = [
                 bounded(consumer.stop(), "leaving the scheduler group", CLOSE_S),
                 bounded(restore_consumer.stop(), "stopping the restore consumer", CLOSE_S),
                 bounded(admin.close(), "closing the admin client", CLOSE_S),
             ]
-            if self._tasks:
-                gathered = asyncio.gather(*self._tasks, return_exceptions=True)
-                closes.append(bounded(gathered, "shard tasks", CLOSE_S))
             if tailing is not None:
                 closes.append(bounded(tailing, "stopping the standby tailing", CLOSE_S))
             if standby_consumer is not None:
@@ -433,6 +437,7 @@ class SchedulerRuntime:
                     del self._runners[action.partition]
                     self._spawn(runner.close())
                     log.info("shard %d dropped (%s)", action.partition, action.why)
+                    self._collect_dropped_soon()
             elif isinstance(action, Fence | Probe | Restore | CatchUp | Position):
                 self._spawn(self._step(action))
             elif isinstance(action, Tail | Untail):
@@ -521,7 +526,7 @@ class SchedulerRuntime:
         # previous owner's transaction: nothing can be committed behind them any more.
         # Not consumer.committed(): it answers None, as for nothing committed, when
         # the group coordinator is loading or moved (topics.committed).
-        committed = await fetch_committed(admin, self.settings.scheduler_group, self._shard_tps(p))
+        committed = await self._committed(admin, p)
         positions = {tp: None if found is None else found.offset for tp, found in committed.items()}
 
         def positioned() -> list[Action]:
@@ -536,6 +541,47 @@ class SchedulerRuntime:
             return events
 
         return positioned
+
+    async def _committed(
+        self, admin: AIOKafkaAdminClient, p: int
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Shard p's committed offsets, asking again while the coordinator is silent.
+
+        Retried here, not by failing the step: a failed step drops the shard and
+        restores it again, for as long as the coordinator loads (a minute after a
+        broker lost its disk). The step's own timeout bounds the retries.
+        """
+        delay_s = COMMITTED_RETRY_S
+        while True:
+            try:
+                return await fetch_committed(
+                    admin, self.settings.scheduler_group, self._shard_tps(p)
+                )
+            except CommittedUnknown as exc:
+                log.warning("shard %d: %s in %.1f s", p, exc, delay_s)
+                await asyncio.sleep(delay_s)
+                delay_s = min(delay_s * 2, COMMITTED_RETRY_MAX_S)
+
+    def _collect_dropped_soon(self) -> None:
+        """Free a dropped shard's state, once this turn has let go of it.
+
+        Restores freeze the heap (``gc.freeze``), and frozen reference cycles (the
+        wheel's rings, a run and its schedule) are never collected: each dropped
+        shard stayed in memory, a few MB per 20k schedules, at every rebalance or
+        rebuild. One full collection of the unfrozen heap frees it; what is alive is
+        frozen again. A pause, but at a drop, which is rare, not at a fire.
+        """
+        if self._collect_pending:
+            return
+        self._collect_pending = True
+
+        def collect() -> None:
+            self._collect_pending = False
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
+
+        asyncio.get_running_loop().call_soon(collect)
 
     async def _restore(self, runner: ShardRunner) -> tuple[Any, list[Any]]:
         """Rebuild the core from the changelog; only after the fence, so the end is final."""
