@@ -140,6 +140,13 @@ class RuntimeOptions:
     max_standbys: int = 0
 
 
+def collect_frozen_garbage() -> None:
+    """Collect what became garbage among frozen objects; freeze what is alive again."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
 def default_core_factory(settings: Settings) -> CoreFactory:
     from actors.shard import ShardCore
 
@@ -577,9 +584,7 @@ class SchedulerRuntime:
 
         def collect() -> None:
             self._collect_pending = False
-            gc.unfreeze()
-            gc.collect()
-            gc.freeze()
+            collect_frozen_garbage()
 
         asyncio.get_running_loop().call_soon(collect)
 
