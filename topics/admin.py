@@ -35,6 +35,7 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.protocol.metadata import MetadataRequest
 
 from topics import guarantees
 from topics.clients import admin_kwargs
@@ -186,15 +187,59 @@ async def broker_count(admin: AIOKafkaAdminClient) -> int:
 async def wait_for_leaders(
     admin: AIOKafkaAdminClient, names: list[str], timeout_s: float = 30.0
 ) -> None:
-    """Return once every partition of `names` has a leader (creation is asynchronous)."""
+    """Return once every broker knows every partition of `names` with a leader.
+
+    Creation is asynchronous, and on a cluster each broker learns of new topics from
+    the controller in its own time: a broker that lags (just resumed, loaded) still
+    answers metadata requests, with no such topic. Asked through one broker only, a
+    `topics check` or a scheduler started right after creation could hear "missing"
+    from another; so every broker of the cluster is asked.
+    """
     deadline = time.monotonic() + timeout_s
     while True:
-        described = await admin.describe_topics(names)
-        if all(_has_leaders(topic) for topic in described):
+        if await _every_broker_knows(admin, names):
             return
         if time.monotonic() > deadline:
-            raise TopicsError(f"topics {names} have no leader after {timeout_s:.0f} s")
+            raise TopicsError(
+                f"topics {names} have no leader on every broker after {timeout_s:.0f} s"
+            )
         await asyncio.sleep(0.1)
+
+
+async def _every_broker_knows(admin: AIOKafkaAdminClient, names: list[str]) -> bool:
+    brokers = [b["node_id"] for b in (await admin.describe_cluster())["brokers"]]
+    for node_id in brokers:
+        try:
+            described = await describe_topics(admin, names, node_id)
+        except KafkaError:
+            return False  # a broker not answering yet: ask again
+        if not all(_has_leaders(topic) for topic in described):
+            return False
+    return bool(brokers)
+
+
+def metadata_request(names: list[str]) -> MetadataRequest:
+    """A metadata request for `names` that never creates one.
+
+    aiokafka's ``describe_topics`` asks with ``allow_auto_topic_creation`` true: on a
+    cluster with ``auto.create.topics.enable`` (Kafka's default), looking at a missing
+    topic would create it, with the broker's default partitions and policies.
+    """
+    return MetadataRequest(names, allow_auto_topic_creation=False)
+
+
+async def describe_topics(
+    admin: AIOKafkaAdminClient, names: list[str], node_id: int | None = None
+) -> list[Any]:
+    """``admin.describe_topics(names)`` without creating a missing one; asked of
+    ``node_id`` if given (aiokafka's admin asks a broker at random)."""
+    # Through the admin's client, which aiokafka keeps private: the only way to both
+    # set the flag and choose the broker.
+    client = admin._client
+    node = client.get_random_node() if node_id is None else node_id
+    answer = await client.send(node, metadata_request(names))
+    topics: list[Any] = answer.to_object()["topics"]
+    return topics
 
 
 def _has_leaders(topic: Mapping[str, Any]) -> bool:
@@ -226,7 +271,7 @@ class Described:
 async def _describe_all(admin: AIOKafkaAdminClient, names: list[str]) -> Described:
     counts: dict[str, int] = {}
     replicas: dict[str, int] = {}
-    for topic in await admin.describe_topics(names):
+    for topic in await describe_topics(admin, names):
         if topic["error_code"] == 0 and topic["partitions"]:
             counts[topic["topic"]] = len(topic["partitions"])
             replicas[topic["topic"]] = min(len(p["replicas"]) for p in topic["partitions"])
@@ -239,7 +284,7 @@ async def _describe(
 ) -> tuple[dict[str, int], dict[str, dict[str, str]]]:
     """Partition counts and configs of the topics among `names` that exist."""
     counts: dict[str, int] = {}
-    for topic in await admin.describe_topics(names):
+    for topic in await describe_topics(admin, names):
         if topic["error_code"] == 0:
             counts[topic["topic"]] = len(topic["partitions"])
     configs: dict[str, dict[str, str]] = {}

@@ -328,12 +328,12 @@ class SchedulerRuntime:
             await asyncio.sleep(0)
 
     async def _partition_counts(self) -> dict[TopicKind, int]:
-        from topics.admin import admin_client
+        from topics.admin import admin_client, describe_topics
 
         counts: dict[TopicKind, int] = {}
         names = {self.settings.topic(kind): kind for kind in TopicKind}
         async with admin_client(self.settings) as admin:
-            for topic in await admin.describe_topics(list(names)):
+            for topic in await describe_topics(admin, list(names)):
                 if topic["error_code"] == 0 and topic["partitions"]:
                     counts[names[topic["topic"]]] = len(topic["partitions"])
         missing = sorted(name for name, kind in names.items() if kind not in counts)
