@@ -102,9 +102,10 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any, Generic, TypeVar, cast
 
-__all__ = ["Timer", "TimingWheel"]
+__all__ = ["Node", "Timer", "TimingWheel"]
 
 T = TypeVar("T")
+N = TypeVar("N", bound="Node")
 
 _SLOT_BITS = 6
 _SLOTS = 1 << _SLOT_BITS
@@ -128,47 +129,69 @@ _by_due = attrgetter("_due_ms")
 _new_timer = object.__new__
 
 
-class Timer:
-    """Handle of one pending item; returned by `TimingWheel.add`, cancelled by identity.
+class Node:
+    """A place in the wheel's bucket lists: what `add` wraps an item in, or an item
+    itself (`TimingWheel.arm`).
 
-    `due_ms` and `item` are read-only for callers. A timer that has fired or been
-    cancelled is detached (``_next is None``); `TimingWheel.reschedule` re-arms it.
+    `due_ms` is read-only for callers; a node that has fired or been cancelled is
+    detached (``_next is None``) and keeps its last due. A subclass armed with
+    `TimingWheel.arm` is its own item, so the wheel hands it back as such: an object
+    the caller keeps anyway (a shard's schedule) then costs no second object per timer.
+    Such a subclass must set ``_next = None`` before it is first armed.
     """
 
-    __slots__ = ("_due_ms", "_item", "_next", "_prev")
+    __slots__ = ("_due_ms", "_next", "_prev")
 
-    _prev: Timer | None
-    _next: Timer | None
-
-    def __init__(self, due_ms: int, item: Any) -> None:
-        self._due_ms = due_ms
-        self._item = item
+    _due_ms: int
+    _prev: Node | None
+    _next: Node | None
 
     @property
     def due_ms(self) -> int:
         return self._due_ms
 
     @property
-    def item(self) -> Any:
-        return self._item
+    def pending(self) -> bool:
+        """True from the moment it is armed until it fires or is cancelled."""
+        return self._next is not None
 
     @property
-    def pending(self) -> bool:
-        """True until the timer fires or is cancelled."""
-        return self._next is not None
+    def _item(self) -> Any:
+        """What `advance` returns for this node: the node itself (`Timer` overrides)."""
+        return self
+
+
+class Timer(Node):
+    """Handle of one pending item; returned by `TimingWheel.add`, cancelled by identity.
+
+    `due_ms` and `item` are read-only for callers. A timer that has fired or been
+    cancelled is detached (``_next is None``); `TimingWheel.reschedule` re-arms it.
+    """
+
+    __slots__ = ("_item",)
+
+    _item: Any  # a slot: this one holds its item
+
+    def __init__(self, due_ms: int, item: Any) -> None:
+        self._due_ms = due_ms
+        self._item = item
+
+    @property
+    def item(self) -> Any:
+        return self._item
 
     def __repr__(self) -> str:
         state = "pending" if self._next is not None else "detached"
         return f"Timer(due_ms={self._due_ms}, item={self._item!r}, {state})"
 
 
-class _Bucket(Timer):
+class _Bucket(Node):
     """Sentinel of a circular bucket list, numbered level * 64 + slot."""
 
     __slots__ = ("_number",)
 
     def __init__(self, number: int) -> None:
-        super().__init__(-1, None)
+        self._due_ms = -1
         self._number = number
         self._prev = self._next = self
 
@@ -242,7 +265,42 @@ class TimingWheel(Generic[T]):
             self._masks[number >> 6] |= 1 << (number & 63)
         return timer
 
-    def cancel(self, timer: Timer) -> bool:
+    def arm(self, node: Node, due_ms: int) -> None:
+        """Put `node`, its own item, at `due_ms` (see `Node`); O(1). A pending node
+        moves (a new insertion for the order of ties), as with `reschedule`.
+
+        The same filing as `add`, inline: a shard arms a node per fire and per restored
+        schedule.
+        """
+        nxt = node._next
+        if nxt is None:
+            self._added += 1
+        else:
+            self._unlink(node, nxt)
+        node._due_ms = due_ms
+        tick = (due_ms + self._round_up_ms) // self._tick_ms
+        now_tick = self._tick
+        if tick <= now_tick:  # due already: the expired list (a restore after a pause)
+            if not self._masks[_EXPIRED_LEVEL] or tick < self._expired_min_tick:
+                self._expired_min_tick = tick
+            number = _EXPIRED
+        else:
+            bits = (tick ^ now_tick).bit_length()
+            if bits > 36:  # _WHEEL_BITS; literals below are the constants, to save lookups
+                self._file(node, due_ms)
+                return
+            number = _BASE_OF_BITS[bits] + ((tick >> _SHIFT_OF_BITS[bits]) & 63)
+        bucket = self._buckets[number]
+        tail = bucket._prev
+        assert tail is not None
+        node._prev = tail
+        node._next = bucket
+        tail._next = node
+        bucket._prev = node
+        if tail is bucket:  # the bucket was empty
+            self._masks[number >> 6] |= 1 << (number & 63)
+
+    def cancel(self, timer: Node) -> bool:
         """Remove `timer` at once; O(1). False if it already fired or was cancelled."""
         nxt = timer._next
         if nxt is None:
@@ -251,7 +309,7 @@ class TimingWheel(Generic[T]):
         self._removed += 1
         return True
 
-    def reschedule(self, timer: Timer, due_ms: int) -> Timer:
+    def reschedule(self, timer: N, due_ms: int) -> N:
         """Move `timer` to `due_ms` and return it; O(1).
 
         Ties are then ordered as if it had been added now. A timer that already fired or
@@ -292,7 +350,7 @@ class TimingWheel(Generic[T]):
         target = now_ms // self._tick_ms
         masks = self._masks
         buckets = self._buckets
-        fired: list[Timer] = []
+        fired: list[Node] = []
         if masks[_EXPIRED_LEVEL]:
             self._drain_expired(target, fired)
             _sort_from(fired, 0)
@@ -356,7 +414,7 @@ class TimingWheel(Generic[T]):
 
     # -- internals --------------------------------------------------------------------
 
-    def _file(self, timer: Timer, due_ms: int) -> None:
+    def _file(self, timer: Node, due_ms: int) -> None:
         """Link `timer` into the bucket of its due; the clock is `self._tick`."""
         tick = (due_ms + self._round_up_ms) // self._tick_ms
         now_tick = self._tick
@@ -379,7 +437,7 @@ class TimingWheel(Generic[T]):
         bucket._prev = timer
         self._masks[number >> _SLOT_BITS] |= 1 << (number & _SLOT_MASK)
 
-    def _unlink(self, timer: Timer, nxt: Timer) -> None:
+    def _unlink(self, timer: Node, nxt: Node) -> None:
         prev = timer._prev
         assert prev is not None
         prev._next = nxt
@@ -397,10 +455,10 @@ class TimingWheel(Generic[T]):
         slot = (mask & -mask).bit_length() - 1
         return (now_tick >> above << above) | (slot << shift)
 
-    def _detach(self, number: int) -> list[Timer]:
+    def _detach(self, number: int) -> list[Node]:
         """Empty bucket `number` and return its timers, detached."""
         bucket = self._buckets[number]
-        timers: list[Timer] = []
+        timers: list[Node] = []
         node = bucket._next
         bucket._next = bucket._prev = bucket
         self._masks[number >> _SLOT_BITS] &= ~(1 << (number & _SLOT_MASK))
@@ -410,7 +468,7 @@ class TimingWheel(Generic[T]):
             node = node._next
         return timers
 
-    def _cascade(self, number: int, fired: list[Timer]) -> None:
+    def _cascade(self, number: int, fired: list[Node]) -> None:
         """Empty bucket `number`, filing its timers again relative to the clock (which
         puts them at lower levels) and firing those whose tick has come."""
         buckets = self._buckets
@@ -447,7 +505,7 @@ class TimingWheel(Generic[T]):
                     masks[into >> _SLOT_BITS] |= 1 << (into & _SLOT_MASK)
             node = nxt
 
-    def _drain_expired(self, target: int, fired: list[Timer]) -> None:
+    def _drain_expired(self, target: int, fired: list[Node]) -> None:
         """Move the expired list's timers due by tick `target` into `fired`.
 
         All of them are due unless the caller advances backwards; those are kept.
@@ -461,12 +519,12 @@ class TimingWheel(Generic[T]):
             else:
                 self._file(timer, timer._due_ms)
 
-    def _release(self, fired: list[Timer]) -> list[T]:
+    def _release(self, fired: list[Node]) -> list[T]:
         self._removed += len(fired)
         return [t._item for t in fired]
 
 
-def _sort_from(fired: list[Timer], first: int) -> None:
+def _sort_from(fired: list[Node], first: int) -> None:
     """Sort the run fired[first:] by (due_ms, insertion)."""
     if len(fired) - first > 1:
         run = fired[first:]

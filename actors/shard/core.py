@@ -285,7 +285,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             # Nothing is armed before this call, so the wheel may start now: a core
             # fed the changelog for a long time (a standby) arms from the present.
             self._wheel = TimingWheel(now_ms, self._wheel.tick_ms)
-        add = self._wheel.add
+        arm = self._wheel.arm
         resolve = defs.get
         # A million schedules pass here: one dict lookup resolves a version-2 key (a
         # definition's JSON is never a key of ``defs``), and the definitions' users
@@ -299,7 +299,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
                 continue
             next_ms = state.next_ms
             if next_ms is not None and not state.paused:
-                state.timer = add(next_ms, state)
+                arm(state, next_ms)
             runs = state._runs
             if runs:
                 for run in runs.values():
@@ -308,7 +308,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
                         if run.retry_ms is None
                         else run.retry_ms
                     )
-                    run.timer = add(due_ms, run)
+                    arm(run, due_ms)
                 in_flight += len(runs)
         for state in missing:
             del self._schedules[state.id]
@@ -382,34 +382,38 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         5,000 per call, would be handled a million times over.)
         """
         self._out = []
+        # The wheel hands back the schedules and runs themselves (each is its own
+        # timer), detached, each keeping the due it was armed for.
         due = self._wheel.advance(now_ms)
-        attempts: list[tuple[RunState, int]] = []
-        due_schedules: list[tuple[ScheduleState, int]] = []
+        attempts: list[RunState] = []
+        due_schedules: list[ScheduleState] = []
         for item in due:
-            timer = item.timer
-            assert timer is not None
-            item.timer = None
             if isinstance(item, ScheduleState):
-                due_schedules.append((item, timer.due_ms))
+                due_schedules.append(item)
             else:
-                attempts.append((item, timer.due_ms))
+                attempts.append(item)
         if self._due_attempts:  # what earlier bounded calls left, still due unless
-            attempts[:0] = [e for e in self._due_attempts if self._still_due(e[0])]
+            attempts[:0] = [e[0] for e in self._due_attempts if self._still_due(e[0])]
             self._due_attempts = []
         if self._due_schedules:  # ... something re-armed or removed it meanwhile
             left_before = [e for e in self._due_schedules if self._still_due(e[0])]
             self._due_schedules = []
             if due_schedules:  # the wheel's order: by due, earlier insertions first
-                due_schedules = sorted(left_before + due_schedules, key=_second)
+                due_schedules = [
+                    state
+                    for state, _ in sorted(
+                        left_before + [(s, s.due_ms) for s in due_schedules], key=_second
+                    )
+                ]
             else:
-                due_schedules = left_before
+                due_schedules = [state for state, _ in left_before]
         # The wheel orders by tick, ties by insertion; a restored shard inserts in
         # another order, so attempts due in the same tick go by (due, run id).
         attempts.sort(key=_attempt_order)
         budget = sys.maxsize if max_fires is None else max(1, max_fires)
         counts = self._counts
         handled = 0
-        for run, _ in attempts:
+        for run in attempts:
             if budget <= 0:
                 break
             handled += 1
@@ -422,9 +426,9 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
                 self._failed(error)
             budget -= 1
         if handled < len(attempts):
-            self._due_attempts = attempts[handled:]
+            self._due_attempts = [(run, run.due_ms) for run in attempts[handled:]]
         handled = 0
-        for state, _ in due_schedules:
+        for state in due_schedules:
             if budget <= 0:
                 break
             handled += 1
@@ -435,13 +439,13 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
                 self._failed(error)
             budget -= max(1, counts["fired_total"] - fired_before)
         if handled < len(due_schedules):
-            self._due_schedules = due_schedules[handled:]
+            self._due_schedules = [(state, state.due_ms) for state in due_schedules[handled:]]
         return self._flush(now_ms)
 
     def _still_due(self, item: Item) -> bool:
         """Whether a timer left due by a bounded `advance` still stands: nothing
         re-armed it (a command, a result) and its schedule or run still exists."""
-        if item.timer is not None:
+        if item._next is not None:  # pending again
             return False
         if isinstance(item, ScheduleState):
             return self._schedules.get(item.id) is item
@@ -602,24 +606,20 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
                     self._occurrence(state, o, now_ms)
         finally:
             if not state.paused and state.next_ms is not None:  # `_arm`, inline
-                state.timer = self._wheel.add(state.next_ms, state)
+                self._wheel.arm(state, state.next_ms)
             self._dirty[state.id] = state
 
     # --- plumbing ------------------------------------------------------------------
 
     def _arm(self, state: ScheduleState) -> None:
         if not state.paused and state.next_ms is not None:
-            state.timer = self._wheel.add(state.next_ms, state)
+            self._wheel.arm(state, state.next_ms)
 
     def _disarm(self, state: ScheduleState) -> None:
-        if state.timer is not None:
-            self._wheel.cancel(state.timer)
-            state.timer = None
+        self._wheel.cancel(state)  # nothing if it is not pending
 
     def _cancel_timer(self, run: RunState) -> None:
-        if run.timer is not None:
-            self._wheel.cancel(run.timer)
-            run.timer = None
+        self._wheel.cancel(run)
 
     def _reject(self, record: InRecord, reason: str) -> None:
         self._out.append(
@@ -786,7 +786,6 @@ def _second(entry: tuple[ScheduleState, int]) -> int:
     return entry[1]
 
 
-def _attempt_order(entry: tuple[RunState, int]) -> tuple[int, str]:
-    run = entry[0]
+def _attempt_order(run: RunState) -> tuple[int, str]:
     due_ms = run.deadline_ms + TIMEOUT_MARGIN_MS if run.retry_ms is None else run.retry_ms
     return due_ms, run.run_id

@@ -131,8 +131,8 @@ class RunBook:
                 raise
             self._counts["retries_total"] += 1
         finally:
-            if run.timer is None and (state._runs or {}).get(run.run_id) is run:
-                run.timer = self._wheel.add(now_ms + RETRY_AFTER_ERROR_MS, run)  # never stuck
+            if run._next is None and (state._runs or {}).get(run.run_id) is run:
+                self._wheel.arm(run, now_ms + RETRY_AFTER_ERROR_MS)  # never stuck
             self._dirty[state.id] = state
 
     def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
@@ -221,7 +221,7 @@ class RunBook:
         run.fired_ms = now_ms
         run.deadline_ms = deadline_ms = parts.deadline_ms
         self._out.append(OutRecord(_RUNS, state.key, value))
-        run.timer = self._wheel.add(deadline_ms + TIMEOUT_MARGIN_MS, run)
+        self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)
         runs[run_id] = run
         self._in_flight += 1
         last_ms = state.last_fired_ms
@@ -263,9 +263,7 @@ class RunBook:
         run.deadline_ms = deadline_ms
         run.retry_ms = None
         self._out.append(OutRecord(_RUNS, state.key, value))
-        if run.timer is not None:
-            self._cancel_timer(run)
-        run.timer = self._wheel.add(deadline_ms + TIMEOUT_MARGIN_MS, run)
+        self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)  # moves a pending one
 
     def _policy_of(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
         """The job, timeout (ms) and retry policy of a run. (DAG tasks: per task.)"""
@@ -310,9 +308,8 @@ class RunBook:
         delay_ms = backoff_ms(
             retry, run_id=run.run_id, attempt=run.attempt, failures_in_series=failures
         )
-        self._cancel_timer(run)
         run.retry_ms = retry_ms = now_ms + delay_ms
-        run.timer = self._wheel.add(retry_ms, run)
+        self._wheel.arm(run, retry_ms)  # moves the deadline's
 
     def _outcome(
         self,

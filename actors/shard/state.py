@@ -75,6 +75,7 @@ import orjson
 from actors.shard.dag_book import DagBook, book_json, book_of
 from actors.shard.definition import Definition
 from actors.shard.restored import restored_definition
+from actors.wheel import Node
 from topics.timefmt import format_ms, parse_instant
 
 # How many dead-lettered runs a schedule remembers for `dlq.replay` (oldest forgotten).
@@ -84,7 +85,7 @@ DEAD_MEMORY = 64
 _CACHE_MAX = 100_000
 
 
-class RunState:
+class RunState(Node):
     """One run in flight: an occurrence (or a DAG task of one) and its current attempt.
 
     A run is *running* while ``retry_ms`` is None (its timer is the deadline plus
@@ -93,6 +94,9 @@ class RunState:
     of the current series (1, or the attempt after the last one before a
     ``dlq.replay``), so the retry budget restarts on a replay while attempt
     numbers keep increasing and (run_id, attempt) stays unique.
+
+    It is its own timer in the shard's wheel (`actors.wheel.Node`): the deadline
+    (running) or the retry (waiting), pending while armed.
     """
 
     __slots__ = (
@@ -107,7 +111,6 @@ class RunState:
         "scheduled_ms",
         "series_start",
         "task",
-        "timer",
     )
 
     def __init__(
@@ -129,7 +132,7 @@ class RunState:
         self.deadline_ms = 0
         self.retry_ms: int | None = None
         self.outcomes: list[Mapping[str, Any]] = []  # every failed attempt, JSON-ready
-        self.timer: Any = None  # the wheel's handle: deadline (running) or retry (waiting)
+        self._next = None  # not in the wheel yet (see `Node`)
         # Set once a cancel record for the current attempt was written (run.cancel,
         # overlap cancel_other): its result ends the run whatever it says, no retry.
         self.cancel_reason: str | None = None
@@ -139,13 +142,15 @@ class RunState:
         return self.attempt - self.series_start + 1
 
 
-class ScheduleState:
+class ScheduleState(Node):
     """One schedule of the shard: its definition, where it is in time, its runs.
 
     A shard holds a million of these, most of them idle, so each is kept small:
     ``runs``, ``buffered`` and ``dead`` exist only once used (the properties make
     them on first access; the shard's hot paths read the slots, None when
     empty), and the key and the id's JSON are derived from the id when needed.
+    It is its own timer in the shard's wheel (`actors.wheel.Node`), pending while
+    its next fire is armed: no second object per schedule.
     """
 
     __slots__ = (
@@ -159,7 +164,6 @@ class ScheduleState:
         "last_fired_ms",
         "next_ms",
         "paused",
-        "timer",
     )
 
     def __init__(self, schedule_id: str, def_bytes: bytes, definition: Definition | None) -> None:
@@ -179,7 +183,7 @@ class ScheduleState:
         # is only what a DAG adds (which tasks are done, failed, upstream_failed).
         # It is written to the changelog as "dag" (`dag_book`).
         self.dag: DagBook | None = None
-        self.timer: Any = None  # the wheel's handle of the next fire
+        self._next = None  # not in the wheel yet (see `Node`)
 
     @property
     def key(self) -> bytes:
@@ -588,7 +592,7 @@ def decode_idle(key: bytes, value: bytes) -> ScheduleState | None:
     state.paused = False
     state.next_ms = next_ms
     state.last_fired_ms = last_ms
-    state._runs = state._buffered = state._dead = state.dag = state.timer = None
+    state._runs = state._buffered = state._dead = state.dag = state._next = None
     return state
 
 
