@@ -85,6 +85,20 @@ def test_the_lateness_window_keeps_recent_values_and_a_cumulative_histogram() ->
     assert cumulative == sorted(cumulative)
 
 
+
+def test_a_batch_handed_over_at_once_counts_as_each_value_appended_in_turn() -> None:
+    values = [0, 5, 6, 5, 1_000, 400_000, 6, 6, 9_999, 5]
+    one_by_one, in_bulk = LatenessWindow(4), LatenessWindow(4)
+    for late_ms in values:
+        one_by_one.append(late_ms)
+    in_bulk.extend_all(values[:3])
+    in_bulk.extend_all(values[3:])
+    assert list(in_bulk) == list(one_by_one) == [6, 6, 9_999, 5]
+    assert (in_bulk.fires, in_bulk.sum_ms) == (one_by_one.fires, one_by_one.sum_ms) == (10, 411_032)
+    assert in_bulk.bucket_counts() == one_by_one.bucket_counts()
+    assert dict(in_bulk.bucket_counts())[5] == 4
+
+
 class _Runner:
     """What the collector reads of a `ShardRunner`: its core and its figures."""
 

@@ -215,6 +215,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         self._restore_errors: dict[bytes, str] = {}  # key -> why its last record was unreadable
         # Read by the scheduler's metrics at scrape time (a histogram kept beside it).
         self.lateness = self._lateness_ms = LatenessWindow(_LATENESS_WINDOW)
+        self._late_ms: list[int] = []  # this batch's, added to the window by `_flush`
         # Definitions' own changelog records (see `state`): how many schedules use
         # each definition (by its bytes), which have their record in the changelog,
         # and those whose count changed in this batch (a tombstone if it fell to 0).
@@ -412,6 +413,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         attempts.sort(key=_attempt_order)
         budget = sys.maxsize if max_fires is None else max(1, max_fires)
         counts = self._counts
+        fire_due = self._fire_due
         handled = 0
         for run in attempts:
             if budget <= 0:
@@ -434,10 +436,11 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             handled += 1
             fired_before = counts["fired_total"]
             try:
-                self._fire_due(state, now_ms)
+                fire_due(state, now_ms)
             except Exception as error:
                 self._failed(error)
-            budget -= max(1, counts["fired_total"] - fired_before)
+            fired = counts["fired_total"] - fired_before
+            budget -= fired if fired > 0 else 1
         if handled < len(due_schedules):
             self._due_schedules = [(state, state.due_ms) for state in due_schedules[handled:]]
         return self._flush(now_ms)
@@ -576,13 +579,15 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         # written and re-armed, and ``next_ms`` is past every occurrence handled:
         # an occurrence is never handled twice, the schedule never stops firing.
         try:
-            definition = state.definition
+            definition = state._definition  # `state.definition`, but for its first use
+            if definition is None:
+                definition = state.definition
             next_after = definition.compiled.next_after
             if first_ms >= now_ms - definition.grace_ms:  # the steady state: all within grace
                 o: int | None = first_ms
-                lateness = self._lateness_ms
+                late_ms = self._late_ms
                 while o is not None and o <= now_ms:
-                    lateness.append(now_ms - o)
+                    late_ms.append(now_ms - o)
                     state.next_ms = following = next_after(o)
                     if state._runs or state.dag is not None:
                         self._occurrence(state, o, now_ms)
@@ -713,12 +718,16 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         for every schedule but DAGs, whose state holds its definition's graph.
         """
         out = self._out
+        if self._late_ms:
+            self._lateness_ms.extend_all(self._late_ms)
+            self._late_ms = []
         if self._dirty:
             partition = self.partition
             written = self._defs_written
             for schedule_id, state in self._dirty.items():
+                key = schedule_id.encode()  # `state.key`
                 if state is None:
-                    out.append(OutRecord(_SCHEDULES, schedule_id.encode(), None, partition))
+                    out.append(OutRecord(_SCHEDULES, key, None, partition))
                     continue
                 if full or state.dag is not None:
                     value = encode_schedule(state)
@@ -742,13 +751,13 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
                         size = full_size(fire_value, def_bytes)
                         if size > CHANGELOG_MAX_BYTES:
                             fire_value = self._trimmed(state, size, now_ms)
-                    out.append(OutRecord(_SCHEDULES, state.key, fire_value, partition))
+                    out.append(OutRecord(_SCHEDULES, key, fire_value, partition))
                     continue
                 size = len(value)
                 out.append(
                     OutRecord(
                         _SCHEDULES,
-                        state.key,
+                        key,
                         value
                         if size <= CHANGELOG_MAX_BYTES
                         else self._trimmed(state, size, now_ms),

@@ -1,6 +1,7 @@
 """Firing lateness of one shard: the recent window and a cumulative histogram.
 
-The shard core appends ``now_ms - scheduled_ms`` for every occurrence it fires.
+The shard core collects ``now_ms - scheduled_ms`` for every occurrence it fires
+and hands a batch's values over at the batch's end (`LatenessWindow.extend_all`).
 Two readers want it differently:
 
 - the figures log line wants percentiles of the *recent* fires: the last
@@ -9,17 +10,18 @@ Two readers want it differently:
   grow): a count per upper bound, the number of fires and their sum.
 
 `LatenessWindow` is that deque with the histogram kept beside it on every
-append, so the core's firing loop stays as it is (``lateness.append(late_ms)``)
-and nothing here imports a metrics library: the core stays pure, and the
+append, and nothing here imports a metrics library: the core stays pure, and the
 scheduler's metrics collector reads ``bucket_counts()`` at scrape time.
 
-Cost per fire: one ``bisect`` over `BUCKET_BOUNDS_MS` and three integer updates.
+Cost per fire: a list append in the core; per batch, one ``bisect`` over
+`BUCKET_BOUNDS_MS` per distinct value (a herd's fires of one tick are late by a
+few distinct milliseconds) and C-level bulk updates.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import deque
+from collections import Counter, deque
 
 # Upper bounds (inclusive, ms) of the histogram's buckets, as Prometheus' ``le``.
 # Dense below a second (a healthy shard), sparse up to five minutes (a failover,
@@ -57,6 +59,16 @@ class LatenessWindow(deque[int]):
         self._per_bucket[bisect_left(BUCKET_BOUNDS_MS, late_ms)] += 1
         self.fires += 1
         self.sum_ms += late_ms
+
+    def extend_all(self, values: list[int]) -> None:
+        """`append` of each of ``values`` in turn, in bulk: the shard hands over a
+        batch's values at its end, and a herd's are a few distinct ones repeated."""
+        super().extend(values)  # deque's own: it does not call `append` above
+        per_bucket = self._per_bucket
+        for late_ms, count in Counter(values).items():
+            per_bucket[bisect_left(BUCKET_BOUNDS_MS, late_ms)] += count
+        self.fires += len(values)
+        self.sum_ms += sum(values)
 
     def bucket_counts(self) -> list[tuple[int | None, int]]:
         """``(upper_bound_ms, cumulative_count)`` per bucket; ``None`` is +Inf."""

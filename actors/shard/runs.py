@@ -27,7 +27,7 @@ from actors.shard.definition import Definition
 from actors.shard.misfire import Backlog, MissedRange
 from actors.shard.overlap import Decision
 from actors.shard.retry import backoff_ms, is_final_failure
-from actors.shard.state import RunState, ScheduleState, instant_text
+from actors.shard.state import INSTANT_TEXTS, RunState, ScheduleState, instant_text
 from actors.wheel import TimingWheel
 from topics.commands import Job, RetryPolicy
 from topics.covers import Covers
@@ -199,11 +199,13 @@ class RunBook:
     ) -> None:
         # The herd's path: one call per fire, attempt 1 emitted inline (as
         # `_emit_attempt` would) from the parts its definition shares at ``now_ms``.
-        scheduled = instant_text(scheduled_ms)
+        scheduled = INSTANT_TEXTS.get(scheduled_ms) or instant_text(scheduled_ms)
         schedule_id = state.id
         run_id = f"{schedule_id}@{scheduled}"  # `run_id_for`, without a task
-        runs = state.runs
-        if run_id in runs:  # only a trigger can collide with an occurrence
+        runs = state._runs
+        if runs is None:
+            runs = state._runs = {}
+        elif run_id in runs:  # only a trigger can collide with an occurrence
             self._skipped(state, scheduled_ms, "Duplicate", "a run with this id is in flight")
             return
         if definition is None:
@@ -220,7 +222,7 @@ class RunBook:
         run = RunState(state, run_id, scheduled_ms, None, 1, 1)
         run.fired_ms = now_ms
         run.deadline_ms = deadline_ms = parts.deadline_ms
-        self._out.append(OutRecord(_RUNS, state.key, value))
+        self._out.append(OutRecord(_RUNS, schedule_id.encode(), value))
         self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)
         runs[run_id] = run
         self._in_flight += 1

@@ -264,7 +264,7 @@ def encode_schedule(state: ScheduleState) -> bytes:
     id_json = state.id_json()
     runs_json = ""
     if state._runs:
-        runs_json = _runs_json(state)
+        runs_json = _runs_json(state, id_json)
         if not runs_json:
             return _encode_general(state)
     def_bytes = state.def_bytes
@@ -375,9 +375,10 @@ def encode_fire(state: ScheduleState) -> bytes:
     """
     if state._buffered or state._dead or state.dag is not None:
         return _encode_fire_general(state)
+    id_json = state.id_json()
     runs_json = ""
     if state._runs:
-        runs_json = _runs_json(state)
+        runs_json = _runs_json(state, id_json)
         if not runs_json:
             return _encode_fire_general(state)
     texts = _texts
@@ -388,7 +389,7 @@ def encode_fire(state: ScheduleState) -> bytes:
     next_json = "null" if next_text is None else f'"{next_text}"'
     last_json = "null" if last_text is None else f'"{last_text}"'
     return (
-        f'{{"v":2,"id":{state.id_json()},'
+        f'{{"v":2,"id":{id_json},'
         f'"def":"{_def_keys.get(state.def_bytes) or definition_key(state.def_bytes)}",'
         f'"paused":{"true" if state.paused else "false"},"next":{next_json},'
         f'"last_fired":{last_json}{runs_json}}}'
@@ -429,9 +430,11 @@ def _encode_fire_general(state: ScheduleState) -> bytes:
     return orjson.dumps(doc)
 
 
-def _runs_json(state: ScheduleState) -> str:
-    """``,"runs":[...]`` of plain first-series runs, spelled directly; "" if one is not."""
-    id_json = state.id_json()
+def _runs_json(state: ScheduleState, id_json: str) -> str:
+    """``,"runs":[...]`` of plain first-series runs, spelled directly; "" if one is not.
+
+    ``id_json`` is ``state.id_json()``.
+    """
     run_prefix = id_json[:-1]  # a run id is the id, "@" and an instant: nothing to escape
     at = len(state.id)
     texts = _texts
@@ -668,6 +671,8 @@ _MILLIS = [f".{ms:03d}Z" for ms in range(1000)]
 
 
 _texts: dict[int, str] = {}
+# `instant_text`'s cache, for a hot path to read inline: ``get(ms) or instant_text(ms)``.
+INSTANT_TEXTS = _texts
 
 
 def instant_text(instant_ms: int) -> str:
