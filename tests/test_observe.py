@@ -85,7 +85,6 @@ def test_the_lateness_window_keeps_recent_values_and_a_cumulative_histogram() ->
     assert cumulative == sorted(cumulative)
 
 
-
 def test_a_batch_handed_over_at_once_counts_as_each_value_appended_in_turn() -> None:
     values = [0, 5, 6, 5, 1_000, 400_000, 6, 6, 9_999, 5]
     one_by_one, in_bulk = LatenessWindow(4), LatenessWindow(4)
