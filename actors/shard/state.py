@@ -376,12 +376,31 @@ def encode_fire(state: ScheduleState) -> bytes:
     if state._buffered or state._dead or state.dag is not None:
         return _encode_fire_general(state)
     id_json = state.id_json()
-    runs_json = ""
-    if state._runs:
-        runs_json = _runs_json(state, id_json)
-        if not runs_json:
-            return _encode_fire_general(state)
     texts = _texts
+    runs = state._runs
+    runs_json = ""
+    if runs:
+        if len(runs) == 1:  # a herd's fire: one plain run, as `_runs_json` spells it
+            for run in runs.values():
+                if (
+                    run.task is None
+                    and run.series_start == 1
+                    and run.retry_ms is None
+                    and not run.outcomes
+                    and run.cancel_reason is None
+                ):
+                    fired_ms = run.fired_ms
+                    deadline_ms = run.deadline_ms
+                    runs_json = (
+                        f',"runs":[{{"run_id":{id_json[:-1]}{run.run_id[len(state.id) :]}",'
+                        f'"attempt":{run.attempt},'
+                        f'"fired":"{texts.get(fired_ms) or instant_text(fired_ms)}",'
+                        f'"deadline":"{texts.get(deadline_ms) or instant_text(deadline_ms)}"}}]'
+                    )
+        if not runs_json:
+            runs_json = _runs_json(state, id_json)
+            if not runs_json:
+                return _encode_fire_general(state)
     next_ms = state.next_ms
     last_ms = state.last_fired_ms
     next_text = None if next_ms is None else texts.get(next_ms) or instant_text(next_ms)
