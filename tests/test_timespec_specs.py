@@ -6,9 +6,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from actors.timespec import CompiledSpec, SpecError, compile_spec, parse_duration_s
+from actors.timespec.base import BoundedSpec
 from actors.timespec.cronspec import CronSpec
+from actors.timespec.simple import EverySpec
 from topics.timefmt import format_ms, parse_instant
 
 T0 = "2026-01-01T00:00:00Z"  # a Thursday
@@ -225,6 +229,27 @@ def test_every_with_an_anchor_starts_at_the_anchor() -> None:
         "2026-01-01T12:00:00.000Z",
     ]
     assert take(spec, "2026-01-01T10:30:00Z", 1) == ["2026-01-01T12:00:00.000Z"]
+
+
+@given(
+    period_s=st.integers(1, 10**6),
+    anchor_ms=st.integers(-(10**12), 10**13),
+    offset_ms=st.integers(0, 10**7),
+    start_ms=st.none() | st.integers(-(10**12), 10**13),
+    end_ms=st.none() | st.integers(-(10**12), 10**13),
+    after_ms=st.integers(-(10**12), 10**13),
+)
+def test_every_s_own_next_after_is_the_bounded_spec_s(
+    period_s: int,
+    anchor_ms: int,
+    offset_ms: int,
+    start_ms: int | None,
+    end_ms: int | None,
+    after_ms: int,
+) -> None:
+    # EverySpec spells BoundedSpec.next_after out for speed: the same answers.
+    spec = EverySpec(period_s, anchor_ms, offset_ms, start_ms, end_ms)
+    assert spec.next_after(after_ms) == BoundedSpec.next_after(spec, after_ms)
 
 
 def test_at_fires_once() -> None:
