@@ -4,6 +4,10 @@ The schedule actor keeps every pending fire, retry and timeout of its shard here
 wheel only says "these are due, in this order"; the caller acts on them. Like Kafka's
 TimingWheel it queues buckets, not timers, so time passing over empty buckets costs
 nothing, and a timer is cancelled by the identity of the handle `add` returned.
+An object the caller keeps anyway can be its own handle instead: a subclass of
+`Node`, armed with `arm` and handed back by `advance` as itself (a shard's schedules
+and runs are, so a million schedules are not a million schedules plus a million
+timers).
 
 Model
 -----
@@ -90,7 +94,8 @@ Guarantees
   that were added in the past with ``due_ms <= now_ms``.
 
 Memory: one object of four slots per timer (64 bytes on CPython 3.11, see
-bench/wheel.py) and 449 bucket sentinels per wheel. Timers are objects the cyclic
+bench/wheel.py), or three slots more on an object armed as its own node (24 bytes),
+and 449 bucket sentinels per wheel. Timers are objects the cyclic
 garbage collector tracks (heapq's tuples of ints are not), so a runtime loading a
 shard in bulk should pause the collector meanwhile and `gc.freeze()` afterwards.
 

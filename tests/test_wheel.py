@@ -6,7 +6,7 @@ import weakref
 
 import pytest
 
-from actors.wheel import Timer, TimingWheel
+from actors.wheel import Node, Timer, TimingWheel
 
 DAY_MS = 86_400_000
 NOW_MS = 1_764_000_000_000  # 2025-11-24T16:00:00Z, a multiple of the 10 ms tick
@@ -111,6 +111,53 @@ def test_cancel_once_then_false_and_after_fire_false() -> None:
     assert not fired.pending and not cancelled.pending
     assert len(wheel) == 0
     assert wheel.next_due_ms() is None
+
+
+class Own(Node):
+    """An item that is its own node (as a shard's schedules and runs are)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._next = None
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def test_an_item_armed_as_its_own_node_keeps_the_order_an_added_one_gets() -> None:
+    # The same dues, once as items wrapped by add and once as nodes armed: the same
+    # batches, through the expired list, level 0 and a cascade from level 2.
+    dues = [("a", NOW_MS + 30), ("b", NOW_MS + 30), ("c", NOW_MS - 5), ("d", NOW_MS + DAY_MS)]
+    dues += [("e", NOW_MS + 25), ("f", NOW_MS + DAY_MS)]
+    added: TimingWheel[str] = TimingWheel(NOW_MS)
+    armed: TimingWheel[Own] = TimingWheel(NOW_MS)
+    nodes = {name: Own(name) for name, _ in dues}
+    for name, due_ms in dues:
+        added.add(due_ms, name)
+        armed.arm(nodes[name], due_ms)
+    assert len(armed) == len(added) == 6 and nodes["a"].pending
+    for now_ms in (NOW_MS, NOW_MS + 30, NOW_MS + DAY_MS):
+        fired = armed.advance(now_ms)
+        assert [node.name for node in fired] == added.advance(now_ms)
+        assert all(node is nodes[node.name] and not node.pending for node in fired)
+    assert len(armed) == 0 and nodes["d"].due_ms == NOW_MS + DAY_MS
+
+
+def test_arming_a_pending_node_moves_it_and_cancel_detaches_it() -> None:
+    wheel: TimingWheel[Own | str] = TimingWheel(0)
+    x, y = Own("x"), Own("y")
+    wheel.arm(x, 50_000)
+    wheel.arm(y, 100)
+    timer = wheel.add(100, "t")
+    wheel.arm(x, 100)  # moved: a new insertion, after y and t
+    assert len(wheel) == 3 and x.due_ms == 100
+    assert wheel.advance(100) == [y, "t", x]
+    wheel.arm(y, 0)  # fired, in the past: armed again
+    assert wheel.cancel(y) and not wheel.cancel(y) and not y.pending
+    assert not wheel.cancel(timer)
+    assert len(wheel) == 0 and wheel.advance(60_000) == []
 
 
 def test_cancel_lets_go_of_timer_and_item_at_once() -> None:
