@@ -30,7 +30,8 @@ deadlines, the occurrences buffered behind them, and recently dead runs.
 
 One hierarchical timing wheel holds every instant the shard waits for: each
 schedule's next occurrence (item: the `ScheduleState`), each running attempt's
-deadline plus `TIMEOUT_MARGIN_MS`, and each retry (item: the `RunState`).
+deadline plus `TIMEOUT_MARGIN_MS`, and each retry (item: the `RunState`). Each
+item is its own timer (`actors.wheel.Node`): no second object per schedule or run.
 `advance` pops what is due and acts:
 
 - an occurrence fires (`misfire` decides what happens to a backlog beyond the
@@ -448,7 +449,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
     def _still_due(self, item: Item) -> bool:
         """Whether a timer left due by a bounded `advance` still stands: nothing
         re-armed it (a command, a result) and its schedule or run still exists."""
-        if item._next is not None:  # pending again
+        if item.pending:  # armed again
             return False
         if isinstance(item, ScheduleState):
             return self._schedules.get(item.id) is item

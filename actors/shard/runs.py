@@ -131,7 +131,7 @@ class RunBook:
                 raise
             self._counts["retries_total"] += 1
         finally:
-            if run._next is None and (state._runs or {}).get(run.run_id) is run:
+            if not run.pending and (state._runs or {}).get(run.run_id) is run:
                 self._wheel.arm(run, now_ms + RETRY_AFTER_ERROR_MS)  # never stuck
             self._dirty[state.id] = state
 
