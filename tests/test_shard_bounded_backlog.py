@@ -76,3 +76,26 @@ def test_a_run_that_ended_between_bounded_calls_is_not_timed_out() -> None:
     while (due := later.core.next_due_ms()) is not None and due <= later.now_ms:
         rest += later._keep(later.core.advance(later.now_ms, max_fires=1)).results
     assert [r.run_id for r in rest] == [runs[3].run_id]
+
+
+def test_a_left_attempt_retried_between_bounded_calls_is_sent_once_not_also_timed_out() -> None:
+    """Two attempts time out at once; a bounded call handles one. A failed result for
+    the other arms its retry; the next call popped that retry from the wheel *and*
+    took the same run from the left list (detached by the pop, it looked still due),
+    so attempt 2 was sent and, in the same batch, timed out and dead-lettered."""
+    from actors.shard.core import TIMEOUT_MARGIN_MS
+
+    retry = {"max_attempts": 2, "initial_s": 1, "coefficient": 1.0, "jitter": "none"}
+    shard = Shard(now_ms=T0)
+    for sid in ("a", "b"):
+        shard.send(upsert(sid, spec={"every": "60s"}, timeout_s=10, retry=retry))
+    shard.advance(T0 + MINUTE)
+    timed_out_at = T0 + MINUTE + 10 * SECOND + TIMEOUT_MARGIN_MS + 5
+    shard.now_ms = timed_out_at
+    shard._keep(shard.core.advance(timed_out_at, max_fires=1))
+    ((left, _),) = shard.core._due_attempts
+    shard.report(shard.last_attempt(left.run_id), "failed")
+    out = shard.advance(timed_out_at + 2 * SECOND)
+    assert [r.attempt for r in out.runs if r.run_id == left.run_id] == [2]  # sent once
+    assert [r.status for r in out.results if r.run_id == left.run_id] == []  # not timed out
+    assert out.dlq == []

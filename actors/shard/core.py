@@ -384,6 +384,13 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         5,000 per call, would be handled a million times over.)
         """
         self._out = []
+        # What earlier bounded calls left, still due unless something re-armed or
+        # removed it meanwhile: judged before this call's advance detaches what it
+        # pops, or a leftover re-armed and popped again would look detached, hence
+        # still due, and be handled twice (a retry sent and timed out at once).
+        left_attempts = [e for e in self._due_attempts if self._still_due(e[0])]
+        left_before = [e for e in self._due_schedules if self._still_due(e[0])]
+        self._due_attempts, self._due_schedules = [], []
         # The wheel hands back the schedules and runs themselves (each is its own
         # timer), detached, each keeping the due it was armed for.
         due = self._wheel.advance(now_ms)
@@ -394,12 +401,9 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
                 due_schedules.append(item)
             else:
                 attempts.append(item)
-        if self._due_attempts:  # what earlier bounded calls left, still due unless
-            attempts[:0] = [e[0] for e in self._due_attempts if self._still_due(e[0])]
-            self._due_attempts = []
-        if self._due_schedules:  # ... something re-armed or removed it meanwhile
-            left_before = [e for e in self._due_schedules if self._still_due(e[0])]
-            self._due_schedules = []
+        if left_attempts:
+            attempts[:0] = [e[0] for e in left_attempts]
+        if left_before:
             if due_schedules:  # the wheel's order: by due, earlier insertions first
                 due_schedules = [
                     state
