@@ -49,7 +49,7 @@ def run_record(
     return InRecord(TopicKind.RUNS, partition, offset, sid.encode(), value)
 
 
-def make_core(concurrency: int = 4, max_open: int = 256) -> WorkerCore:
+def make_core(concurrency: int = 4, max_open: int = 256, max_backlog: int = 1024) -> WorkerCore:
     core = WorkerCore(
         worker="w1",
         concurrency=concurrency,
@@ -57,6 +57,7 @@ def make_core(concurrency: int = 4, max_open: int = 256) -> WorkerCore:
         now_ms=T0,
         lease_loss_ms=LEASE_MS,
         max_open_per_partition=max_open,
+        max_backlog_per_partition=max_backlog,
     )
     core.assign(0, 0, None, T0)
     return core
@@ -182,12 +183,13 @@ def test_lease_lost_after_silence_cancels_everything_and_renewal_prevents_it() -
     assert core.running == 0
 
 
-def test_a_partition_with_max_open_runs_is_paused_until_one_finishes() -> None:
-    core = make_core(concurrency=1, max_open=2)
+def test_a_partition_whose_backlog_is_full_is_paused_until_a_run_finishes() -> None:
+    core = make_core(concurrency=1, max_open=2, max_backlog=1)
     core.receive(run_record(0), T0)
-    assert core.paused() == frozenset()
     core.receive(run_record(1), T0)
-    assert core.paused() == frozenset({0})
+    assert core.paused() == frozenset()  # at its open limit, still fetched
+    core.receive(run_record(2), T0)
+    assert core.paused() == frozenset({0})  # its backlog full
     core.job_exited((0, 0, 0), Outcome("succeeded"), T0)
     assert core.paused() == frozenset()
 
@@ -288,7 +290,7 @@ def test_every_delivered_run_gets_exactly_one_committed_result_below_the_offset(
 
 
 def test_records_beyond_the_open_limit_wait_undelivered_and_commits_never_name_them() -> None:
-    core = make_core(concurrency=1, max_open=2)
+    core = make_core(concurrency=1, max_open=2, max_backlog=3)
     for o in range(5):
         core.receive(run_record(o), T0)
     assert core.paused() == frozenset({0}) and core.fetch_position(0) == 5
@@ -316,7 +318,7 @@ def test_a_partition_restored_with_max_open_runs_fetches_and_runs_them() -> None
     previous.job_exited((0, 0, 0), Outcome("succeeded"), T0)
     handed_over = previous.take_commit(0)
     assert handed_over is not None and (handed_over.offset, handed_over.metadata) == (1, "k1 3 1 2")
-    core = make_core(concurrency=4, max_open=3)
+    core = make_core(concurrency=4, max_open=3, max_backlog=2)
     core.revoke(0)
     core.assign(0, handed_over.offset, handed_over.metadata, T0, lease=1)
     assert core.paused() == frozenset() and core.fetch_position(0) == 1

@@ -53,8 +53,8 @@ Decisions made here:
   started until the consumer's position has reached it (`caught_up`). So a run
   whose cancel record was committed before the adoption is never started, however
   the fetches split the two (docs/DESIGN.md §6.6). A partition that reaches its
-  open-run limit before its end is caught up there (it cannot fetch further
-  until runs finish).
+  backlog limit before its end is caught up there (it cannot fetch further until
+  runs finish).
 - A run naming a job this worker does not have fails with ``UnknownJob`` (retried
   by the schedule actor with backoff, time enough to deploy a worker that has it).
 - A revoked partition's runs are cancelled and their results are dropped, committed
@@ -68,7 +68,11 @@ Decisions made here:
 - A partition holds at most ``max_open_per_partition`` delivered, unfinished runs
   (which bounds the commit metadata). Records fetched beyond that wait in the
   partition's backlog, undelivered: no commit mentions them, so losing the partition
-  loses nothing. A partition with a backlog should be paused (``paused()``).
+  loses nothing. The partition is still fetched until its backlog holds
+  ``max_backlog_per_partition`` records, and only then paused (``paused()``): a
+  cancel record behind a burst reaches the burst's jobs, and an adoption past the
+  limit goes on catching up. A cancel met in the backlog is applied at once to its
+  run, delivered or not yet (``cancels_ahead``).
   Open runs restored from the previous owner's commit and not fetched again yet do
   not count as held: they come first in the log, and a partition handed over at the
   limit must fetch them (pausing it would wait for runs it never fetches).
@@ -82,7 +86,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.worker.offsets import MAX_OPEN_PER_PARTITION, PartitionOffsets
+from actors.worker.offsets import (
+    MAX_BACKLOG_PER_PARTITION,
+    MAX_OPEN_PER_PARTITION,
+    PartitionOffsets,
+)
 from topics.deadlines import TIMEOUT_MARGIN_MS, shard_decides
 from topics.messages import (
     PROGRESS_INTERVAL_MS,
@@ -198,6 +206,10 @@ class _Partition:
     dirty: bool = False  # something finished since the last commit was taken
     # Fetched records beyond the open limit, in offset order, not yet delivered.
     backlog: deque[InRecord] = field(default_factory=deque)
+    # Cancels met in the backlog for runs not delivered yet, by (run_id, attempt):
+    # such a run is decided cancelled when delivered, not started before its cancel
+    # record's turn. Each leaves when its record is delivered.
+    cancels_ahead: dict[tuple[str, int], RunCancelRecord] = field(default_factory=dict)
     # Adopted, and not yet fetched up to the end it had then: no job starts.
     catch_up_to: int | None = None
 
@@ -214,6 +226,7 @@ class WorkerCore:
         now_ms: int,
         lease_loss_ms: int,
         max_open_per_partition: int = MAX_OPEN_PER_PARTITION,
+        max_backlog_per_partition: int = MAX_BACKLOG_PER_PARTITION,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -228,7 +241,12 @@ class WorkerCore:
         self._lease_loss_ms = lease_loss_ms
         self._lease_renewed_ms = now_ms
         self._lease_held_until_ms = now_ms
+        if max_backlog_per_partition < 1:
+            raise ValueError(
+                f"max_backlog_per_partition must be at least 1, got {max_backlog_per_partition}"
+            )
         self._max_open = max_open_per_partition
+        self._max_backlog = max_backlog_per_partition
         self._partitions: dict[int, _Partition] = {}
         self._queue: deque[tuple[RunKey, Run]] = deque()
         self._backlogged: set[int] = set()
@@ -318,13 +336,11 @@ class WorkerCore:
         return part.offsets.fetch_from()
 
     def paused(self) -> frozenset[int]:
-        """Partitions that must not be fetched until some of their runs finish."""
-        limit = self._max_open
-        return frozenset(
-            p
-            for p, part in self._partitions.items()
-            if part.backlog or part.offsets.held_count() >= limit
-        )
+        """Partitions that must not be fetched until some of their runs finish: those
+        whose backlog is full (at the open limit, the rest is still fetched into the
+        backlog, so a cancel record behind the runs reaches the worker)."""
+        limit = self._max_backlog
+        return frozenset(p for p in self._backlogged if len(self._partitions[p].backlog) >= limit)
 
     # --- runs ---------------------------------------------------------------------
 
@@ -351,9 +367,10 @@ class WorkerCore:
                 self._backlogged.add(record.partition)
                 if is_cancel(record.value):
                     actions = self._cancel_ahead(part, record, now_ms)
-            # At its limit the partition fetches no further until runs finish: its
-            # catch-up ends here (a cancel record beyond the limit comes later).
-            part.catch_up_to = None
+            if len(backlog) >= self._max_backlog:
+                # Its backlog full, the partition fetches no further until runs
+                # finish: its catch-up ends here (a cancel record beyond comes later).
+                part.catch_up_to = None
             return actions
         actions = self._deliver(part, record, now_ms)
         if fill:
@@ -380,6 +397,19 @@ class WorkerCore:
             self._finish(part, record.offset)
             self.counts["discarded"] += 1
             return [Discarded(key, f"not a run record: {exc}")]
+        if part.cancels_ahead:
+            cancel = part.cancels_ahead.get((run.run_id, run.attempt))
+            if cancel is not None:  # its cancel record waits in the backlog
+                self._record(
+                    part,
+                    record.offset,
+                    run,
+                    RunStatus.CANCELLED,
+                    None,
+                    now_ms,
+                    _cancel_error(cancel),
+                )
+                return []
         if not self._known_job(run.job.name):
             self._record(
                 part,
@@ -420,6 +450,8 @@ class WorkerCore:
             self.counts["discarded"] += 1
             return [Discarded(key, f"not a cancel record: {exc}")]
         self.counts["cancels"] += 1
+        if part.cancels_ahead:  # its turn: its run was delivered before it
+            part.cancels_ahead.pop((cancel.run_id, cancel.attempt), None)
         actions, stopping = self._apply_cancel(part, cancel, key[0], key[2], now_ms)
         if stopping is not None and stopping.cancel_offset is None:
             stopping.cancel_offset = record.offset  # finished with the job's result
@@ -438,6 +470,10 @@ class WorkerCore:
             cancel = parse_cancel(record.value or b"")
         except ValueError:
             return []  # discarded when its turn comes
+        # Its run may still be in the backlog: then it is decided cancelled when
+        # delivered (a run delivered already is never delivered again, so keeping
+        # it whatever happens below is harmless).
+        part.cancels_ahead[(cancel.run_id, cancel.attempt)] = cancel
         return self._apply_cancel(part, cancel, record.partition, part.lease, now_ms)[0]
 
     def _apply_cancel(

@@ -44,6 +44,12 @@ METADATA_PREFIX = "k1"
 # 11 characters, so 256 open offsets stay well inside it.
 MAX_OPEN_PER_PARTITION = 256
 
+# Records fetched beyond the open limit and held undelivered, per partition. Up to
+# this many the partition is still fetched, so a cancel record produced after a
+# burst reaches the worker while the burst's jobs run; its memory is the bound
+# (about 1 MB at 1 KB records).
+MAX_BACKLOG_PER_PARTITION = 1024
+
 
 class PartitionOffsets:
     """Offset bookkeeping of one assigned runs partition."""
