@@ -238,6 +238,15 @@ def test_a_dag_run_page_draws_the_graph_with_task_states(
     assert set(states) == tasks
     edges = browser.find_elements(By.CSS_SELECTOR, "#dag-graph path[marker-end]")
     assert len(edges) == sum(len(t.get("after", ())) for t in dag["tasks"].values())
+
+    def run_result() -> str | None:  # the run's own result, once the recorder has it
+        _open(browser, console, "/dags/" + dag["id"])
+        found = browser.find_elements(By.ID, "dag-result")
+        text = found[0].text if found else ""
+        return text if text.startswith("run result:") else None
+
+    text = wait_for("the run-level result on the DAG page", run_result, 30)
+    assert "succeeded" in text and f"tasks {len(tasks)} succeeded" in text
     shot(browser, "dag")
 
 

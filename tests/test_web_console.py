@@ -16,6 +16,7 @@ from cli_helpers import cli
 from test_dag_cli import billing_state
 
 from actors.cli.web_cmd import is_loopback
+from actors.history.store import AttemptView
 from actors.views.dag_view import dag_view
 from actors.web import data
 from actors.web.app import TOKEN_COOKIE, Console, WebOptions, _local_path
@@ -129,3 +130,42 @@ def test_web_refuses_to_listen_beyond_loopback_without_a_token(
     assert code == 2 and "--token or KAFKRON_WEB_TOKEN" in err
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.8")
+
+
+def test_the_dag_page_takes_the_run_level_result_of_the_attempt_that_ended() -> None:
+    # The recorder holds the run's task attempts under their own run ids and the
+    # run-level results (task null, with counts) under the run's: one per time it
+    # ended (a dag.clear ends it again). The page shows the one its state names.
+    def attempt(n: int, status: str, counts: str | None) -> AttemptView:
+        return AttemptView(
+            run_id="nightly@2026-12-01T00:00:00.000Z",
+            attempt=n,
+            schedule_id="nightly",
+            task=None,
+            scheduled_ms=1_000,
+            fired_ms=1_000,
+            started_ms=1_000,
+            finished_ms=61_000 * n,
+            status=status,
+            worker="shard-2",
+            error_type="TaskFailed" if status == "failed" else None,
+            error_message="load failed" if status == "failed" else None,
+            counts=counts,
+        )
+
+    attempts = [
+        attempt(1, "failed", '{"succeeded": 2, "failed": 1}'),
+        attempt(2, "succeeded", '{"succeeded": 3}'),
+    ]
+    assert data.dag_run_result(attempts, 3) is None  # not recorded yet
+    first = data.dag_run_result(attempts, 1)
+    assert first is not None
+    assert (first.status, first.counts, first.error) == (
+        "failed",
+        {"succeeded": 2, "failed": 1},
+        {"type": "TaskFailed", "message": "load failed"},
+    )
+    second = data.dag_run_result(attempts, 2)
+    assert second is not None and (second.status, second.counts) == ("succeeded", {"succeeded": 3})
+    assert second.finished_ms is not None and second.started_ms is not None
+    assert data.dag_run_result([attempt(1, "running", None)], 1) is None  # a task's progress

@@ -41,7 +41,7 @@ from aiohttp import web
 from actors.history.store import HistoryError
 from actors.sending import SendError, encode, send_commands
 from actors.timespec import SpecError
-from actors.views.dag_view import ViewError, dag_view
+from actors.views.dag_view import ViewError, counts_text, dag_view, result_query
 from actors.web import data
 from actors.web.drawing import bar_chart, dag_graph
 from topics.messages import parse_run_id
@@ -234,11 +234,22 @@ class Console:
                 request, "missing.html", status=404, what=f"DAG {dag_id!r}",
                 hint="it is not in the changelog",
             )  # fmt: skip
+        run_id = request.query.get("run") or None
         try:
-            view = dag_view(state, request.query.get("run") or None)
+            query = result_query(state, run_id)
         except ViewError as exc:
             return self.render(request, "missing.html", status=404, what="DAG run", hint=str(exc))
-        return self.render(request, "dag.html", view=view, graph=dag_graph(view))
+        result = None
+        looked = False
+        if query is not None:  # an ended run: its own result, from the history
+            store, _ = await self._history_or_none()
+            if store is not None:
+                looked = True
+                async with store:
+                    result = data.dag_run_result(await store.attempts(query.run_id), query.attempt)
+        view = dag_view(state, run_id, result=result, looked_for_result=looked)
+        counts = None if view.result is None else counts_text(view.result.counts)
+        return self.render(request, "dag.html", view=view, graph=dag_graph(view), counts=counts)
 
     async def dlq(self, request: web.Request) -> web.Response:
         store, history_error = await self._history_or_none()

@@ -20,14 +20,15 @@ from zoneinfo import ZoneInfo
 
 import orjson
 
-from actors.history.store import HistoryError, HistoryStore
+from actors.history.store import AttemptView, HistoryError, HistoryStore
 from actors.shard.state import ScheduleState, decode_schedule
 from actors.timespec import compile_spec
 from actors.views.schedules import last_outcome, latest_states, spec_text
 from actors.views.tail import read_to_end
+from topics.messages import Result
 from topics.names import Settings, TopicKind
 from topics.timefmt import format_ms
-from topics.vocabulary import DstFold, DstGap
+from topics.vocabulary import DstFold, DstGap, RunStatus
 
 CHANGELOG_TTL_S = 1.0
 NEXT_FIRES = 3
@@ -228,3 +229,28 @@ __all__ = [
     "schedule_rows",
     "when_will_it_run",
 ]
+
+
+def dag_run_result(attempts: list[AttemptView], attempt: int) -> Result | None:
+    """The run-level result of a DAG run (``task`` null, with counts) among the
+    ``attempts`` the recorder holds for its run id, if its ``attempt`` (the run's
+    ``ends``: a run cleared and ended again has a newer one) has arrived."""
+    for a in attempts:
+        if a.task is None and a.attempt == attempt and a.counts is not None:
+            error = None
+            if a.error_type is not None:
+                error = {"type": a.error_type, "message": a.error_message or ""}
+            return Result(
+                run_id=a.run_id,
+                schedule_id=a.schedule_id,
+                task=None,
+                attempt=a.attempt,
+                status=RunStatus(a.status),
+                scheduled_ms=a.scheduled_ms or 0,
+                started_ms=a.started_ms,
+                finished_ms=a.finished_ms,
+                worker=a.worker or "",
+                error=error,
+                counts=orjson.loads(a.counts),
+            )
+    return None
