@@ -246,6 +246,7 @@ class WorkerCore:
                 f"max_backlog_per_partition must be at least 1, got {max_backlog_per_partition}"
             )
         self._max_open = max_open_per_partition
+        self._starting = True  # False once draining: no queued run starts
         self._max_backlog = max_backlog_per_partition
         self._partitions: dict[int, _Partition] = {}
         self._queue: deque[tuple[RunKey, Run]] = deque()
@@ -755,6 +756,18 @@ class WorkerCore:
         part = self._partitions.get(partition)
         return None if part is None else part.offsets.committed
 
+    def stop_starting(self) -> None:
+        """Drain: no queued run starts from now on (running jobs go on). The queued
+        runs stay open in the partitions' commits, so their next owner runs them."""
+        self._starting = False
+
+    def drained(self) -> bool:
+        """Nothing running, nothing waiting to be committed (queued runs aside: a
+        draining worker leaves them to the next owner)."""
+        return not self._running and all(
+            not p.dirty and p.in_commit is None for p in self._partitions.values()
+        )
+
     def idle(self) -> bool:
         """Nothing running, queued, or waiting to be committed."""
         return (
@@ -783,6 +796,8 @@ class WorkerCore:
     def _fill(self, now_ms: int) -> list[Action]:
         """Start queued runs while slots are free."""
         actions: list[Action] = []
+        if not self._starting:
+            return actions
         queue = self._queue
         held: list[tuple[RunKey, Run]] = []
         while queue and len(self._running) < self._concurrency:

@@ -700,8 +700,10 @@ class WorkerMachine:
         return self._settle(actions, now_ms)
 
     def stop(self, now_ms: int) -> list[Action]:
-        """Stop fetching (drain): every partition paused; writes go on."""
+        """Drain: every partition paused, no queued run starts; running jobs and
+        writes go on."""
         self._stopping = True
+        self.core.stop_starting()
         return self._settle([], now_ms)
 
     def close(self, now_ms: int) -> list[Action]:

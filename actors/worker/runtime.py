@@ -278,13 +278,14 @@ class WorkerRuntime:
         }
 
     async def _drain(self) -> None:
-        """Stop fetching; let running jobs finish for up to ``drain_s``; commit."""
+        """Stop fetching and starting runs; let running jobs finish for up to
+        ``drain_s``; commit. Queued runs are left to the partitions' next owners."""
         self._apply(self.machine.stop(self._now()))
         deadline = time.monotonic() + self.options.drain_s
-        while time.monotonic() < deadline and not self.core.idle():
+        while time.monotonic() < deadline and not self.core.drained():
             self._tick()
             await asyncio.sleep(0.05)
-        if not self.core.idle():
+        if not self.core.drained():
             log.warning(
                 "worker %s: %d jobs still running after %.0f s; cancelling them, the next "
                 "owner of their partitions runs them again",
