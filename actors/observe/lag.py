@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 from actors.observe import metrics as m
 from topics.clients import admin_kwargs, consumer_kwargs
 from topics.closing import bounded, within
+from topics.committed import fetch_committed
 from topics.names import Settings
 
 log = logging.getLogger("kafkron.metrics")
@@ -84,13 +85,16 @@ class LagSampler(Collector):
         ]
         if not tps:
             return {}
-        committed = await self._admin.list_consumer_group_offsets(self._group)
+        # Named partitions, so a coordinator that answers nothing (loading its
+        # offsets, moved) raises rather than reading as "never committed": that
+        # would report each partition's whole length as lag, a false alert.
+        committed = await fetch_committed(self._admin, self._group, tps)
         ends = await self._consumer.end_offsets(tps)
         begins = await self._consumer.beginning_offsets(tps)
         lag: dict[TopicPartition, int] = {}
         for tp in tps:
-            done = committed.get(tp)
-            position = done.offset if done is not None and done.offset >= 0 else begins[tp]
+            done = committed[tp]
+            position = begins[tp] if done is None else done.offset
             lag[tp] = max(0, ends[tp] - position)
         return lag
 
