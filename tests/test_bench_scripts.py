@@ -30,9 +30,7 @@ RECORDS = {"shard_core"}  # into bench/measured.json, for `kafkron plan`
 
 
 @pytest.mark.parametrize("name", sorted(TINY))
-def test_a_benchmark_runs_to_its_last_line(
-    name: str, tmp_path: Path
-) -> None:
+def test_a_benchmark_runs_to_its_last_line(name: str, tmp_path: Path) -> None:
     measured = tmp_path / "measured.json"
     env = {**os.environ, "KAFKRON_MEASURED": str(measured)}
     done = subprocess.run(
