@@ -127,3 +127,13 @@ def test_an_adoption_whose_backlog_fills_before_its_end_starts_its_runs() -> Non
     jobs = started(fetch(core, runs(range(8)), T0))
     assert sorted(jobs) == ["s0", "s1"] and core.catching_up() == frozenset()
     assert core.paused() == {0}
+
+
+def test_a_record_that_fills_the_backlog_ends_the_catch_up_and_starts_runs_at_once() -> None:
+    # The same with records handed over one by one (``fill=True``).
+    core = make_core()
+    core.assign(0, 0, None, T0, lease=1, end_offset=1_000)
+    jobs = {}
+    for record in runs(range(8)):
+        jobs.update(started(core.receive(record, T0)))
+    assert sorted(jobs) == ["s0", "s1"] and core.catching_up() == frozenset()

@@ -45,16 +45,18 @@ Decisions made here:
   still runs; a decided one keeps its result. The cancel record's offset stays
   open until that result, so a commit taken meanwhile never lets the next owner
   redeliver the run without its cancel. A cancel record held in the backlog (the
-  partition at its open limit) is applied at once to the run it names, if
-  delivered; its offset is still delivered in order.
+  partition at its open limit) is applied at once to the run it names: a delivered
+  run as above, a run still in the backlog decided ``cancelled`` when delivered
+  (``cancels_ahead``); the record's offset is still delivered in order.
 - A partition adopted from another owner is *caught up* before any of its runs
   start: the executor reads the partition's end (its last stable offset) after the
   fence and hands it to `assign`; runs delivered below it are queued but not
   started until the consumer's position has reached it (`caught_up`). So a run
   whose cancel record was committed before the adoption is never started, however
-  the fetches split the two (docs/DESIGN.md §6.6). A partition that reaches its
-  backlog limit before its end is caught up there (it cannot fetch further until
-  runs finish).
+  the fetches split the two (docs/DESIGN.md §6.6). A partition whose backlog fills
+  before its end (``max_backlog_per_partition`` records of any kind fetched past
+  its first ``max_open_per_partition`` unfinished runs) is caught up there: it
+  cannot fetch further until runs finish.
 - A run naming a job this worker does not have fails with ``UnknownJob`` (retried
   by the schedule actor with backoff, time enough to deploy a worker that has it).
 - A revoked partition's runs are cancelled and their results are dropped, committed
@@ -69,7 +71,9 @@ Decisions made here:
   (which bounds the commit metadata). Records fetched beyond that wait in the
   partition's backlog, undelivered: no commit mentions them, so losing the partition
   loses nothing. The partition is still fetched until its backlog holds
-  ``max_backlog_per_partition`` records, and only then paused (``paused()``): a
+  ``max_backlog_per_partition`` records, and only then paused (``paused()``; a
+  fetch already returned is kept whole, so the backlog may exceed that by one
+  fetch, at most ``MAX_BATCH`` records of the runtime): a
   cancel record behind a burst reaches the burst's jobs, and an adoption past the
   limit goes on catching up. A cancel met in the backlog is applied at once to its
   run, delivered or not yet (``cancels_ahead``).
@@ -368,10 +372,12 @@ class WorkerCore:
                 self._backlogged.add(record.partition)
                 if is_cancel(record.value):
                     actions = self._cancel_ahead(part, record, now_ms)
-            if len(backlog) >= self._max_backlog:
+            if len(backlog) >= self._max_backlog and part.catch_up_to is not None:
                 # Its backlog full, the partition fetches no further until runs
                 # finish: its catch-up ends here (a cancel record beyond comes later).
                 part.catch_up_to = None
+                if fill:
+                    actions = actions + self._fill(now_ms)
             return actions
         actions = self._deliver(part, record, now_ms)
         if fill:
@@ -462,10 +468,12 @@ class WorkerCore:
 
     def _cancel_ahead(self, part: _Partition, record: InRecord, now_ms: int) -> list[Action]:
         """A cancel record held in the backlog (the partition is at its open limit)
-        is applied at once to the run it names, if that run is delivered here: it
-        would otherwise wait for room behind the backlogged runs while its job runs
-        on. The record itself stays in the backlog, so its offset is still delivered
-        and finished in order (then a no-op, or it settles with the job's exit).
+        is applied at once to the run it names: it would otherwise wait for room
+        behind the backlogged runs while its job runs on. A delivered run is
+        cancelled as by the record's turn; a run still in the backlog is decided
+        ``cancelled`` when delivered (``cancels_ahead``). The record itself stays in
+        the backlog, so its offset is still delivered and finished in order (then a
+        no-op, or it settles with the job's exit).
         """
         try:
             cancel = parse_cancel(record.value or b"")

@@ -18,8 +18,9 @@ commit also carries, in the offset's metadata string, the offsets that are still
 
 A restored owner skips every record in ``[committed, end)`` that is not listed as
 open: exactly the unfinished runs are delivered again. Open offsets are what runs
-or waits in memory, so the list stays short (the worker pauses a partition when it
-holds ``MAX_OPEN_PER_PARTITION`` open records), while the finished window behind a
+or waits in memory, so the list stays short (the worker delivers no more runs of a
+partition that holds ``MAX_OPEN_PER_PARTITION`` open records: further records wait
+undelivered in its backlog), while the finished window behind a
 long job may grow without bound at no cost in metadata.
 
 Offsets within a partition are not contiguous integers: transaction markers and
@@ -46,8 +47,8 @@ MAX_OPEN_PER_PARTITION = 256
 
 # Records fetched beyond the open limit and held undelivered, per partition. Up to
 # this many the partition is still fetched, so a cancel record produced after a
-# burst reaches the worker while the burst's jobs run; its memory is the bound
-# (about 1 MB at 1 KB records).
+# burst reaches the worker while the burst's jobs run. Memory is the bound: up to
+# this many records plus one fetch, per partition (whole records, job args included).
 MAX_BACKLOG_PER_PARTITION = 1024
 
 
