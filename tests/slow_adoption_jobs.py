@@ -15,21 +15,27 @@ import os
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.protocol.commit import OffsetFetchRequest
 
 from actors import RunContext, job
 
 _DELAY_MS = int(os.environ.get("KAFKRON_TEST_ADOPT_DELAY_MS", "0"))
-_read = AIOKafkaAdminClient.list_consumer_group_offsets
+_send = AIOKafkaAdminClient._send_request
 
 
-async def _slow_read(self: AIOKafkaAdminClient, group_id: str, *args: Any, **kwargs: Any) -> Any:
-    partitions = kwargs.get("partitions") or []
+async def _slow_send(self: AIOKafkaAdminClient, request: Any, *args: Any, **kwargs: Any) -> Any:
+    # The committed-offset read (`topics.committed.fetch_committed`) is an
+    # OffsetFetch request naming the partition being adopted.
+    partitions = (
+        getattr(request, "_partitions", None) if isinstance(request, OffsetFetchRequest) else None
+    )
     if _DELAY_MS and partitions:
-        await asyncio.sleep(_DELAY_MS * (1 + partitions[0].partition % 3) / 1000)
-    return await _read(self, group_id, *args, **kwargs)
+        first = partitions[0][1][0]
+        await asyncio.sleep(_DELAY_MS * (1 + first % 3) / 1000)
+    return await _send(self, request, *args, **kwargs)
 
 
-AIOKafkaAdminClient.list_consumer_group_offsets = _slow_read  # type: ignore[method-assign]
+AIOKafkaAdminClient._send_request = _slow_send  # type: ignore[method-assign]
 
 
 @job("test.brief")

@@ -43,13 +43,23 @@ class _Consumer:
 
 
 @dataclass
+class _Response:
+    topics: list[tuple[str, list[tuple[int, int, str, int]]]]
+    error_code: int = 0
+
+
+@dataclass
 class _Admin:
+    """Answers OffsetFetch with ``answer`` (an empty one: the coordinator's silence)."""
+
     answer: dict[TopicPartition, OffsetAndMetadata]
 
-    async def list_consumer_group_offsets(
-        self, group_id: str, group_coordinator_id: int | None = None, partitions: Any = None
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        return self.answer
+    async def find_coordinator(self, group_id: str, coordinator_type: int = 0) -> int:
+        return 1
+
+    async def _send_request(self, request: Any, node_id: int | None = None) -> _Response:
+        parts = [(tp.partition, om.offset, om.metadata, 0) for tp, om in self.answer.items()]
+        return _Response([(TOPIC, parts)] if parts else [])
 
 
 def sampler(answer: dict[TopicPartition, OffsetAndMetadata]) -> LagSampler:

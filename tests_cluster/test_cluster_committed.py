@@ -15,10 +15,11 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import NewTopic
+from aiokafka.protocol.commit import OffsetFetchRequest
 from cluster_kit import Cluster
 
 from topics.admin import admin_client
-from topics.committed import CommittedUnknown, committed_from, fetch_committed
+from topics.committed import CommittedUnknown, committed_from, committed_of, fetch_committed
 from topics.names import Settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.cluster]
@@ -59,4 +60,9 @@ async def test_a_node_that_is_not_the_coordinator_answers_nothing_and_that_is_re
         assert silent == {}
         with pytest.raises(CommittedUnknown, match="without"):
             committed_from(silent, [tp, never])
+        # Read whole, the answer says why: NOT_COORDINATOR, asked again.
+        request = OffsetFetchRequest(group, [(topic, [0, 1])])
+        response = await admin._send_request(request, other)
+        with pytest.raises(CommittedUnknown, match="NotCoordinator"):
+            committed_of(response, group, [tp, never])
         await admin.delete_topics([topic])

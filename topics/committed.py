@@ -16,6 +16,16 @@ partition again, writing a second result for each.
 them in a good answer (-1 where nothing is committed), so a partition missing from
 the answer is the coordinator's silence, raised as `CommittedUnknown` for the caller
 to retry.
+
+It sends the OffsetFetch request itself and reads both error fields
+(`committed_of`): aiokafka's admin client raises a partition's error under the
+class of the response's top-level code, ``NoError`` when that is 0, so a partition
+refused (TOPIC_AUTHORIZATION_FAILED after an ACL was revoked, UNKNOWN_TOPIC_OR_PARTITION)
+came back as an error nobody could recognise, and a group-level refusal
+(GROUP_AUTHORIZATION_FAILED) as silence, retried for ever as if the coordinator were
+loading. Now the coordinator's transient answers (loading, moved, not available)
+are `CommittedUnknown`, and every other error is raised as its own Kafka error class
+(an authorization failure is then named as such by `topics.refusals.denied_in`).
 """
 
 from __future__ import annotations
@@ -24,7 +34,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from aiokafka import TopicPartition
+from aiokafka.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    KafkaError,
+    NotCoordinatorError,
+    for_code,
+)
+from aiokafka.protocol.commit import OffsetFetchRequest
 from aiokafka.structs import OffsetAndMetadata
+
+# The coordinator's answers that say "not now": asked again, never believed.
+TRANSIENT = (CoordinatorLoadInProgressError, NotCoordinatorError, CoordinatorNotAvailableError)
 
 
 class CommittedUnknown(Exception):
@@ -32,9 +53,9 @@ class CommittedUnknown(Exception):
 
 
 class _Admin(Protocol):
-    async def list_consumer_group_offsets(
-        self, group_id: str, group_coordinator_id: int | None = ..., partitions: Any = ...
-    ) -> dict[TopicPartition, OffsetAndMetadata]: ...
+    async def find_coordinator(self, group_id: str, coordinator_type: int = ...) -> int: ...
+
+    async def _send_request(self, request: Any, node_id: int | None = ...) -> Any: ...
 
 
 def committed_from(
@@ -55,10 +76,44 @@ def committed_from(
     return {tp: (answer[tp] if answer[tp].offset >= 0 else None) for tp in asked}
 
 
+def committed_of(
+    response: Any, group: str, asked: Iterable[TopicPartition]
+) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    """Each asked partition's committed offset from an OffsetFetch ``response``
+    (v1-v3: ``topics``, and from v2 on a top-level ``error_code``), None where the
+    group committed nothing. Raises `CommittedUnknown` for the coordinator's
+    transient answers and silence, and the Kafka error of any other error code."""
+    top = int(getattr(response, "error_code", 0) or 0)
+    if top:
+        raise _error(top, f"the group coordinator did not say what {group} committed")
+    answer: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic, partitions in response.topics:
+        for partition, offset, metadata, code in partitions:
+            if code:
+                raise _error(code, f"what {group} committed on {topic}[{partition}]")
+            answer[TopicPartition(topic, partition)] = OffsetAndMetadata(offset, metadata)
+    return committed_from(answer, asked)
+
+
+def _error(code: int, what: str) -> Exception:
+    cls: type[KafkaError] = for_code(code)
+    if issubclass(cls, TRANSIENT):
+        return CommittedUnknown(
+            f"{what}: {cls.__name__} (loading its offsets or moved); asking again"
+        )
+    error: Exception = cls(what)
+    return error
+
+
 async def fetch_committed(
     admin: _Admin, group: str, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-    """The group's committed offsets of ``partitions`` (see `committed_from`)."""
+    """The group's committed offsets of ``partitions`` (see `committed_of`)."""
     asked = list(partitions)
-    answer = await admin.list_consumer_group_offsets(group, partitions=asked)
-    return committed_from(answer, asked)
+    by_topic: dict[str, list[int]] = {}
+    for tp in asked:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    coordinator = await admin.find_coordinator(group)
+    request = OffsetFetchRequest(group, sorted(by_topic.items()))
+    response = await admin._send_request(request, coordinator)
+    return committed_of(response, group, asked)
