@@ -182,6 +182,40 @@ def _error_text(kind: str | None, message: str | None) -> str:
     return f"{kind}: {message}" if kind and message else (kind or message or "")
 
 
+# The tables of runs: of schedules (`kafkron history [ID]`) and of a DAG run's tasks.
+_RUN_COLUMNS = (
+    "schedule",
+    "scheduled",
+    "started",
+    "finished",
+    "duration",
+    "lateness",
+    "status",
+    "attempts",
+    "worker",
+    "error",
+)
+_TASK_COLUMNS = ("task", "started", "finished", "duration", "status", "attempts", "worker", "error")
+
+
+def _run_row(view: RunView, columns: tuple[str, ...]) -> tuple[str, ...]:
+    """The cells of `view` under `columns`: one place says how a run is shown in a table."""
+    cells = {
+        "schedule": view.schedule_id + (f"/{view.task}" if view.task else ""),
+        "task": view.task or "-",
+        "scheduled": output.short_instant(view.scheduled_ms),
+        "started": output.short_instant(view.started_ms),
+        "finished": output.short_instant(view.finished_ms),
+        "duration": output.duration(view.duration_ms),
+        "lateness": output.duration(view.lateness_ms),
+        "status": view.status,
+        "attempts": str(view.attempts),
+        "worker": view.worker or "-",
+        "error": _error_text(view.error_type, view.error_message),
+    }
+    return tuple(cells[column] for column in columns)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.last is not None and args.last < 1:
         return output.fail("history", "--last must be at least 1", 2)
@@ -222,33 +256,8 @@ async def _show(args: argparse.Namespace, db: Any, since_ms: int | None) -> int:
         print(f"no runs of {what} in {db} yet (is `kafkron recorder` running?)")
         return 0
     output.print_table(
-        (
-            "schedule",
-            "scheduled",
-            "started",
-            "finished",
-            "duration",
-            "lateness",
-            "status",
-            "attempts",
-            "worker",
-            "error",
-        ),
-        [
-            (
-                v.schedule_id + (f"/{v.task}" if v.task else ""),
-                output.short_instant(v.scheduled_ms),
-                output.short_instant(v.started_ms),
-                output.short_instant(v.finished_ms),
-                output.duration(v.duration_ms),
-                output.duration(v.lateness_ms),
-                v.status,
-                str(v.attempts),
-                v.worker or "-",
-                _error_text(v.error_type, v.error_message),
-            )
-            for v in views
-        ],
+        _RUN_COLUMNS,
+        [_run_row(v, _RUN_COLUMNS) for v in views],
         title=title,
         status_column="status",
     )
@@ -301,20 +310,8 @@ async def _show_run(args: argparse.Namespace, store: HistoryStore) -> int:
         print(f"{args.id}: DAG run without a result of its own yet (still running?)")
     if tasks:
         output.print_table(
-            ("task", "started", "finished", "duration", "status", "attempts", "worker", "error"),
-            [
-                (
-                    t.task or "-",
-                    output.short_instant(t.started_ms),
-                    output.short_instant(t.finished_ms),
-                    output.duration(t.duration_ms),
-                    t.status,
-                    str(t.attempts),
-                    t.worker or "-",
-                    _error_text(t.error_type, t.error_message),
-                )
-                for t in tasks
-            ],
+            _TASK_COLUMNS,
+            [_run_row(t, _TASK_COLUMNS) for t in tasks],
             title=f"tasks of {args.id}",
             status_column="status",
         )
