@@ -242,40 +242,17 @@ class TimingWheel(Generic[T]):
 
     def add(self, due_ms: int, item: T) -> Timer:
         """Schedule `item` at `due_ms`; O(1). A due at or before now fires on the next advance."""
-        # The hot path of a restore: `_file` inlined, the timer built without __init__.
+        # The hot path of a restore: the timer built without __init__.
         timer = _new_timer(Timer)
         timer._due_ms = due_ms
         timer._item = item
         self._added += 1
-        tick = (due_ms + self._round_up_ms) // self._tick_ms
-        now_tick = self._tick
-        if tick <= now_tick:  # due already: the expired list (a restore after a pause)
-            if not self._masks[_EXPIRED_LEVEL] or tick < self._expired_min_tick:
-                self._expired_min_tick = tick
-            number = _EXPIRED
-        else:
-            bits = (tick ^ now_tick).bit_length()
-            if bits > 36:  # _WHEEL_BITS; literals below are the constants, to save lookups
-                self._file(timer, due_ms)
-                return timer
-            number = _BASE_OF_BITS[bits] + ((tick >> _SHIFT_OF_BITS[bits]) & 63)
-        bucket = self._buckets[number]
-        tail = bucket._prev
-        assert tail is not None
-        timer._prev = tail
-        timer._next = bucket
-        tail._next = timer
-        bucket._prev = timer
-        if tail is bucket:  # the bucket was empty
-            self._masks[number >> 6] |= 1 << (number & 63)
+        self._file(timer, due_ms)
         return timer
 
     def arm(self, node: Node, due_ms: int) -> None:
         """Put `node`, its own item, at `due_ms` (see `Node`); O(1). A pending node
         moves (a new insertion for the order of ties), as with `reschedule`.
-
-        The same filing as `add`, inline: a shard arms a node per fire and per restored
-        schedule.
         """
         nxt = node._next
         if nxt is None:
@@ -283,27 +260,7 @@ class TimingWheel(Generic[T]):
         else:
             self._unlink(node, nxt)
         node._due_ms = due_ms
-        tick = (due_ms + self._round_up_ms) // self._tick_ms
-        now_tick = self._tick
-        if tick <= now_tick:  # due already: the expired list (a restore after a pause)
-            if not self._masks[_EXPIRED_LEVEL] or tick < self._expired_min_tick:
-                self._expired_min_tick = tick
-            number = _EXPIRED
-        else:
-            bits = (tick ^ now_tick).bit_length()
-            if bits > 36:  # _WHEEL_BITS; literals below are the constants, to save lookups
-                self._file(node, due_ms)
-                return
-            number = _BASE_OF_BITS[bits] + ((tick >> _SHIFT_OF_BITS[bits]) & 63)
-        bucket = self._buckets[number]
-        tail = bucket._prev
-        assert tail is not None
-        node._prev = tail
-        node._next = bucket
-        tail._next = node
-        bucket._prev = node
-        if tail is bucket:  # the bucket was empty
-            self._masks[number >> 6] |= 1 << (number & 63)
+        self._file(node, due_ms)
 
     def cancel(self, timer: Node) -> bool:
         """Remove `timer` at once; O(1). False if it already fired or was cancelled."""
@@ -320,13 +277,7 @@ class TimingWheel(Generic[T]):
         Ties are then ordered as if it had been added now. A timer that already fired or
         was cancelled is armed again (the same handle).
         """
-        nxt = timer._next
-        if nxt is None:
-            self._added += 1
-        else:
-            self._unlink(timer, nxt)
-        timer._due_ms = due_ms
-        self._file(timer, due_ms)
+        self.arm(timer, due_ms)
         return timer
 
     def next_due_ms(self) -> int | None:
@@ -420,19 +371,23 @@ class TimingWheel(Generic[T]):
     # -- internals --------------------------------------------------------------------
 
     def _file(self, timer: Node, due_ms: int) -> None:
-        """Link `timer` into the bucket of its due; the clock is `self._tick`."""
+        """Link `timer` into the bucket of its due; the clock is `self._tick`.
+
+        What `add`, `arm` and `reschedule` share: a shard arms a node per fire and per
+        restored schedule, so the literals below are the constants, to save lookups.
+        """
         tick = (due_ms + self._round_up_ms) // self._tick_ms
         now_tick = self._tick
-        if tick > now_tick:
-            bits = (tick ^ now_tick).bit_length()
-            if bits <= _WHEEL_BITS:
-                number = _BASE_OF_BITS[bits] + ((tick >> _SHIFT_OF_BITS[bits]) & _SLOT_MASK)
-            else:
-                number = _OVERFLOW
-        else:
+        if tick <= now_tick:  # due already: the expired list (a restore after a pause)
             if not self._masks[_EXPIRED_LEVEL] or tick < self._expired_min_tick:
                 self._expired_min_tick = tick
             number = _EXPIRED
+        else:
+            bits = (tick ^ now_tick).bit_length()
+            if bits <= 36:  # _WHEEL_BITS
+                number = _BASE_OF_BITS[bits] + ((tick >> _SHIFT_OF_BITS[bits]) & 63)
+            else:
+                number = _OVERFLOW
         bucket = self._buckets[number]
         tail = bucket._prev
         assert tail is not None
@@ -440,7 +395,8 @@ class TimingWheel(Generic[T]):
         timer._next = bucket
         tail._next = timer
         bucket._prev = timer
-        self._masks[number >> _SLOT_BITS] |= 1 << (number & _SLOT_MASK)
+        if tail is bucket:  # the bucket was empty
+            self._masks[number >> 6] |= 1 << (number & 63)
 
     def _unlink(self, timer: Node, nxt: Node) -> None:
         prev = timer._prev
