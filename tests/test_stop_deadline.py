@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 from pathlib import Path
 
@@ -107,10 +106,12 @@ def test_a_deadline_must_be_positive() -> None:
 
 # The CLI's own _serve, with the runtime's run replaced by one that never ends.
 _PROGRAM = """
-import asyncio, sys
-from actors.cli import {module} as cmd
+import asyncio
+from actors.cli import {kind}_cmd as cmd
 from actors.cli.stop_deadline import run_main
-from actors.{package}.runtime import {runtime}
+from actors.{kind} import runtime as rt
+from topics.names import Settings
+{imports}
 
 async def never_stops(self, stop):
     print("ready", flush=True)
@@ -120,47 +121,35 @@ async def never_stops(self, stop):
         except asyncio.CancelledError:
             continue
 
-{runtime}.run = never_stops
-{shorten}
-runtime = {make}
-run_main(cmd._serve(runtime, None))
+rt.{runtime}.run = never_stops
+cmd.{stop_s} = 1.0
+run_main(cmd._serve(rt.{runtime}(Settings.from_env(), {arguments}), None))
 """
 
-_SCHEDULER = {
-    "module": "scheduler_cmd",
-    "package": "scheduler",
-    "runtime": "SchedulerRuntime",
-    "shorten": "cmd.STOP_DEADLINE_S = 1.0",
-    "make": textwrap.dedent(
-        """\
-        __import__("actors.scheduler.runtime", fromlist=["x"]).SchedulerRuntime(
-            __import__("topics.names", fromlist=["x"]).Settings.from_env(),
-            __import__("actors.scheduler.runtime", fromlist=["x"]).RuntimeOptions(),
-        )"""
-    ),
-}
 
-_WORKER = {
-    "module": "worker_cmd",
-    "package": "worker",
-    "runtime": "WorkerRuntime",
-    "shorten": "cmd.STOP_AFTER_DRAIN_S = 1.0",
-    "make": textwrap.dedent(
-        """\
-        __import__("actors.worker.runtime", fromlist=["x"]).WorkerRuntime(
-            __import__("topics.names", fromlist=["x"]).Settings.from_env(),
-            __import__("actors.worker.registry", fromlist=["x"]).Registry(),
-            __import__("actors.worker.runtime", fromlist=["x"]).WorkerOptions(drain_s=0.5),
-        )"""
-    ),
-}
+def _program(kind: str, runtime: str, stop_s: str, arguments: str, imports: str = "") -> str:
+    """The program serving `kind` with `runtime` (built from the environment's settings
+    and `arguments`), its stop budget `stop_s` shortened to one second."""
+    return _PROGRAM.format(
+        kind=kind, runtime=runtime, stop_s=stop_s, arguments=arguments, imports=imports
+    )
+
+
+_SCHEDULER = _program("scheduler", "SchedulerRuntime", "STOP_DEADLINE_S", "rt.RuntimeOptions()")
+_WORKER = _program(
+    "worker",
+    "WorkerRuntime",
+    "STOP_AFTER_DRAIN_S",
+    "Registry(), rt.WorkerOptions(drain_s=0.5)",
+    imports="from actors.worker.registry import Registry",
+)
 
 
 @pytest.mark.parametrize("process", [_SCHEDULER, _WORKER], ids=["scheduler", "worker"])
-def test_a_process_whose_stop_hangs_exits_with_code_3(process: dict[str, str]) -> None:
+def test_a_process_whose_stop_hangs_exits_with_code_3(process: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-c", _PROGRAM.format(**process)],
+        [sys.executable, "-c", process],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
