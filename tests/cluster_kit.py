@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -149,6 +150,12 @@ class Cluster:
                 last = f"under-replicated: {lagging[:5]}"
             await asyncio.sleep(1)
         raise AssertionError(f"the cluster did not heal within {timeout_s:.0f} s; {last}")
+
+    async def healthy_namespace(self) -> Settings:
+        """Once the cluster is healthy, settings for a namespace of the test's own: its
+        topics never meet another test's, nor a run before it on the same cluster."""
+        await self.wait_healthy()
+        return Settings(namespace=f"t-{uuid.uuid4().hex[:8]}", bootstrap=self.bootstrap)
 
 
 async def under_replicated(settings: Settings) -> list[str]:

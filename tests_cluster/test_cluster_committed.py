@@ -10,8 +10,6 @@ lost-disk test and ran a whole runs partition again. `topics.committed` refuses 
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import NewTopic
@@ -20,7 +18,6 @@ from cluster_kit import Cluster
 
 from topics.admin import admin_client
 from topics.committed import CommittedUnknown, committed_from, committed_of, fetch_committed
-from topics.names import Settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.cluster]
 
@@ -28,8 +25,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.cluster]
 async def test_a_node_that_is_not_the_coordinator_answers_nothing_and_that_is_refused(
     cluster: Cluster,
 ) -> None:
-    await cluster.wait_healthy()
-    settings = Settings(namespace=f"t-{uuid.uuid4().hex[:8]}", bootstrap=cluster.bootstrap)
+    settings = await cluster.healthy_namespace()
     group, topic = f"{settings.namespace}-group", f"{settings.namespace}.offsets"
     tp, never = TopicPartition(topic, 0), TopicPartition(topic, 1)
     async with admin_client(settings) as admin:

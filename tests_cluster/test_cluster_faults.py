@@ -27,7 +27,6 @@ import asyncio
 import os
 import signal
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -63,8 +62,7 @@ async def _scenario(
     fault: Fault,
     before_window: Callable[[], Awaitable[None]] | None = None,
 ) -> ClusterReport:
-    await cluster.wait_healthy()
-    settings = Settings(namespace=f"t-{uuid.uuid4().hex[:8]}", bootstrap=cluster.bootstrap)
+    settings = await cluster.healthy_namespace()
     await create_topics(settings, partitions=SHARDS)
     # RF 3, min.insync.replicas 2, unclean election off: the contract on a cluster.
     assert await check_topics(settings) == []

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 
 import pytest
 from aiokafka.admin import NewTopic
@@ -18,7 +17,7 @@ from cluster_kit import SHARDS, Cluster
 from scheduler_kit import REPO
 
 from topics.admin import admin_client, create_topics, delete_topics
-from topics.names import Settings, TopicKind
+from topics.names import TopicKind
 
 pytestmark = [pytest.mark.broker, pytest.mark.cluster]
 
@@ -26,8 +25,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.cluster]
 async def test_topics_check_fails_on_a_hand_made_topic_with_one_replica(
     cluster: Cluster,
 ) -> None:
-    await cluster.wait_healthy()
-    settings = Settings(namespace=f"t-{uuid.uuid4().hex[:8]}", bootstrap=cluster.bootstrap)
+    settings = await cluster.healthy_namespace()
     results = settings.topic(TopicKind.RESULTS)
     try:
         async with admin_client(settings) as admin:
