@@ -627,6 +627,9 @@ class WorkerNode:
         local_due = self.machine.next_wake_ms(lease=not heard)
         if local_due is not None:
             due.append(self._true_ms_at(local_due))
+        if heard and self.machine.awaits_heartbeat():
+            # aiokafka's background heartbeat would report the next success by then.
+            due.append(true_ms + self.rules.heartbeat_interval_ms)
         # Records it has not fetched yet: fetch at once, but only while the broker
         # answers (a turn without a broker fetches nothing, and waking for them
         # again at the same instant would never end); the broker's return wakes it.

@@ -219,6 +219,21 @@ def test_a_fence_of_the_current_producer_drops_the_partition_until_heard_again()
     assert again.lease != lease
 
 
+def test_a_lost_partition_says_it_awaits_the_heartbeat_that_proves_it_ours() -> None:
+    # An executor that reports heartbeats only when it runs (the simulation, which
+    # leaves the lease check out while its member is heard) must still run then:
+    # nothing else was due, and the fenced partition stayed assigned and dead
+    # (fx-rates-90s, seed 25: a cancel_other run on it never ended).
+    m = live_machine(0)
+    lease = m.lease(0)
+    assert lease is not None
+    assert not m.awaits_heartbeat()
+    m.fenced(0, lease, T0 + 100)
+    assert m.awaits_heartbeat()
+    m.heartbeat(T0 + 2_000)
+    assert not m.awaits_heartbeat()  # adopting it again
+
+
 # --- finding 6: a rebalance is not a lost lease ----------------------------------
 
 

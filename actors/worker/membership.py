@@ -715,6 +715,13 @@ class WorkerMachine:
         self._live = ()
         return actions
 
+    def awaits_heartbeat(self) -> bool:
+        """A partition lost (fenced, or the lease) waits for the next successful
+        heartbeat to be adopted again: an executor that reports heartbeats only when
+        it runs (the simulation) must run at the next one. Not a wake-up time: while
+        heartbeats fail it would be due at once, for ever."""
+        return any(slot.state == LOST for slot in self._slots.values())
+
     def next_wake_ms(self, *, lease: bool = True) -> int | None:
         """When ``tick`` next has something to do (None: nothing pending).
 
