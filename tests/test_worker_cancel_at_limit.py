@@ -11,7 +11,8 @@ still waits for the adoption's end, where its cancel may lie.
 from __future__ import annotations
 
 from test_worker_cancel import cancel_record
-from test_worker_core import LEASE_MS, T0, results_of, run_record
+from test_worker_core import T0, results_of, run_record
+from test_worker_core import make_core as worker_core
 
 from actors.worker.core import Action, CancelJob, Outcome, StartJob, WorkerCore
 from topics.records import InRecord
@@ -20,15 +21,9 @@ HOUR_MS = 3_600_000
 
 
 def make_core(*, concurrency: int = 2, max_open: int = 4, max_backlog: int = 4) -> WorkerCore:
-    core = WorkerCore(
-        worker="w1",
-        concurrency=concurrency,
-        known_job=lambda name: name in {"noop", "slow"},
-        now_ms=T0,
-        lease_loss_ms=LEASE_MS,
-        max_open_per_partition=max_open,
-        max_backlog_per_partition=max_backlog,
-    )
+    """Small limits, and partition 0 left unassigned for each test to assign its way."""
+    core = worker_core(concurrency=concurrency, max_open=max_open, max_backlog=max_backlog)
+    core.revoke(0)
     return core
 
 
