@@ -373,8 +373,6 @@ async def check(
     runs_report = await check_runs(
         settings,
         load.ids,
-        period_ms=1_000,
-        window_start_ms=window_start_ms,
         window_end_ms=window_end_ms,
     )
     deadline = time.monotonic() + results_timeout_s

@@ -1,9 +1,12 @@
 """Helpers of the scheduler's real-broker tests: start schedulers, ack runs, check runs.
 
-The invariant checked (`check_runs`): every occurrence of every schedule inside the
-window is in ``{ns}.runs`` (read_committed) exactly once as attempt 1, or is
-reported ``missed``/``skipped`` in ``{ns}.results``; no (run_id, attempt) twice; no
-run fired before its scheduled instant.
+The invariants checked (`check_runs`) are the simulation's own checkers
+(`simulation.checkers.TOPIC_CHECKERS`) run on the records read from the real broker:
+every occurrence of every schedule, from the first its shard planned to the end of
+the window, is in ``{ns}.runs`` (read_committed) as attempt 1 or is reported
+``missed``/``skipped`` in ``{ns}.results``; no (run_id, attempt) twice, no
+occurrence both fired and reported, no attempt with two results; no run appended
+(the broker's LogAppendTime) before its scheduled instant.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +27,15 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from actors.views.tail import read_to_end
-from topics.messages import parse_result, parse_run, result_value
+from simulation.checkers import TOPIC_CHECKERS
+from simulation.checkers.evidence import (
+    TopicEvidence,
+    TopicRecord,
+    Verdict,
+    from_topics,
+    of_topics,
+)
+from topics.messages import parse_run, result_value
 from topics.names import Settings, TopicKind
 from topics.vocabulary import RunStatus
 
@@ -196,6 +206,10 @@ class Progress:
         return False
 
 
+ACKER_WORKER = "test-acker"
+"""The worker name of `acker`'s results."""
+
+
 @contextlib.asynccontextmanager
 async def acker(settings: Settings) -> Any:
     """A stand-in worker: answers every run with a ``succeeded`` result at once.
@@ -247,7 +261,7 @@ async def acker(settings: Settings) -> Any:
                     scheduled_ms=run.scheduled_ms,
                     started_ms=now_ms(),
                     finished_ms=now_ms(),
-                    worker="test-acker",
+                    worker=ACKER_WORKER,
                     error=None,
                 )
                 futures.append(await producer.send(topic, key=record.key, value=value))
@@ -267,13 +281,31 @@ async def acker(settings: Settings) -> Any:
 
 @dataclass
 class RunsReport:
+    """The verdicts of the topic checkers, with the lists the tests assert empty."""
+
+    verdicts: list[Verdict] = field(default_factory=list)
     runs: int = 0
-    occurrences_checked: int = 0
-    duplicates: list[tuple[str, int]] = field(default_factory=list)
-    gaps: list[tuple[str, int]] = field(default_factory=list)
-    early: list[tuple[str, int, int]] = field(default_factory=list)
     missed_reported: int = 0
-    late_ms: list[int] = field(default_factory=list)
+    late_ms: list[int] = field(default_factory=list)  # broker append - scheduled, attempt 1
+
+    def _violations(self, name: str) -> list[str]:
+        return [v for verdict in self.verdicts if verdict.name == name for v in verdict.violations]
+
+    @property
+    def duplicates(self) -> list[str]:
+        return self._violations("exactly-once")
+
+    @property
+    def gaps(self) -> list[str]:
+        return self._violations("nothing-missed")
+
+    @property
+    def early(self) -> list[str]:
+        return self._violations("never-early")
+
+    @property
+    def occurrences_checked(self) -> int:
+        return sum(v.checked for v in self.verdicts if v.name == "nothing-missed")
 
     def summary(self) -> str:
         late = sorted(self.late_ms)
@@ -284,53 +316,55 @@ class RunsReport:
             f" missed_reported={self.missed_reported} fire_lateness_p99_ms={p99}"
             f" max={late[-1] if late else None}"
             f" first_dups={self.duplicates[:5]} first_gaps={self.gaps[:5]}"
+            f" first_early={self.early[:5]}"
         )
+
+
+async def read_topic_evidence(
+    settings: Settings, *, ignore_workers: Iterable[str] = (ACKER_WORKER,)
+) -> TopicEvidence:
+    """Every committed record of the namespace's topics, as the simulation's checkers
+    read a simulated Kafka (`simulation.checkers.evidence.from_topics`)."""
+
+    async def read(kind: TopicKind) -> list[TopicRecord]:
+        records = await read_to_end(settings, settings.topic(kind), timeout_s=120)
+        return [TopicRecord(r.partition, r.offset, r.timestamp_ms, r.key, r.value) for r in records]
+
+    commands = await read(TopicKind.COMMANDS)
+    return from_topics(
+        runs=await read(TopicKind.RUNS),
+        results=await read(TopicKind.RESULTS),
+        dlq=await read(TopicKind.DLQ),
+        schedules=sorted(await read(TopicKind.SCHEDULES), key=lambda r: (r.partition, r.offset)),
+        commands=[(r.key, r.value, r.append_ms) for r in commands if r.key and r.value],
+        ignore_workers=frozenset(ignore_workers),
+    )
 
 
 async def check_runs(
     settings: Settings,
     schedule_ids: Iterable[str],
     *,
-    period_ms: int,
-    window_start_ms: int,
     window_end_ms: int,
+    ignore_workers: Iterable[str] = (ACKER_WORKER,),
 ) -> RunsReport:
-    """Read runs and results to their end and check exactly-once over the window.
+    """Read the topics to their end and judge them with the simulation's checkers.
 
-    The window is per schedule from its first occurrence at or after
-    ``window_start_ms`` to the last at or before ``window_end_ms``.
+    Every occurrence of the schedules ``schedule_ids`` from the first one its shard
+    planned (the schedule's first changelog record) up to ``window_end_ms`` must be
+    accounted for. Results of ``ignore_workers`` (the test's stand-in `acker`, which
+    is not under test and may answer a run twice) are left out of the one-result rule.
     """
-    report = RunsReport()
+    topics = await read_topic_evidence(settings, ignore_workers=ignore_workers)
     ids = set(schedule_ids)
-    first_attempts: Counter[tuple[str, int]] = Counter()
-    seen_attempts: Counter[tuple[str, int]] = Counter()
-    for record in await read_to_end(settings, settings.topic(TopicKind.RUNS), timeout_s=120):
-        assert record.value is not None
-        run = parse_run(record.value)
-        report.runs += 1
-        seen_attempts[(run.run_id, run.attempt)] += 1
-        if run.attempt == 1:
-            first_attempts[(run.schedule_id, run.scheduled_ms)] += 1
-        if run.fired_ms < run.scheduled_ms:
-            report.early.append((run.schedule_id, run.scheduled_ms, run.fired_ms))
-        report.late_ms.append(run.fired_ms - run.scheduled_ms)
-    reported: set[tuple[str, int]] = set()
-    for record in await read_to_end(settings, settings.topic(TopicKind.RESULTS), timeout_s=120):
-        if record.value is None:
-            continue
-        result = parse_result(record.value)
-        if result.status in ("missed", "skipped"):
-            reported.add((result.schedule_id, result.scheduled_ms))
-            report.missed_reported += 1
-    report.duplicates = sorted(k for k, n in first_attempts.items() if n > 1)
-    report.duplicates += sorted((rid, a) for (rid, a), n in seen_attempts.items() if n > 1)
-    first = -(-window_start_ms // period_ms) * period_ms
-    for schedule_id in sorted(ids):
-        t = first
-        while t <= window_end_ms:
-            report.occurrences_checked += 1
-            key = (schedule_id, t)
-            if first_attempts[key] == 0 and key not in reported:
-                report.gaps.append(key)
-            t += period_ms
+    for upserts in (topics.definitions, topics.dags):  # only the test's own are judged
+        for sid in [sid for sid in upserts if sid not in ids]:
+            del upserts[sid]
+    evidence = of_topics(topics, end_ms=window_end_ms)
+    report = RunsReport(verdicts=[check(evidence) for check in TOPIC_CHECKERS])
+    report.runs = len(topics.runs)
+    report.late_ms = [r.append_ms - r.scheduled_ms for r in topics.runs if r.attempt == 1]
+    report.missed_reported = sum(
+        1 for r in topics.results if r.status in (RunStatus.MISSED, RunStatus.SKIPPED)
+    )
     return report

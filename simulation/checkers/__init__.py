@@ -1,7 +1,10 @@
 """Invariant checkers, one module each, all judging the read_committed view of a run.
 
 Each checker is a function ``check(evidence) -> Verdict``. `CHECKERS` lists them in
-the order a report prints them.
+the order a report prints them. `TOPIC_CHECKERS` are those that judge the topics
+alone (no simulated world behind them), so the broker tests run them on records read
+from a real broker (`evidence.from_topics`, `evidence.of_topics`): the simulation and
+the failover tests judge exactly-once, nothing-missed and never-early with one code.
 """
 
 from __future__ import annotations
@@ -33,4 +36,6 @@ CHECKERS = (
     converged.check,
 )
 
-__all__ = ["CHECKERS", "Evidence", "Verdict"]
+TOPIC_CHECKERS = (exactly_once.check, nothing_missed.check, never_early.check)
+
+__all__ = ["CHECKERS", "TOPIC_CHECKERS", "Evidence", "Verdict"]

@@ -7,6 +7,7 @@ may be wrong.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,80 +105,190 @@ class Evidence:
         return out
 
 
-def gather(world: Any) -> Evidence:
-    """Read the evidence out of a finished `simulation.world.World`."""
-    kafka = world.kafka
-    runs = []
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    """One committed record as a read_committed reader sees it: where it sits, the
+    broker's append time (the runs topic's LogAppendTime; the record's timestamp on
+    other topics), its key and its value (None: a tombstone)."""
+
+    partition: int
+    offset: int
+    append_ms: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicEvidence:
+    """What the topics alone say, read from the simulated Kafka (`gather`) or from a
+    real broker (`from_topics`'s callers in the broker tests) the same way."""
+
+    runs: list[RunRecord]
+    results: list[ResultRecord]
+    dead: list[tuple[str, str, int]]
+    cancels: list[tuple[str, int, int]]
+    definitions: dict[str, ScheduleUpsert]
+    dags: dict[str, DagUpsert]
+    first_next_ms: dict[str, int | None]
+    final_state: dict[str, dict[str, Any]]
+
+
+def from_topics(
+    *,
+    runs: Iterable[TopicRecord],
+    results: Iterable[TopicRecord],
+    dlq: Iterable[TopicRecord],
+    schedules: Iterable[TopicRecord],
+    commands: Iterable[tuple[bytes, bytes, int]],
+    ignore_workers: Collection[str] = (),
+) -> TopicEvidence:
+    """The checkers' view of the topics' committed records.
+
+    ``schedules`` is the changelog in log order (per partition); the first record
+    of a schedule with a ``next`` is the first occurrence its shard planned.
+    ``commands`` are the (key, value, timestamp ms) of the commands submitted; the
+    upserts among them say what each schedule should fire. ``ignore_workers``: results
+    of these workers are left out (a test's stand-in worker, which is not under test
+    and may answer a run twice).
+    """
+    run_records = []
     cancels = []
-    for p, offset, entry in kafka.committed_records(TopicKind.RUNS):
-        if is_cancel(entry.value):
-            cancel = parse_cancel(entry.value)
-            cancels.append((cancel.run_id, cancel.attempt, entry.append_ms))
+    for record in runs:
+        if record.value is None:
             continue
-        run = parse_run(entry.value)
-        runs.append(
+        if is_cancel(record.value):
+            cancel = parse_cancel(record.value)
+            cancels.append((cancel.run_id, cancel.attempt, record.append_ms))
+            continue
+        run = parse_run(record.value)
+        run_records.append(
             RunRecord(
                 run.run_id,
                 run.schedule_id,
                 run.scheduled_ms,
                 run.attempt,
-                entry.append_ms,
-                p,
-                offset,
+                record.append_ms,
+                record.partition,
+                record.offset,
                 run.task,
             )
         )
-    runs.sort(key=lambda r: (r.append_ms, r.partition, r.offset))
-    results = []
-    for _, _, entry in kafka.committed_records(TopicKind.RESULTS):
-        res = parse_result(entry.value)
-        if res.status == PROGRESS_STATUS:
-            continue  # a progress report, not an outcome (none of the one-result rules)
+    run_records.sort(key=lambda r: (r.append_ms, r.partition, r.offset))
+    result_records = []
+    for record in results:
+        if record.value is None:
+            continue
+        res = parse_result(record.value)
+        if res.status == PROGRESS_STATUS or res.worker in ignore_workers:
+            continue  # a progress report is not an outcome (none of the one-result rules)
         message = "" if res.error is None else str(res.error.get("message", ""))
-        results.append(
+        result_records.append(
             ResultRecord(
                 res.run_id,
                 res.schedule_id,
                 res.scheduled_ms,
                 res.attempt,
                 res.status,
-                entry.append_ms,
+                record.append_ms,
                 res.worker,
                 message,
                 res.task,
                 covers_of(res),
             )
         )
-    results.sort(key=lambda r: r.append_ms)
+    result_records.sort(key=lambda r: r.append_ms)
     dead = []
-    for _, _, entry in kafka.committed_records(TopicKind.DLQ):
-        d = parse_dlq(entry.value)
-        dead.append((d.run_id, d.schedule_id, entry.append_ms))
+    for record in dlq:
+        if record.value is None:
+            continue
+        d = parse_dlq(record.value)
+        dead.append((d.run_id, d.schedule_id, record.append_ms))
     definitions: dict[str, ScheduleUpsert] = {}
     dags: dict[str, DagUpsert] = {}
-    for s in world.submitted:
-        command = decode_command(s.key, s.value, s.submitted_ms)
+    for key, value, submitted_ms in commands:
+        command = decode_command(key, value, submitted_ms)
         if isinstance(command, ScheduleUpsert):
-            definitions[s.schedule_id] = command
+            definitions[command.id] = command
         elif isinstance(command, DagUpsert):
-            dags[s.schedule_id] = command
+            dags[command.id] = command
     first_next: dict[str, int | None] = {}
     final: dict[str, dict[str, Any]] = {}
-    for log in kafka.logs[TopicKind.SCHEDULES]:
-        for entry in log.entries:  # compacted records too: the history, not the topic
-            if entry.control or entry.key is None:
-                continue
-            if entry.txn is not None and entry.txn.status != "committed":
-                continue
-            schedule_id = entry.key.decode()
-            state = None if entry.value is None else loads(entry.value)
-            if schedule_id not in first_next and state is not None:
-                nxt = state.get("next")
-                first_next[schedule_id] = None if nxt is None else parse_instant(nxt)
-            if state is None:
-                final.pop(schedule_id, None)
-            else:
-                final[schedule_id] = state
+    for record in schedules:
+        if record.key is None:
+            continue
+        schedule_id = record.key.decode()
+        state = None if record.value is None else loads(record.value)
+        if schedule_id not in first_next and state is not None:
+            nxt = state.get("next")
+            first_next[schedule_id] = None if nxt is None else parse_instant(nxt)
+        if state is None:
+            final.pop(schedule_id, None)
+        else:
+            final[schedule_id] = state
+    return TopicEvidence(
+        runs=run_records,
+        results=result_records,
+        dead=dead,
+        cancels=cancels,
+        definitions=definitions,
+        dags=dags,
+        first_next_ms=first_next,
+        final_state=final,
+    )
+
+
+def of_topics(topics: TopicEvidence, *, end_ms: int) -> Evidence:
+    """Evidence of nothing but topics (records read from a real broker), for the
+    checkers that judge topics alone (`simulation.checkers.TOPIC_CHECKERS`).
+
+    ``end_ms``: occurrences due up to it must be accounted for (no settle time is
+    subtracted: the caller has waited for the system to catch up). The fields of a
+    simulated world (its ledger of effects, its group members, its healing) are empty.
+    """
+    return Evidence(
+        runs=topics.runs,
+        results=topics.results,
+        dead=topics.dead,
+        cancels=topics.cancels,
+        definitions=topics.definitions,
+        dags=topics.dags,
+        first_next_ms=topics.first_next_ms,
+        final_state=topics.final_state,
+        start_ms=end_ms,
+        heal_ms=end_ms,
+        end_ms=end_ms,
+        lateness_bound_ms=0,
+        settle_ms=0,
+        ledger_calls={},
+        ledger_applied={},
+        idempotent_runs=set(),
+        owners={},
+        partitions={},
+    )
+
+
+def gather(world: Any) -> Evidence:
+    """Read the evidence out of a finished `simulation.world.World`."""
+    kafka = world.kafka
+
+    def committed(kind: TopicKind) -> Iterator[TopicRecord]:
+        for p, offset, entry in kafka.committed_records(kind):
+            yield TopicRecord(p, offset, entry.append_ms, entry.key, entry.value)
+
+    def changelog() -> Iterator[TopicRecord]:
+        for log in kafka.logs[TopicKind.SCHEDULES]:
+            for offset, entry in enumerate(log.entries):  # compacted ones too: the history
+                if entry.control or (entry.txn is not None and entry.txn.status != "committed"):
+                    continue
+                yield TopicRecord(log.partition, offset, entry.append_ms, entry.key, entry.value)
+
+    topics = from_topics(
+        runs=committed(TopicKind.RUNS),
+        results=committed(TopicKind.RESULTS),
+        dlq=committed(TopicKind.DLQ),
+        schedules=changelog(),
+        commands=((s.key, s.value, s.submitted_ms) for s in world.submitted),
+    )
     scenario = world.scenario
     owners: dict[str, dict[int, list[str]]] = {"scheduler": {}, "worker": {}}
     for node in world.nodes.values():
@@ -193,14 +304,14 @@ def gather(world: Any) -> Evidence:
     ]
     return Evidence(
         false_lease_losses=sorted(false_losses, key=lambda f: f[1]),
-        cancels=cancels,
-        runs=runs,
-        results=results,
-        dead=dead,
-        definitions=definitions,
-        dags=dags,
-        first_next_ms=first_next,
-        final_state=final,
+        cancels=topics.cancels,
+        runs=topics.runs,
+        results=topics.results,
+        dead=topics.dead,
+        definitions=topics.definitions,
+        dags=topics.dags,
+        first_next_ms=topics.first_next_ms,
+        final_state=topics.final_state,
         start_ms=scenario.start_ms,
         heal_ms=scenario.heal_ms,
         end_ms=scenario.end_ms,
