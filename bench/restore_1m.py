@@ -39,6 +39,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 
+from actors.collector import YOUNG_THRESHOLD
 from actors.scheduler.restore import make_restore_consumer, read_to_end
 from actors.shard import ShardCore
 from topics.admin import create_topics, delete_topics
@@ -46,7 +47,6 @@ from topics.closing import bounded, stop_producer
 from topics.names import Settings, TopicKind
 
 HERE = Path(__file__).resolve().parent
-GC_YOUNG_THRESHOLD = 50_000  # as the scheduler's runtime sets it
 TARGET_S = 5.0
 TARGET_RSS_MIB = 400.0
 
@@ -102,7 +102,7 @@ async def phase(settings: Settings, name: str, profile: bool = False) -> dict[st
     try:
         tp = TopicPartition(settings.topic(TopicKind.SCHEDULES), 0)
         _, older, oldest = gc.get_threshold()
-        gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
+        gc.set_threshold(YOUNG_THRESHOLD, older, oldest)  # as the scheduler does
         started = time.perf_counter()
         now_ms = time.time_ns() // 1_000_000
         if profiler is not None:

@@ -10,6 +10,7 @@ from typing import Any
 from actors.cli import observe_args, output
 from actors.cli.stop_deadline import StopDeadline, run_main
 from actors.cli.topics_cmd import guard
+from actors.collector import tune_for_throughput
 from actors.observe.collectors import WorkerCollector
 from actors.observe.exposition import MetricsError
 from actors.observe.lag import LagSampler
@@ -126,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     if not guard("worker", settings, (TopicKind.RUNS, TopicKind.RESULTS)):
         return 1
     runtime = WorkerRuntime(settings, registry, options)
+    tune_for_throughput()  # the process's own policy: imports and jobs loaded, now run
     try:
         run_main(_serve(runtime, port))
     except asyncio.CancelledError:  # a second SIGINT/SIGTERM: stopped without draining

@@ -32,7 +32,7 @@ allocates many short-lived objects, so the collector halved `advance`'s throughp
 (measured by the shard core's bench). After every restore the process therefore
 calls ``gc.freeze()`` (the restored state moves to the permanent generation: never
 scanned, still freed by reference counting when a schedule goes) and it runs with
-a young-generation threshold of `GC_YOUNG_THRESHOLD`. The cost: a reference cycle
+a young-generation threshold of `actors.collector.YOUNG_THRESHOLD`. The cost: a reference cycle
 among frozen objects is never collected until the heap is unfrozen, which a
 dropped shard's state needs (`_collect_dropped_soon`).
 
@@ -56,6 +56,7 @@ from aiokafka.consumer.fetcher import ConsumerRecord
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.structs import OffsetAndMetadata
 
+from actors.collector import YOUNG_THRESHOLD
 from actors.monotonic import monotonic_ms
 from actors.observe import metrics
 from actors.scheduler.breather import Breather
@@ -96,8 +97,6 @@ Batch = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
 # (partition, partitions, now_ms) -> a fresh core
 CoreFactory = Callable[[int, int, int], Any]
 
-# Young-generation GC threshold (CPython's default is 700); see the module docstring.
-GC_YOUNG_THRESHOLD = 50_000
 # Fencing, probing, restoring or positioning one shard; beyond this the broker is unwell.
 BUILD_TIMEOUT_S = 120.0
 COMMITTED_RETRY_S, COMMITTED_RETRY_MAX_S = 0.5, 5.0  # a silent group coordinator
@@ -231,7 +230,7 @@ class SchedulerRuntime:
 
         self._stopping = stop
         _, older, oldest = gc.get_threshold()
-        gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
+        gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
 
         self._partitions = await shard_count(self.settings)
         self.machine.shard_count = self._partitions

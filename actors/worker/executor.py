@@ -101,12 +101,15 @@ class Executor:
         self._tasks: dict[RunKey, asyncio.Task[Outcome]] = {}
         # key -> (job name, perf_counter at start): the job-duration metric's inputs.
         self._started: dict[RunKey, tuple[str, float]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop of the first start
 
     def start(self, key: RunKey, run: Run) -> None:
         spec = self._registry.get(run.job.name)
         if spec is None:  # the core checks names first; a registry change is a bug
             raise LookupError(f"job {run.job.name!r} is not registered")
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None or loop.is_closed():  # asked once: each ask costs a getpid() call
+            loop = self._loop = asyncio.get_running_loop()
         on_progress = None
         if self._on_progress is not None:
 
