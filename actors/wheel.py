@@ -166,6 +166,21 @@ class Node:
         return self
 
 
+def park(node: Node, mark: Node) -> None:
+    """Mark a detached `node` that the caller keeps aside for later (a timer found
+    due but left for the next call, `actors.shard.leftovers`): `parked` holds until
+    the node is armed again, whose linking overwrites the mark. It uses the node's
+    back link, which a detached node does not use: no memory per node.
+    """
+    assert node._next is None, "only a detached node can be parked"
+    node._prev = mark
+
+
+def parked(node: Node, mark: Node) -> bool:
+    """Whether `node` still carries `mark` from `park`: not armed since."""
+    return node._prev is mark
+
+
 class Timer(Node):
     """Handle of one pending item; returned by `TimingWheel.add`, cancelled by identity.
 

@@ -93,9 +93,48 @@ def test_a_left_attempt_retried_between_bounded_calls_is_sent_once_not_also_time
     timed_out_at = T0 + MINUTE + 10 * SECOND + TIMEOUT_MARGIN_MS + 5
     shard.now_ms = timed_out_at
     shard._keep(shard.core.advance(timed_out_at, max_fires=1))
-    ((left, _),) = shard.core._due_attempts
+    (left,) = list(shard.core._left_attempts)
     shard.report(shard.last_attempt(left.run_id), "failed")
     out = shard.advance(timed_out_at + 2 * SECOND)
     assert [r.attempt for r in out.runs if r.run_id == left.run_id] == [2]  # sent once
     assert [r.status for r in out.results if r.run_id == left.run_id] == []  # not timed out
     assert out.dlq == []
+
+
+def test_bounded_calls_judge_each_left_timer_about_once_not_once_per_call() -> None:
+    """A herd drained 10 per call judged everything left at every call: 300 due in 30
+    calls was ~4,500 judgements (a million due, 5,000 per call: ~10^8, which made the
+    bounded herd cost several times the unbounded one). Each call now looks only at
+    what it takes."""
+    shard = _herd(300)
+    core = shard.core
+    judged = 0
+    still_due = core._still_due
+
+    def counting(item: object) -> bool:
+        nonlocal judged
+        judged += 1
+        return still_due(item)  # type: ignore[arg-type]
+
+    core._still_due = counting  # type: ignore[method-assign]
+    now = shard.now_ms
+    fired: list[str] = []
+    while (due := core.next_due_ms()) is not None and due <= now:
+        fired += _fired(shard, core.advance(now, max_fires=10))
+    assert sorted(fired) == sorted(f"s{i:02d}" for i in range(300))
+    assert judged <= 2 * 300
+
+
+def test_a_left_schedule_re_armed_and_handed_back_again_fires_once() -> None:
+    """A re-upsert re-arms a schedule deep in the left queue (same next fire); the
+    next call's wheel hands it back again while its old place is still queued: it
+    must fire once, and every other schedule once, in due order."""
+    shard = _herd(12)
+    now = shard.now_ms
+    fired = _fired(shard, shard.core.advance(now, max_fires=2))
+    assert fired == ["s00", "s01"]
+    shard.send(upsert("s09", spec={"every": "1h", "anchor": "2026-10-10T00:01:00Z"}))
+    while (due := shard.core.next_due_ms()) is not None and due <= now:
+        fired += _fired(shard, shard.core.advance(now, max_fires=2))
+    assert sorted(fired) == [f"s{i:02d}" for i in range(12)]
+    assert fired.index("s09") > fired.index("s11")  # re-armed: ordered as a new insertion

@@ -135,6 +135,7 @@ from typing import Any
 from actors.shard.cancel import RunCancels
 from actors.shard.dag_shard import DagShard
 from actors.shard.lateness import LatenessWindow
+from actors.shard.leftovers import Leftovers
 from actors.shard.misfire import plan_backlog
 from actors.shard.routing import forward_target
 from actors.shard.runs import TIMEOUT_MARGIN_MS, RunBook
@@ -225,8 +226,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         self._defs_changed: dict[bytes, None] = {}  # a dict: ordered, so deterministic
         self._restored_defs: dict[bytes, bytes] = {}  # key -> bytes, until finish_restore
         # Timers due but left by a bounded `advance`, in the order it would take them.
-        self._due_attempts: list[tuple[RunState, int]] = []
-        self._due_schedules: list[tuple[ScheduleState, int]] = []
+        self._left_attempts: Leftovers[RunState] = Leftovers(_attempt_order)
+        self._left_schedules: Leftovers[ScheduleState] = Leftovers(_due_of)
         self._in_flight = 0
         self._counts = dict.fromkeys(
             (
@@ -381,16 +382,19 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         fired early: the calls together do what one unbounded call at the same
         ``now_ms`` does. (Putting the rest back on the wheel instead would cost
         each call the whole backlog: a herd of a million due at one instant,
-        5,000 per call, would be handled a million times over.)
+        5,000 per call, would be handled a million times over; so would judging
+        the whole due list at every call, which `actors.shard.leftovers` avoids.)
         """
         self._out = []
-        # What earlier bounded calls left, still due unless something re-armed or
-        # removed it meanwhile: judged before this call's advance detaches what it
-        # pops, or a leftover re-armed and popped again would look detached, hence
-        # still due, and be handled twice (a retry sent and timed out at once).
-        left_attempts = [e for e in self._due_attempts if self._still_due(e[0])]
-        left_before = [e for e in self._due_schedules if self._still_due(e[0])]
-        self._due_attempts, self._due_schedules = [], []
+        budget = sys.maxsize if max_fires is None else max(1, max_fires)
+        still_due = self._still_due
+        # What earlier bounded calls left and this call may take, judged before this
+        # call's advance detaches what it pops (as one unbounded call would find it);
+        # only as many as the budget could handle (`actors.shard.leftovers`).
+        left_attempts = self._left_attempts
+        left_schedules = self._left_schedules
+        taken_attempts = left_attempts.take(budget, still_due) if left_attempts else []
+        taken_schedules = left_schedules.take(budget, still_due) if left_schedules else []
         # The wheel hands back the schedules and runs themselves (each is its own
         # timer), detached, each keeping the due it was armed for.
         due = self._wheel.advance(now_ms)
@@ -401,22 +405,13 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
                 due_schedules.append(item)
             else:
                 attempts.append(item)
-        if left_attempts:
-            attempts[:0] = [e[0] for e in left_attempts]
-        if left_before:
-            if due_schedules:  # the wheel's order: by due, earlier insertions first
-                due_schedules = [
-                    state
-                    for state, _ in sorted(
-                        left_before + [(s, s.due_ms) for s in due_schedules], key=_second
-                    )
-                ]
-            else:
-                due_schedules = [state for state, _ in left_before]
         # The wheel orders by tick, ties by insertion; a restored shard inserts in
         # another order, so attempts due in the same tick go by (due, run id).
         attempts.sort(key=_attempt_order)
-        budget = sys.maxsize if max_fires is None else max(1, max_fires)
+        if taken_attempts:
+            attempts = left_attempts.order(taken_attempts, attempts, still_due)
+        if taken_schedules:  # the wheel's order (by due, then insertion) goes on
+            due_schedules = left_schedules.order(taken_schedules, due_schedules, still_due)
         counts = self._counts
         fire_due = self._fire_due
         handled = 0
@@ -433,7 +428,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
                 self._failed(error)
             budget -= 1
         if handled < len(attempts):
-            self._due_attempts = [(run, run.due_ms) for run in attempts[handled:]]
+            left_attempts.leave(attempts[handled:])
         handled = 0
         for state in due_schedules:
             if budget <= 0:
@@ -447,7 +442,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             fired = counts["fired_total"] - fired_before
             budget -= fired if fired > 0 else 1
         if handled < len(due_schedules):
-            self._due_schedules = [(state, state.due_ms) for state in due_schedules[handled:]]
+            left_schedules.leave(due_schedules[handled:])
         return self._flush(now_ms)
 
     def _still_due(self, item: Item) -> bool:
@@ -471,9 +466,9 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
     def next_due_ms(self) -> int | None:
         """When `advance` next has work (None: nothing scheduled)."""
         found = self._wheel.next_due_ms()
-        for left in (self._due_attempts, self._due_schedules):
-            if left:  # due already (a bounded call left them): the earliest is first
-                first = min(due_ms for _, due_ms in left[:1])
+        for left in (self._left_attempts, self._left_schedules):
+            first = left.first_due_ms()  # due already (a bounded call left it)
+            if first is not None:
                 found = first if found is None else min(found, first)
         return found
 
@@ -482,7 +477,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         lateness = sorted(self._lateness_ms)
         figures: dict[str, Any] = {
             "schedules": len(self._schedules),
-            "timers": len(self._wheel) + len(self._due_attempts) + len(self._due_schedules),
+            "timers": len(self._wheel) + len(self._left_attempts) + len(self._left_schedules),
             "in_flight": self._in_flight,
             **self._counts,
             "lateness_ms_p50": lateness[len(lateness) // 2] if lateness else None,
@@ -796,8 +791,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         self._defs_changed[def_bytes] = None
 
 
-def _second(entry: tuple[ScheduleState, int]) -> int:
-    return entry[1]
+def _due_of(state: ScheduleState) -> int:
+    return state.due_ms
 
 
 def _attempt_order(run: RunState) -> tuple[int, str]:
