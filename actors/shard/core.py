@@ -132,6 +132,7 @@ from collections import Counter
 from operator import attrgetter
 from typing import Any
 
+from actors.shard.batch import Batch, Definitions
 from actors.shard.cancel import RunCancels
 from actors.shard.dag_shard import DagShard
 from actors.shard.lateness import LatenessWindow
@@ -166,7 +167,7 @@ from topics.commands import (
     ScheduleUpsert,
     decode_command,
 )
-from topics.messages import PROGRESS_STATUS, parse_result, rejected_value
+from topics.messages import PROGRESS_STATUS, parse_result
 from topics.names import DEFAULT_NAMESPACE, TopicKind
 from topics.records import InRecord, OutRecord
 from topics.vocabulary import SHARD_DECIDED, RunStatus
@@ -179,7 +180,6 @@ SHARD_STATUSES = SHARD_DECIDED
 _COMMANDS = TopicKind.COMMANDS
 _SCHEDULES = TopicKind.SCHEDULES
 _RESULTS = TopicKind.RESULTS
-_REJECTED = TopicKind.REJECTED
 
 _LATENESS_WINDOW = 1024
 _def_bytes_of = attrgetter("def_bytes")  # counts the users of each definition at a restore
@@ -206,47 +206,23 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
     ) -> None:
         self.partition = partition
         self.partitions = partitions
-        self._namespace = namespace
         self._worker = f"shard-{partition}"
         self._wheel: TimingWheel[Item] = TimingWheel(now_ms, tick_ms)
         self._schedules: dict[str, ScheduleState] = {}
-        self._out: list[OutRecord] = []
-        # Schedules changed in this batch -> their state, or None for a tombstone.
-        self._dirty: dict[str, ScheduleState | None] = {}
+        self._batch = batch = Batch(namespace=namespace, partition=partition)
+        self._out = batch.out
+        self._dirty = batch.dirty  # schedules changed in this batch (None: a tombstone)
+        self._counts = batch.counts
         self._restore_errors: dict[bytes, str] = {}  # key -> why its last record was unreadable
         # Read by the scheduler's metrics at scrape time (a histogram kept beside it).
         self.lateness = self._lateness_ms = LatenessWindow(_LATENESS_WINDOW)
-        self._late_ms: list[int] = []  # this batch's, added to the window by `_flush`
-        # Definitions' own changelog records (see `state`): how many schedules use
-        # each definition (by its bytes), which have their record in the changelog,
-        # and those whose count changed in this batch (a tombstone if it fell to 0).
-        self._def_refs: dict[bytes, int] = {}
-        self._defs_written: set[bytes] = set()
-        self._defs_changed: dict[bytes, None] = {}  # a dict: ordered, so deterministic
+        self._late_ms = batch.late_ms  # this batch's, added to the window by `_flush`
+        self._definitions = Definitions()  # definitions' own changelog records
         self._restored_defs: dict[bytes, bytes] = {}  # key -> bytes, until finish_restore
         # Timers due but left by a bounded `advance`, in the order it would take them.
         self._due_attempts: list[tuple[RunState, int]] = []
         self._due_schedules: list[tuple[ScheduleState, int]] = []
         self._in_flight = 0
-        self._counts = dict.fromkeys(
-            (
-                "fired_total",
-                "late_fired_total",
-                "missed_total",
-                "skipped_total",
-                "retries_total",
-                "timed_out_total",
-                "dead_total",
-                "cancelled_total",
-                "cancel_requested_total",
-                "rejected_total",
-                "forwarded_total",
-                "results_applied_total",
-                "results_ignored_total",
-                "errors_total",
-            ),
-            0,
-        )
         self._last_error = ""
 
     # --- the I/O boundary -------------------------------------------------------
@@ -280,13 +256,13 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         """
         in_flight = 0
         defs = self._restored_defs
-        refs = self._def_refs
-        written = self._defs_written
+        refs = self._definitions.refs
+        written = self._definitions.written
         missing: list[ScheduleState] = []
         if not len(self._wheel):
             # Nothing is armed before this call, so the wheel may start now: a core
             # fed the changelog for a long time (a standby) arms from the present.
-            self._wheel = TimingWheel(now_ms, self._wheel.tick_ms)
+            self._wheel.restart(now_ms)
         arm = self._wheel.arm
         resolve = defs.get
         # A million schedules pass here: one dict lookup resolves a version-2 key (a
@@ -327,27 +303,19 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         self._restored_defs = {}
         self._in_flight = in_flight
         out = [
-            OutRecord(
-                _REJECTED,
+            self._batch.rejected_changelog(
                 key,
-                rejected_value(
-                    reason=f"changelog record of {key!r} could not be restored ({why}); "
-                    "its schedule is gone from this shard: upsert it again",
-                    original=None,
-                    topic=self._topic(_SCHEDULES),
-                    partition=self.partition,
-                    offset=-1,
-                ),
+                f"changelog record of {key!r} could not be restored ({why}); "
+                "its schedule is gone from this shard: upsert it again",
             )
             for key, why in self._restore_errors.items()
         ]
-        self._counts["rejected_total"] += len(out)
         self._restore_errors.clear()
         return out
 
     def apply(self, record: InRecord, now_ms: int) -> list[OutRecord]:
         """Apply a command or a result; the records to write. Never raises."""
-        self._out = []
+        self._out.clear()
         try:
             if record.topic == _COMMANDS:
                 self._on_command(record, now_ms)
@@ -383,7 +351,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         each call the whole backlog: a herd of a million due at one instant,
         5,000 per call, would be handled a million times over.)
         """
-        self._out = []
+        self._out.clear()
         # What earlier bounded calls left, still due unless something re-armed or
         # removed it meanwhile: judged before this call's advance detaches what it
         # pops, or a leftover re-armed and popped again would look detached, hence
@@ -632,20 +600,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         self._wheel.cancel(run)
 
     def _reject(self, record: InRecord, reason: str) -> None:
-        self._out.append(
-            OutRecord(
-                _REJECTED,
-                record.key,
-                rejected_value(
-                    reason=reason,
-                    original=record.value,
-                    topic=self._topic(record.topic),
-                    partition=record.partition,
-                    offset=record.offset,
-                ),
-            )
-        )
-        self._counts["rejected_total"] += 1
+        self._batch.reject(record, reason)
 
     def _trimmed(self, state: ScheduleState, size: int, now_ms: int) -> bytes | None:
         """The last line of defence against a changelog record the broker refuses.
@@ -695,26 +650,15 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             self._drop_definition(state.def_bytes)
             steps.append("deleted it: even so it did not fit; upsert it again, smaller")
         self._out.append(
-            OutRecord(
-                _REJECTED,
+            self._batch.rejected_changelog(
                 state.key,
-                rejected_value(
-                    reason=f"the changelog record of schedule {state.id!r} would have been "
-                    f"{size} bytes, above the bound of {CHANGELOG_MAX_BYTES}; the shard "
-                    f"{'; '.join(steps)}. Runs pile up when workers are down or a retry "
-                    "policy allows many attempts: look at its results",
-                    original=None,
-                    topic=self._topic(_SCHEDULES),
-                    partition=self.partition,
-                    offset=-1,
-                ),
+                f"the changelog record of schedule {state.id!r} would have been "
+                f"{size} bytes, above the bound of {CHANGELOG_MAX_BYTES}; the shard "
+                f"{'; '.join(steps)}. Runs pile up when workers are down or a retry "
+                "policy allows many attempts: look at its results",
             )
         )
-        self._counts["rejected_total"] += 1
         return None if deleted else value
-
-    def _topic(self, kind: TopicKind) -> str:
-        return f"{self._namespace}.{kind.value}"
 
     def _flush(self, now_ms: int, full: bool = False) -> list[OutRecord]:
         """The batch's records, then the changelog record of each schedule it changed.
@@ -725,11 +669,13 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         out = self._out
         if self._late_ms:
             self._lateness_ms.extend_all(self._late_ms)
-            self._late_ms = []
-        if self._dirty:
+            self._late_ms.clear()
+        dirty = self._dirty
+        if dirty:
             partition = self.partition
-            written = self._defs_written
-            for schedule_id, state in self._dirty.items():
+            definitions = self._definitions
+            written = definitions.written
+            for schedule_id, state in dirty.items():
                 key = schedule_id.encode()  # `state.key`
                 if state is None:
                     out.append(OutRecord(_SCHEDULES, key, None, partition))
@@ -769,31 +715,18 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
                         partition,
                     )
                 )
-            self._dirty = {}
-            if self._defs_changed:  # after the loop: a trimmed schedule may drop one
-                self._flush_definitions(out)
-        self._out = []
-        return out
-
-    def _flush_definitions(self, out: list[OutRecord]) -> None:
-        """Tombstones of the definitions no schedule uses any more."""
-        refs = self._def_refs
-        written = self._defs_written
-        for def_bytes in self._defs_changed:
-            if refs.get(def_bytes, 0) <= 0:
-                refs.pop(def_bytes, None)
-                if def_bytes in written:
-                    written.discard(def_bytes)
-                    key = definition_key(def_bytes).encode()
-                    out.append(OutRecord(_SCHEDULES, key, None, self.partition))
-        self._defs_changed = {}
+            dirty.clear()
+            if definitions.changed:  # after the loop: a trimmed schedule may drop one
+                definitions.tombstones(out, partition)
+        records = out.copy()
+        out.clear()
+        return records
 
     def _use_definition(self, def_bytes: bytes) -> None:
-        self._def_refs[def_bytes] = self._def_refs.get(def_bytes, 0) + 1
+        self._definitions.use(def_bytes)
 
     def _drop_definition(self, def_bytes: bytes) -> None:
-        self._def_refs[def_bytes] = self._def_refs.get(def_bytes, 0) - 1
-        self._defs_changed[def_bytes] = None
+        self._definitions.drop(def_bytes)
 
 
 def _second(entry: tuple[ScheduleState, int]) -> int:
