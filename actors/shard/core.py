@@ -134,9 +134,8 @@ from typing import Any
 
 from actors.shard.batch import Batch, Definitions
 from actors.shard.cancel import RunCancels
-from actors.shard.dag_shard import DagShard
+from actors.shard.dag_shard import DagRuns
 from actors.shard.lateness import LatenessWindow
-from actors.shard.misfire import plan_backlog
 from actors.shard.routing import forward_target
 from actors.shard.runs import TIMEOUT_MARGIN_MS, RunBook
 from actors.shard.schedule_commands import ScheduleCommands
@@ -192,7 +191,7 @@ CHANGELOG_MAX_BYTES = 512 * 1024
 Item = ScheduleState | RunState
 
 
-class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
+class ShardCore:
     """The pure state machine of shard ``partition`` (of ``partitions``)."""
 
     def __init__(
@@ -206,23 +205,31 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
     ) -> None:
         self.partition = partition
         self.partitions = partitions
-        self._worker = f"shard-{partition}"
-        self._wheel: TimingWheel[Item] = TimingWheel(now_ms, tick_ms)
-        self._schedules: dict[str, ScheduleState] = {}
+        wheel: TimingWheel[Item] = TimingWheel(now_ms, tick_ms)
+        schedules: dict[str, ScheduleState] = {}
+        self._wheel = wheel
+        self._schedules = schedules
         self._batch = batch = Batch(namespace=namespace, partition=partition)
         self._out = batch.out
         self._dirty = batch.dirty  # schedules changed in this batch (None: a tombstone)
         self._counts = batch.counts
+        self._definitions = definitions = Definitions()  # definitions' own records
+        # The parts, wired once: each takes the batch and its collaborators; the run
+        # book and the cancels also call the parts built after them (`wire`).
+        self._runs = runs = RunBook(batch, wheel, worker=f"shard-{partition}")
+        self._cancels = cancels = RunCancels(batch, runs)
+        self._dags = dags = DagRuns(batch, schedules, runs, cancels)
+        runs.wire(dags, cancels)
+        cancels.wire(dags)
+        self._commands = ScheduleCommands(batch, schedules, wheel, definitions, runs)
         self._restore_errors: dict[bytes, str] = {}  # key -> why its last record was unreadable
         # Read by the scheduler's metrics at scrape time (a histogram kept beside it).
         self.lateness = self._lateness_ms = LatenessWindow(_LATENESS_WINDOW)
         self._late_ms = batch.late_ms  # this batch's, added to the window by `_flush`
-        self._definitions = Definitions()  # definitions' own changelog records
         self._restored_defs: dict[bytes, bytes] = {}  # key -> bytes, until finish_restore
         # Timers due but left by a bounded `advance`, in the order it would take them.
         self._due_attempts: list[tuple[RunState, int]] = []
         self._due_schedules: list[tuple[ScheduleState, int]] = []
-        self._in_flight = 0
         self._last_error = ""
 
     # --- the I/O boundary -------------------------------------------------------
@@ -301,7 +308,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         # user wrote its tombstone in the same transaction.
         written.update(found for found in defs.values() if found in refs)
         self._restored_defs = {}
-        self._in_flight = in_flight
+        self._runs.in_flight = in_flight
         out = [
             self._batch.rejected_changelog(
                 key,
@@ -322,10 +329,12 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             elif record.topic == _RESULTS:
                 self._on_result(record, now_ms)
             else:
-                self._reject(record, f"the shard applies commands and results, not {record.topic}")
+                self._batch.reject(
+                    record, f"the shard applies commands and results, not {record.topic}"
+                )
         except Exception as error:
             self._failed(error)
-            self._reject(
+            self._batch.reject(
                 record,
                 f"internal error while applying this record ({self._last_error}); it was "
                 "skipped, the shard went on: please report it with this record",
@@ -386,7 +395,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         attempts.sort(key=_attempt_order)
         budget = sys.maxsize if max_fires is None else max(1, max_fires)
         counts = self._counts
-        fire_due = self._fire_due
+        runs = self._runs
+        fire_due = runs.fire_due
         handled = 0
         for run in attempts:
             if budget <= 0:
@@ -394,9 +404,9 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             handled += 1
             try:
                 if run.retry_ms is None:
-                    self._time_out(run, now_ms)
+                    runs.time_out(run, now_ms)
                 else:
-                    self._next_attempt(run, now_ms)
+                    runs.next_attempt(run, now_ms)
             except Exception as error:  # one broken schedule must not stop the shard
                 self._failed(error)
             budget -= 1
@@ -451,7 +461,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         figures: dict[str, Any] = {
             "schedules": len(self._schedules),
             "timers": len(self._wheel) + len(self._due_attempts) + len(self._due_schedules),
-            "in_flight": self._in_flight,
+            "in_flight": self._runs.in_flight,
             **self._counts,
             "lateness_ms_p50": lateness[len(lateness) // 2] if lateness else None,
             "lateness_ms_p99": lateness[(len(lateness) * 99) // 100] if lateness else None,
@@ -478,44 +488,53 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             self._counts["forwarded_total"] += 1
             return
         command = decode_command(record.key, record.value, now_ms)
+        commands = self._commands
+        dags = self._dags
         if isinstance(command, Rejection):
-            self._reject(record, command.reason)
+            self._batch.reject(record, command.reason)
         elif isinstance(command, ScheduleUpsert):
-            if not self._dag_kind_clash(record, command):
-                self._upsert(command, now_ms, record.timestamp_ms)
-        elif isinstance(command, (DagUpsert, DagClear)):
-            self._on_dag_command(record, command, now_ms)
+            if not dags.kind_clash(record, command):
+                commands.upsert(command, now_ms, record.timestamp_ms)
+        elif isinstance(command, DagUpsert):
+            if not dags.kind_clash(record, command):
+                commands.upsert(command, now_ms, record.timestamp_ms)
+                dags.upserted(self._schedules[command.id], now_ms)
+        elif isinstance(command, DagClear):
+            dags.on_clear(record, command, now_ms)
         else:
             state = self._schedules.get(command.id)
             if state is None:
-                self._reject(
+                self._batch.reject(
                     record,
                     f"id: no schedule {command.id!r} exists (it was never created or was "
                     "deleted); create it with schedule.upsert first",
                 )
             elif isinstance(command, ScheduleDelete):
-                self._delete(state, now_ms)
+                commands.delete(state, now_ms)
             elif isinstance(command, SchedulePause):
-                self._pause(state)
+                commands.pause(state)
             elif isinstance(command, ScheduleResume):
-                self._resume(state, now_ms)
+                commands.resume(state, now_ms)
             elif isinstance(command, ScheduleTrigger):
-                self._trigger(record, state, now_ms)
+                commands.trigger(record, state, now_ms)
             elif isinstance(command, DlqReplay):
-                self._replay(record, state, command.run_id, now_ms)
+                if state.dag is not None:  # a DAG's task run: the same as dag.clear of it
+                    dags.replay(record, state, command.run_id, now_ms)
+                else:
+                    commands.replay(record, state, command.run_id, now_ms)
             elif isinstance(command, RunCancel):
-                self._on_cancel(record, state, command, now_ms)
+                self._cancels.on_cancel(record, state, command, now_ms)
 
     # --- results ----------------------------------------------------------------
 
     def _on_result(self, record: InRecord, now_ms: int) -> None:
         if record.value is None:
-            self._reject(record, "value: a result record needs a value (got a tombstone)")
+            self._batch.reject(record, "value: a result record needs a value (got a tombstone)")
             return
         try:
             result = parse_result(record.value)
         except ValueError as error:
-            self._reject(record, f"{error}; results are written by kafkron workers")
+            self._batch.reject(record, f"{error}; results are written by kafkron workers")
             return
         state = self._schedules.get(result.schedule_id)
         run = None if state is None or state._runs is None else state._runs.get(result.run_id)
@@ -536,71 +555,15 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             or run.cancel_reason is not None
         ):
             # A cancelled attempt ends its run whatever it reports: never retried.
-            self._outcome(run, result.status, finished_ms, result.error, result.worker)
-            self._end_run(state, run, now_ms)
+            self._runs.outcome(run, result.status, finished_ms, result.error, result.worker)
+            self._runs.end_run(state, run, now_ms)
         else:  # failed or timed_out
-            self._attempt_failed(state, run, now_ms, result.status, result.error, result.worker)
+            self._runs.attempt_failed(
+                state, run, now_ms, result.status, result.error, result.worker
+            )
         self._dirty[state.id] = state
 
-    # --- what the wheel hands back ----------------------------------------------
-
-    def _fire_due(self, state: ScheduleState, now_ms: int) -> None:
-        first_ms = state.next_ms
-        if first_ms is None or state.paused:
-            return
-        # Whatever happens below (an error in the middle included), the schedule is
-        # written and re-armed, and ``next_ms`` is past every occurrence handled:
-        # an occurrence is never handled twice, the schedule never stops firing.
-        try:
-            definition = state._definition  # `state.definition`, but for its first use
-            if definition is None:
-                definition = state.definition
-            next_after = definition.compiled.next_after
-            if first_ms >= now_ms - definition.grace_ms:  # the steady state: all within grace
-                o: int | None = first_ms
-                late_ms = self._late_ms
-                while o is not None and o <= now_ms:
-                    late_ms.append(now_ms - o)
-                    state.next_ms = following = next_after(o)
-                    if state._runs or state.dag is not None:
-                        self._occurrence(state, o, now_ms)
-                    else:  # the common case, without an overlap decision
-                        self._start_run(state, o, now_ms, definition)
-                    o = following
-            else:
-                misfire = definition.misfire
-                plan = plan_backlog(
-                    next_after,
-                    first_ms,
-                    now_ms,
-                    cutoff_ms=now_ms - definition.grace_ms,
-                    policy=misfire.policy,
-                    catch_up_max=misfire.catch_up_max,
-                )
-                state.next_ms = plan.next_ms
-                self._report_missed(state, plan, misfire.policy, misfire.grace_s)
-                self._counts["late_fired_total"] += plan.late_fires
-                for o in plan.fire:
-                    self._occurrence(state, o, now_ms)
-        finally:
-            if not state.paused and state.next_ms is not None:  # `_arm`, inline
-                self._wheel.arm(state, state.next_ms)
-            self._dirty[state.id] = state
-
-    # --- plumbing ------------------------------------------------------------------
-
-    def _arm(self, state: ScheduleState) -> None:
-        if not state.paused and state.next_ms is not None:
-            self._wheel.arm(state, state.next_ms)
-
-    def _disarm(self, state: ScheduleState) -> None:
-        self._wheel.cancel(state)  # nothing if it is not pending
-
-    def _cancel_timer(self, run: RunState) -> None:
-        self._wheel.cancel(run)
-
-    def _reject(self, record: InRecord, reason: str) -> None:
-        self._batch.reject(record, reason)
+    # --- the changelog ------------------------------------------------------------
 
     def _trimmed(self, state: ScheduleState, size: int, now_ms: int) -> bytes | None:
         """The last line of defence against a changelog record the broker refuses.
@@ -633,21 +596,21 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             steps.append("forgot its dead-lettered runs (dlq.replay no longer knows them)")
         if not fits() and state.buffered:
             for scheduled_ms in state.buffered:
-                self._skipped(state, scheduled_ms, "Oversized", "its schedule's state was trimmed")
+                self._runs.skipped(
+                    state, scheduled_ms, "Oversized", "its schedule's state was trimmed"
+                )
             state.buffered.clear()
             steps.append("reported its buffered occurrences skipped")
         if not fits() and state.dag is None and state.runs:
             for run in list(state.runs.values()):
-                self._cancel_run(state, run, now_ms, why="its schedule's state was trimmed")
+                self._runs.cancel_run(state, run, now_ms, why="its schedule's state was trimmed")
             steps.append("cancelled its runs in flight")
         deleted = not fits()
         if deleted:
-            self._disarm(state)
-            for run in state.runs.values():
-                self._cancel_timer(run)
-            self._in_flight -= len(state.runs)
+            self._wheel.cancel(state)
+            self._runs.forget_runs(state)
             del self._schedules[state.id]
-            self._drop_definition(state.def_bytes)
+            self._definitions.drop(state.def_bytes)
             steps.append("deleted it: even so it did not fit; upsert it again, smaller")
         self._out.append(
             self._batch.rejected_changelog(
@@ -721,12 +684,6 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         records = out.copy()
         out.clear()
         return records
-
-    def _use_definition(self, def_bytes: bytes) -> None:
-        self._definitions.use(def_bytes)
-
-    def _drop_definition(self, def_bytes: bytes) -> None:
-        self._definitions.drop(def_bytes)
 
 
 def _second(entry: tuple[ScheduleState, int]) -> int:
