@@ -59,11 +59,25 @@ Within one `advance`, attempts' timers are handled before occurrences (each in
 due order), so what happens never depends on the order in which timers were
 added, which a restored shard cannot reproduce.
 
-Where things are: this module is the boundary (entry points, dispatch, firing,
-changelog batching); `schedule_commands` applies the schedule commands; `runs`
-is the life of a run (attempts, retries, timeouts, the DLQ, the results the
-shard writes); `misfire`, `overlap`, `retry` and `routing` are the policies as
-pure functions; `state` and `definition` are the data and its changelog JSON.
+Where things are: this module is the boundary (entry points, dispatch, the
+changelog's serialisation); the rest of the core is parts it composes, each a plain
+object that takes the batch and its collaborators in its constructor, wired once
+in `ShardCore.__init__`:
+
+- `batch`: the `Batch` every part writes into (the records, the schedules changed,
+  the lateness, the counters) and the definitions' own records (`Definitions`);
+- `runs`: `RunBook`, the life of a run (firing what the wheel hands back,
+  attempts, retries, timeouts, the DLQ, the results the shard writes);
+- `schedule_commands`: `ScheduleCommands`, the schedule commands;
+- `dag_shard`: `DagRuns`, the DAG commands and DAG runs, on the run book's runs;
+- `cancel`: `RunCancels`, ``run.cancel`` and ``cancel_other``;
+- `trim`: `Trimming`, the step that makes an oversized schedule's record fit.
+
+The run book calls the DAG runs and the cancels, which build on it, through the
+two small interfaces it states (`runs.DagTasks`, `runs.Cancels`; the cancels ask
+the DAG runs through `cancel.DagCancel`), so the modules import downwards only.
+`misfire`, `overlap`, `retry` and `routing` are the policies as pure functions;
+`state` and `definition` are the data and its changelog JSON.
 
 Bounds (a changelog record must never outgrow what the broker accepts)
 -----------------------------------------------------------------------
@@ -85,7 +99,8 @@ forever; so every part of it is bounded:
 The definition (up to a 256 KiB command) comes on top, so as a last line of
 defence no changelog record above `CHANGELOG_MAX_BYTES` (512 KiB) is ever
 written: the state is trimmed until it fits and a ``{ns}.rejected`` record says
-what was given up (see `ShardCore._trimmed`); the schedule keeps firing.
+what was given up (see `trim`: a step of its own, before the records that are
+kept are serialised, which only reads state); the schedule keeps firing.
 
 Decisions (what a Temporal or Airflow user would expect)
 --------------------------------------------------------
@@ -120,15 +135,16 @@ Decisions (what a Temporal or Airflow user would expect)
   attempt's one ``cancelled`` result, which ends the run (no retry, whatever it
   says). ``cancel_other`` starts the new run once the old one has ended.
 - DAGs (``dag.upsert``, ``dag.clear``) are schedules whose occurrences start DAG
-  runs; their task runs are ordinary runs of `runs`. See `dag_shard` (the
-  hooks in `runs` and `schedule_commands` call it) and `dag_run` (the run
-  state, Kahn's algorithm).
+  runs; their task runs are ordinary runs of `runs`. See `dag_shard` (the run
+  book calls it as `runs.DagTasks`, the core after a ``dag.upsert``) and
+  `dag_run` (the run state, Kahn's algorithm).
 """
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Collection
 from operator import attrgetter
 from typing import Any
 
@@ -152,6 +168,7 @@ from actors.shard.state import (
     encode_schedule,
     full_size,
 )
+from actors.shard.trim import CHANGELOG_MAX_BYTES, Trimming
 from actors.wheel import TimingWheel
 from topics.commands import (
     DagClear,
@@ -182,11 +199,6 @@ _RESULTS = TopicKind.RESULTS
 
 _LATENESS_WINDOW = 1024
 _def_bytes_of = attrgetter("def_bytes")  # counts the users of each definition at a restore
-
-# The largest changelog record the core writes (see `ShardCore._trimmed`): half
-# of Kafka's default max.message.bytes (1 MiB), so a batch's framing, headers
-# and compression never push it over.
-CHANGELOG_MAX_BYTES = 512 * 1024
 
 Item = ScheduleState | RunState
 
@@ -222,6 +234,7 @@ class ShardCore:
         runs.wire(dags, cancels)
         cancels.wire(dags)
         self._commands = ScheduleCommands(batch, schedules, wheel, definitions, runs)
+        self._trimming = Trimming(batch, schedules, wheel, definitions, runs)
         self._restore_errors: dict[bytes, str] = {}  # key -> why its last record was unreadable
         # Read by the scheduler's metrics at scrape time (a histogram kept beside it).
         self.lateness = self._lateness_ms = LatenessWindow(_LATENESS_WINDOW)
@@ -565,69 +578,13 @@ class ShardCore:
 
     # --- the changelog ------------------------------------------------------------
 
-    def _trimmed(self, state: ScheduleState, size: int, now_ms: int) -> bytes | None:
-        """The last line of defence against a changelog record the broker refuses.
-
-        A refused record fails the whole transaction and the shard would retry it
-        forever, so the state is trimmed until its record fits `CHANGELOG_MAX_BYTES`,
-        in steps, each giving up less than the next: the outcomes of attempts
-        (each run keeps its last), the memory of dead runs, the buffered
-        occurrences (reported ``skipped``), the runs in flight (reported
-        ``cancelled``; their later results are ignored). A ``{ns}.rejected``
-        record says what happened. The schedule keeps firing. If even that does
-        not fit (a definition or DAG state that large), the schedule is deleted.
-        """
-        steps: list[str] = []
-        value = encode_schedule(state)
-
-        def fits() -> bool:
-            nonlocal value
-            value = encode_schedule(state)
-            return len(value) <= CHANGELOG_MAX_BYTES
-
-        for run in state.runs.values():
-            run.outcomes = [
-                {**o, "error": {"type": "Trimmed", "message": "cut: record too large"}}
-                for o in run.outcomes[-1:]
-            ]
-        steps.append("kept only the last attempt outcome of each run")
-        if not fits() and state.dead:
-            state.dead.clear()
-            steps.append("forgot its dead-lettered runs (dlq.replay no longer knows them)")
-        if not fits() and state.buffered:
-            for scheduled_ms in state.buffered:
-                self._runs.skipped(
-                    state, scheduled_ms, "Oversized", "its schedule's state was trimmed"
-                )
-            state.buffered.clear()
-            steps.append("reported its buffered occurrences skipped")
-        if not fits() and state.dag is None and state.runs:
-            for run in list(state.runs.values()):
-                self._runs.cancel_run(state, run, now_ms, why="its schedule's state was trimmed")
-            steps.append("cancelled its runs in flight")
-        deleted = not fits()
-        if deleted:
-            self._wheel.cancel(state)
-            self._runs.forget_runs(state)
-            del self._schedules[state.id]
-            self._definitions.drop(state.def_bytes)
-            steps.append("deleted it: even so it did not fit; upsert it again, smaller")
-        self._out.append(
-            self._batch.rejected_changelog(
-                state.key,
-                f"the changelog record of schedule {state.id!r} would have been "
-                f"{size} bytes, above the bound of {CHANGELOG_MAX_BYTES}; the shard "
-                f"{'; '.join(steps)}. Runs pile up when workers are down or a retry "
-                "policy allows many attempts: look at its results",
-            )
-        )
-        return None if deleted else value
-
     def _flush(self, now_ms: int, full: bool = False) -> list[OutRecord]:
         """The batch's records, then the changelog record of each schedule it changed.
 
         ``full``: every schedule's full record (version 1); else a version-2 record
-        for every schedule but DAGs, whose state holds its definition's graph.
+        for every schedule but DAGs, whose state holds its definition's graph. A
+        record over `CHANGELOG_MAX_BYTES` is not kept: the trim step (`trim`) makes
+        its schedule fit first, and the changelog is serialised again.
         """
         out = self._out
         if self._late_ms:
@@ -635,55 +592,76 @@ class ShardCore:
             self._late_ms.clear()
         dirty = self._dirty
         if dirty:
-            partition = self.partition
-            definitions = self._definitions
-            written = definitions.written
-            for schedule_id, state in dirty.items():
-                key = schedule_id.encode()  # `state.key`
-                if state is None:
-                    out.append(OutRecord(_SCHEDULES, key, None, partition))
-                    continue
-                if full or state.dag is not None:
-                    value = encode_schedule(state)
-                else:
-                    def_bytes = state.def_bytes
-                    if def_bytes not in written:  # its definition's record, first
-                        written.add(def_bytes)
-                        out.append(
-                            OutRecord(
-                                _SCHEDULES,
-                                definition_key(def_bytes).encode(),
-                                encode_definition(def_bytes),
-                                partition,
-                            )
-                        )
-                    fire_value: bytes | None = encode_fire(state)
-                    # The bound is on the full record, which a command writes: both
-                    # fit. (It is shorter than this sum; `full_size` is exact.)
-                    assert fire_value is not None
-                    if len(fire_value) + len(def_bytes) + 16 > CHANGELOG_MAX_BYTES:
-                        size = full_size(fire_value, def_bytes)
-                        if size > CHANGELOG_MAX_BYTES:
-                            fire_value = self._trimmed(state, size, now_ms)
-                    out.append(OutRecord(_SCHEDULES, key, fire_value, partition))
-                    continue
-                size = len(value)
-                out.append(
-                    OutRecord(
-                        _SCHEDULES,
-                        key,
-                        value
-                        if size <= CHANGELOG_MAX_BYTES
-                        else self._trimmed(state, size, now_ms),
-                        partition,
-                    )
-                )
+            mark = len(out)
+            oversized = self._serialise(out, full, ())
+            trimmed: set[str] = set()
+            while oversized:  # rare: trim them, then serialise again (it all fits now)
+                del out[mark:]
+                for state, size in oversized:
+                    if self._trimming.fit(state, size, now_ms):
+                        trimmed.add(state.id)
+                oversized = self._serialise(out, full, trimmed)
             dirty.clear()
-            if definitions.changed:  # after the loop: a trimmed schedule may drop one
-                definitions.tombstones(out, partition)
+            definitions = self._definitions
+            if definitions.changed:  # after serialising: a trimmed schedule may drop one
+                definitions.tombstones(out, self.partition)
         records = out.copy()
         out.clear()
         return records
+
+    def _serialise(
+        self, out: list[OutRecord], full: bool, trimmed: Collection[str]
+    ) -> list[tuple[ScheduleState, int]]:
+        """Append the changelog records of the batch's schedules to ``out``; it only
+        reads their state. A record over the bound is not appended: the schedules
+        whose record is (with its size) are returned, and then nothing else of this
+        pass is kept (the definitions it wrote are not counted as written).
+        ``trimmed``: schedules that write their full record (what trimming measured).
+        """
+        partition = self.partition
+        written = self._definitions.written
+        fresh: set[bytes] = set()  # definitions whose record this pass writes
+        oversized: list[tuple[ScheduleState, int]] = []
+        for schedule_id, state in self._dirty.items():
+            key = schedule_id.encode()  # `state.key`
+            if state is None:
+                out.append(OutRecord(_SCHEDULES, key, None, partition))
+                continue
+            if full or state.dag is not None:
+                value = encode_schedule(state)
+                size = len(value)
+                if size > CHANGELOG_MAX_BYTES:
+                    oversized.append((state, size))
+                    continue
+                out.append(OutRecord(_SCHEDULES, key, value, partition))
+                continue
+            def_bytes = state.def_bytes
+            if def_bytes not in written and def_bytes not in fresh:  # its definition's
+                fresh.add(def_bytes)  # record, first
+                out.append(
+                    OutRecord(
+                        _SCHEDULES,
+                        definition_key(def_bytes).encode(),
+                        encode_definition(def_bytes),
+                        partition,
+                    )
+                )
+            if trimmed and schedule_id in trimmed:
+                out.append(OutRecord(_SCHEDULES, key, encode_schedule(state), partition))
+                continue
+            fire_value = encode_fire(state)
+            # The bound is on the full record, which a command writes: both fit.
+            # (It is shorter than this sum; `full_size` is exact.)
+            assert fire_value is not None
+            if len(fire_value) + len(def_bytes) + 16 > CHANGELOG_MAX_BYTES:
+                size = full_size(fire_value, def_bytes)
+                if size > CHANGELOG_MAX_BYTES:
+                    oversized.append((state, size))
+                    continue
+            out.append(OutRecord(_SCHEDULES, key, fire_value, partition))
+        if not oversized:
+            written |= fresh
+        return oversized
 
 
 def _second(entry: tuple[ScheduleState, int]) -> int:

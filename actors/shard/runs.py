@@ -1,9 +1,11 @@
 """Runs of one shard: occurrences becoming runs, attempts, retries, timeouts, the DLQ.
 
-`RunBook` is a mixin of `ShardCore` (same rules: pure, no I/O; the core's entry
+`RunBook` is a part of `ShardCore` (same rules: pure, no I/O; the core's entry
 points catch what escapes). A run is a `RunState` of its schedule, in flight
 from its first attempt until its terminal outcome; this module is its life:
 
+- a schedule's timer comes due (`RunBook.fire_due`, the herd's path): what is due
+  fires, or `misfire` decides for a backlog beyond the grace period;
 - an occurrence is due: `overlap` decides (start, skip, buffer, cancel the
   others); a start emits attempt 1 to ``{ns}.runs`` with its deadline, and puts
   the deadline plus `TIMEOUT_MARGIN_MS` on the wheel;
@@ -429,7 +431,7 @@ class RunBook:
         why: str = "a newer occurrence started (overlap cancel_other)",
     ) -> None:
         """The shard ends a run in flight itself and says so on {ns}.results (a trimmed
-        state gives up its runs; see `ShardCore._trimmed`)."""
+        state gives up its runs; see `trim`)."""
         error = {"type": "Overlap", "message": f"cancelled by the shard: {why}"}
         self.run_result(run, RunStatus.CANCELLED, now_ms, error)
         self._counts["cancelled_total"] += 1
