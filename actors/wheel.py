@@ -255,6 +255,14 @@ class TimingWheel(Generic[T]):
     def __len__(self) -> int:
         return self._added - self._removed
 
+    def restart(self, now_ms: int) -> None:
+        """Set an empty wheel's clock to ``now_ms``, as a new wheel would start (a
+        shard's core arms its restored timers from the present, its parts keeping
+        the same wheel)."""
+        if len(self):
+            raise ValueError("only an empty wheel restarts")
+        TimingWheel.__init__(self, now_ms, self._tick_ms)
+
     def add(self, due_ms: int, item: T) -> Timer:
         """Schedule `item` at `due_ms`; O(1). A due at or before now fires on the next advance."""
         # The hot path of a restore: the timer built without __init__.

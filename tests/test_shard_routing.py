@@ -8,6 +8,7 @@ from shard_helpers import MINUTE, T0, Shard, command, upsert
 
 from actors.shard import ShardCore
 from actors.shard.routing import owner_partition
+from actors.shard.schedule_commands import ScheduleCommands
 from topics.messages import REJECTED_ORIGINAL_MAX_BYTES
 from topics.names import TopicKind
 from topics.partitioner import crc32_partition, murmur2_partition
@@ -140,7 +141,7 @@ def test_an_internal_error_becomes_a_rejection_not_a_crash(monkeypatch: pytest.M
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(ShardCore, "_pause", broken)
+    monkeypatch.setattr(ScheduleCommands, "pause", broken)
     [rejected] = shard.send(command("schedule.pause")).rejected
     assert "internal error" in rejected.reason and "simulated bug" in rejected.reason
     monkeypatch.undo()

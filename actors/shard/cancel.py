@@ -1,6 +1,6 @@
 """Cancelling runs in flight: ``run.cancel`` and ``overlap: cancel_other``.
 
-`RunCancels` is a mixin of `ShardCore` (same rules: pure, no I/O). How a cancel
+`RunCancels` is a part of `ShardCore` (same rules: pure, no I/O). How a cancel
 reaches the job (docs/DESIGN.md §6.6):
 
 - A run whose attempt is out on ``{ns}.runs`` (running, or waiting for a worker)
@@ -26,8 +26,10 @@ one visible result per (run_id, attempt) holds.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from actors.shard.batch import Batch
+from actors.shard.runs import RunBook
 from actors.shard.state import RunState, ScheduleState, instant_text
 from topics.command_types import RunCancel
 from topics.messages import cancel_value, parse_run_id
@@ -41,56 +43,44 @@ CANCELLED_ERROR = "Cancelled"
 """The ``error.type`` of a cancelled attempt's result (the message is the reason)."""
 
 
+class DagCancel(Protocol):
+    """What the cancels ask of the DAG runs (`dag_shard.DagRuns`, which builds on
+    this module): cancel a whole DAG run; "" when done, else why not."""
+
+    def cancel_run(self, state: ScheduleState, run_id: str, reason: str, now_ms: int) -> str: ...
+
+
 class RunCancels:
-    """``run.cancel`` and ``cancel_other`` for `ShardCore` (a mixin)."""
+    """``run.cancel`` and ``cancel_other`` of one shard, written into its `Batch`.
 
-    if TYPE_CHECKING:  # provided by ShardCore and RunBook
-        _out: list[OutRecord]
-        _dirty: dict[str, ScheduleState | None]
-        _counts: dict[str, int]
+    The run book ends the runs; a whole DAG run's cancel is the DAG runs' (built on
+    this module, so wired in once by `ShardCore`, with `wire`, as `DagCancel`).
+    """
 
-        def _reject(self, record: InRecord, reason: str) -> None: ...
-        def _run_result(
-            self, run: RunState, status: RunStatus, finished_ms: int, error: dict[str, str]
-        ) -> None: ...
-        def _outcome(
-            self,
-            run: RunState,
-            status: RunStatus,
-            finished_ms: int,
-            error: dict[str, str] | None,
-            worker: str,
-        ) -> None: ...
-        def _end_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
-        def _shard_result(
-            self,
-            state: ScheduleState,
-            scheduled_ms: int,
-            status: RunStatus,
-            kind: str,
-            why: str,
-            task: str | None = None,
-            attempt: int = 1,
-        ) -> None: ...
+    _dags: DagCancel
 
-        _worker: str
+    def __init__(self, batch: Batch, runs: RunBook) -> None:
+        self._batch = batch
+        self._out = batch.out
+        self._dirty = batch.dirty
+        self._counts = batch.counts
+        self._runs = runs
 
-        def _dag_cancel_run(
-            self, state: ScheduleState, run_id: str, reason: str, now_ms: int
-        ) -> str: ...
+    def wire(self, dags: DagCancel) -> None:
+        self._dags = dags
 
-    def _on_cancel(
+    def on_cancel(
         self, record: InRecord, state: ScheduleState, command: RunCancel, now_ms: int
     ) -> None:
         run_id = command.run_id
         run = (state._runs or {}).get(run_id)
         if run is not None:
             if run.retry_ms is not None:
-                self._cancel_waiting(state, run, command.reason, now_ms)
+                self.cancel_waiting(state, run, command.reason, now_ms)
             elif run.cancel_reason is None:
-                self._request_cancel(state, run, command.reason, now_ms)
+                self.request_cancel(state, run, command.reason, now_ms)
             else:
-                self._reject(
+                self._batch.reject(
                     record,
                     f"run_id: {run_id} attempt {run.attempt} is being cancelled already "
                     f"({run.cancel_reason}); its result will say cancelled",
@@ -100,26 +90,24 @@ class RunCancels:
         buffered = state._buffered
         if task is None and buffered and scheduled_ms in buffered:
             buffered.remove(scheduled_ms)
-            self._shard_result(
+            self._runs.shard_result(
                 state, scheduled_ms, RunStatus.CANCELLED, CANCELLED_ERROR, command.reason
             )
             self._counts["cancelled_total"] += 1
             self._dirty[state.id] = state
             return
         if state.dag is not None and task is None:
-            why_not = self._dag_cancel_run(state, run_id, command.reason, now_ms)
+            why_not = self._dags.cancel_run(state, run_id, command.reason, now_ms)
             if why_not:
-                self._reject(record, why_not)
+                self._batch.reject(record, why_not)
             return
-        self._reject(
+        self._batch.reject(
             record,
             f"run_id: nothing to cancel, {run_id} is not in flight: it already ended "
             "(see its results) or never fired",
         )
 
-    def _request_cancel(
-        self, state: ScheduleState, run: RunState, reason: str, now_ms: int
-    ) -> None:
+    def request_cancel(self, state: ScheduleState, run: RunState, reason: str, now_ms: int) -> None:
         """Ask the worker of the current attempt to stop it (the cancel record)."""
         self._out.append(
             OutRecord(
@@ -139,20 +127,18 @@ class RunCancels:
         self._counts["cancel_requested_total"] += 1
         self._dirty[state.id] = state
 
-    def _cancel_waiting(
-        self, state: ScheduleState, run: RunState, reason: str, now_ms: int
-    ) -> None:
+    def cancel_waiting(self, state: ScheduleState, run: RunState, reason: str, now_ms: int) -> None:
         """A run between attempts: the next attempt is reported cancelled, never run."""
         run.attempt += 1
         run.fired_ms = now_ms
         error = {"type": CANCELLED_ERROR, "message": reason}
-        self._run_result(run, RunStatus.CANCELLED, now_ms, error)
-        self._outcome(run, RunStatus.CANCELLED, now_ms, error, self._worker)
+        self._runs.run_result(run, RunStatus.CANCELLED, now_ms, error)
+        self._runs.outcome(run, RunStatus.CANCELLED, now_ms, error, self._runs.worker)
         self._counts["cancelled_total"] += 1
-        self._end_run(state, run, now_ms)
+        self._runs.end_run(state, run, now_ms)
         self._dirty[state.id] = state
 
-    def _cancelled_unconfirmed(self, run: RunState, now_ms: int) -> None:
+    def cancelled_unconfirmed(self, run: RunState, now_ms: int) -> None:
         """The deadline of a cancelled attempt passed with no result: no worker had
         it (or none will write any more), so the shard ends it ``cancelled``."""
         state = run.schedule
@@ -162,8 +148,8 @@ class RunCancels:
             "message": f"{reason} (no worker reported the attempt by its deadline "
             f"{instant_text(run.deadline_ms)}; the shard ended it)",
         }
-        self._run_result(run, RunStatus.CANCELLED, now_ms, error)
-        self._outcome(run, RunStatus.CANCELLED, now_ms, error, self._worker)
+        self._runs.run_result(run, RunStatus.CANCELLED, now_ms, error)
+        self._runs.outcome(run, RunStatus.CANCELLED, now_ms, error, self._runs.worker)
         self._counts["cancelled_total"] += 1
-        self._end_run(state, run, now_ms)
+        self._runs.end_run(state, run, now_ms)
         self._dirty[state.id] = state

@@ -59,11 +59,25 @@ Within one `advance`, attempts' timers are handled before occurrences (each in
 due order), so what happens never depends on the order in which timers were
 added, which a restored shard cannot reproduce.
 
-Where things are: this module is the boundary (entry points, dispatch, firing,
-changelog batching); `schedule_commands` applies the schedule commands; `runs`
-is the life of a run (attempts, retries, timeouts, the DLQ, the results the
-shard writes); `misfire`, `overlap`, `retry` and `routing` are the policies as
-pure functions; `state` and `definition` are the data and its changelog JSON.
+Where things are: this module is the boundary (entry points, dispatch, the
+changelog's serialisation); the rest of the core is parts it composes, each a plain
+object that takes the batch and its collaborators in its constructor, wired once
+in `ShardCore.__init__`:
+
+- `batch`: the `Batch` every part writes into (the records, the schedules changed,
+  the lateness, the counters) and the definitions' own records (`Definitions`);
+- `runs`: `RunBook`, the life of a run (firing what the wheel hands back,
+  attempts, retries, timeouts, the DLQ, the results the shard writes);
+- `schedule_commands`: `ScheduleCommands`, the schedule commands;
+- `dag_shard`: `DagRuns`, the DAG commands and DAG runs, on the run book's runs;
+- `cancel`: `RunCancels`, ``run.cancel`` and ``cancel_other``;
+- `trim`: `Trimming`, the step that makes an oversized schedule's record fit.
+
+The run book calls the DAG runs and the cancels, which build on it, through the
+two small interfaces it states (`runs.DagTasks`, `runs.Cancels`; the cancels ask
+the DAG runs through `cancel.DagCancel`), so the modules import downwards only.
+`misfire`, `overlap`, `retry` and `routing` are the policies as pure functions;
+`state` and `definition` are the data and its changelog JSON.
 
 Bounds (a changelog record must never outgrow what the broker accepts)
 -----------------------------------------------------------------------
@@ -85,7 +99,8 @@ forever; so every part of it is bounded:
 The definition (up to a 256 KiB command) comes on top, so as a last line of
 defence no changelog record above `CHANGELOG_MAX_BYTES` (512 KiB) is ever
 written: the state is trimmed until it fits and a ``{ns}.rejected`` record says
-what was given up (see `ShardCore._trimmed`); the schedule keeps firing.
+what was given up (see `trim`: a step of its own, before the records that are
+kept are serialised, which only reads state); the schedule keeps firing.
 
 Decisions (what a Temporal or Airflow user would expect)
 --------------------------------------------------------
@@ -120,23 +135,24 @@ Decisions (what a Temporal or Airflow user would expect)
   attempt's one ``cancelled`` result, which ends the run (no retry, whatever it
   says). ``cancel_other`` starts the new run once the old one has ended.
 - DAGs (``dag.upsert``, ``dag.clear``) are schedules whose occurrences start DAG
-  runs; their task runs are ordinary runs of `runs`. See `dag_shard` (the
-  hooks in `runs` and `schedule_commands` call it) and `dag_run` (the run
-  state, Kahn's algorithm).
+  runs; their task runs are ordinary runs of `runs`. See `dag_shard` (the run
+  book calls it as `runs.DagTasks`, the core after a ``dag.upsert``) and
+  `dag_run` (the run state, Kahn's algorithm).
 """
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Collection
 from operator import attrgetter
 from typing import Any
 
+from actors.shard.batch import Batch, Definitions
 from actors.shard.cancel import RunCancels
-from actors.shard.dag_shard import DagShard
+from actors.shard.dag_shard import DagRuns
 from actors.shard.lateness import LatenessWindow
 from actors.shard.leftovers import Leftovers
-from actors.shard.misfire import plan_backlog
 from actors.shard.routing import forward_target
 from actors.shard.runs import TIMEOUT_MARGIN_MS, RunBook
 from actors.shard.schedule_commands import ScheduleCommands
@@ -153,6 +169,7 @@ from actors.shard.state import (
     encode_schedule,
     full_size,
 )
+from actors.shard.trim import CHANGELOG_MAX_BYTES, Trimming
 from actors.wheel import TimingWheel
 from topics.commands import (
     DagClear,
@@ -167,7 +184,7 @@ from topics.commands import (
     ScheduleUpsert,
     decode_command,
 )
-from topics.messages import PROGRESS_STATUS, parse_result, rejected_value
+from topics.messages import PROGRESS_STATUS, parse_result
 from topics.names import DEFAULT_NAMESPACE, TopicKind
 from topics.records import InRecord, OutRecord
 from topics.vocabulary import SHARD_DECIDED, RunStatus
@@ -180,20 +197,14 @@ SHARD_STATUSES = SHARD_DECIDED
 _COMMANDS = TopicKind.COMMANDS
 _SCHEDULES = TopicKind.SCHEDULES
 _RESULTS = TopicKind.RESULTS
-_REJECTED = TopicKind.REJECTED
 
 _LATENESS_WINDOW = 1024
 _def_bytes_of = attrgetter("def_bytes")  # counts the users of each definition at a restore
 
-# The largest changelog record the core writes (see `ShardCore._trimmed`): half
-# of Kafka's default max.message.bytes (1 MiB), so a batch's framing, headers
-# and compression never push it over.
-CHANGELOG_MAX_BYTES = 512 * 1024
-
 Item = ScheduleState | RunState
 
 
-class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
+class ShardCore:
     """The pure state machine of shard ``partition`` (of ``partitions``)."""
 
     def __init__(
@@ -207,47 +218,32 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
     ) -> None:
         self.partition = partition
         self.partitions = partitions
-        self._namespace = namespace
-        self._worker = f"shard-{partition}"
-        self._wheel: TimingWheel[Item] = TimingWheel(now_ms, tick_ms)
-        self._schedules: dict[str, ScheduleState] = {}
-        self._out: list[OutRecord] = []
-        # Schedules changed in this batch -> their state, or None for a tombstone.
-        self._dirty: dict[str, ScheduleState | None] = {}
+        wheel: TimingWheel[Item] = TimingWheel(now_ms, tick_ms)
+        schedules: dict[str, ScheduleState] = {}
+        self._wheel = wheel
+        self._schedules = schedules
+        self._batch = batch = Batch(namespace=namespace, partition=partition)
+        self._out = batch.out
+        self._dirty = batch.dirty  # schedules changed in this batch (None: a tombstone)
+        self._counts = batch.counts
+        self._definitions = definitions = Definitions()  # definitions' own records
+        # The parts, wired once: each takes the batch and its collaborators; the run
+        # book and the cancels also call the parts built after them (`wire`).
+        self._runs = runs = RunBook(batch, wheel, worker=f"shard-{partition}")
+        self._cancels = cancels = RunCancels(batch, runs)
+        self._dags = dags = DagRuns(batch, schedules, runs, cancels)
+        runs.wire(dags, cancels)
+        cancels.wire(dags)
+        self._commands = ScheduleCommands(batch, schedules, wheel, definitions, runs)
+        self._trimming = Trimming(batch, schedules, wheel, definitions, runs)
         self._restore_errors: dict[bytes, str] = {}  # key -> why its last record was unreadable
         # Read by the scheduler's metrics at scrape time (a histogram kept beside it).
         self.lateness = self._lateness_ms = LatenessWindow(_LATENESS_WINDOW)
-        self._late_ms: list[int] = []  # this batch's, added to the window by `_flush`
-        # Definitions' own changelog records (see `state`): how many schedules use
-        # each definition (by its bytes), which have their record in the changelog,
-        # and those whose count changed in this batch (a tombstone if it fell to 0).
-        self._def_refs: dict[bytes, int] = {}
-        self._defs_written: set[bytes] = set()
-        self._defs_changed: dict[bytes, None] = {}  # a dict: ordered, so deterministic
+        self._late_ms = batch.late_ms  # this batch's, added to the window by `_flush`
         self._restored_defs: dict[bytes, bytes] = {}  # key -> bytes, until finish_restore
         # Timers due but left by a bounded `advance`, in the order it would take them.
         self._left_attempts: Leftovers[RunState] = Leftovers(_attempt_order)
         self._left_schedules: Leftovers[ScheduleState] = Leftovers(_due_of)
-        self._in_flight = 0
-        self._counts = dict.fromkeys(
-            (
-                "fired_total",
-                "late_fired_total",
-                "missed_total",
-                "skipped_total",
-                "retries_total",
-                "timed_out_total",
-                "dead_total",
-                "cancelled_total",
-                "cancel_requested_total",
-                "rejected_total",
-                "forwarded_total",
-                "results_applied_total",
-                "results_ignored_total",
-                "errors_total",
-            ),
-            0,
-        )
         self._last_error = ""
 
     # --- the I/O boundary -------------------------------------------------------
@@ -281,13 +277,13 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         """
         in_flight = 0
         defs = self._restored_defs
-        refs = self._def_refs
-        written = self._defs_written
+        refs = self._definitions.refs
+        written = self._definitions.written
         missing: list[ScheduleState] = []
         if not len(self._wheel):
             # Nothing is armed before this call, so the wheel may start now: a core
             # fed the changelog for a long time (a standby) arms from the present.
-            self._wheel = TimingWheel(now_ms, self._wheel.tick_ms)
+            self._wheel.restart(now_ms)
         arm = self._wheel.arm
         resolve = defs.get
         # A million schedules pass here: one dict lookup resolves a version-2 key (a
@@ -326,39 +322,33 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         # user wrote its tombstone in the same transaction.
         written.update(found for found in defs.values() if found in refs)
         self._restored_defs = {}
-        self._in_flight = in_flight
+        self._runs.in_flight = in_flight
         out = [
-            OutRecord(
-                _REJECTED,
+            self._batch.rejected_changelog(
                 key,
-                rejected_value(
-                    reason=f"changelog record of {key!r} could not be restored ({why}); "
-                    "its schedule is gone from this shard: upsert it again",
-                    original=None,
-                    topic=self._topic(_SCHEDULES),
-                    partition=self.partition,
-                    offset=-1,
-                ),
+                f"changelog record of {key!r} could not be restored ({why}); "
+                "its schedule is gone from this shard: upsert it again",
             )
             for key, why in self._restore_errors.items()
         ]
-        self._counts["rejected_total"] += len(out)
         self._restore_errors.clear()
         return out
 
     def apply(self, record: InRecord, now_ms: int) -> list[OutRecord]:
         """Apply a command or a result; the records to write. Never raises."""
-        self._out = []
+        self._out.clear()
         try:
             if record.topic == _COMMANDS:
                 self._on_command(record, now_ms)
             elif record.topic == _RESULTS:
                 self._on_result(record, now_ms)
             else:
-                self._reject(record, f"the shard applies commands and results, not {record.topic}")
+                self._batch.reject(
+                    record, f"the shard applies commands and results, not {record.topic}"
+                )
         except Exception as error:
             self._failed(error)
-            self._reject(
+            self._batch.reject(
                 record,
                 f"internal error while applying this record ({self._last_error}); it was "
                 "skipped, the shard went on: please report it with this record",
@@ -385,7 +375,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         5,000 per call, would be handled a million times over; so would judging
         the whole due list at every call, which `actors.shard.leftovers` avoids.)
         """
-        self._out = []
+        self._out.clear()
         budget = sys.maxsize if max_fires is None else max(1, max_fires)
         still_due = self._still_due
         # What earlier bounded calls left and this call may take, judged before this
@@ -413,7 +403,8 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         if taken_schedules:  # the wheel's order (by due, then insertion) goes on
             due_schedules = left_schedules.order(taken_schedules, due_schedules, still_due)
         counts = self._counts
-        fire_due = self._fire_due
+        runs = self._runs
+        fire_due = runs.fire_due
         handled = 0
         for run in attempts:
             if budget <= 0:
@@ -421,9 +412,9 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             handled += 1
             try:
                 if run.retry_ms is None:
-                    self._time_out(run, now_ms)
+                    runs.time_out(run, now_ms)
                 else:
-                    self._next_attempt(run, now_ms)
+                    runs.next_attempt(run, now_ms)
             except Exception as error:  # one broken schedule must not stop the shard
                 self._failed(error)
             budget -= 1
@@ -478,7 +469,7 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
         figures: dict[str, Any] = {
             "schedules": len(self._schedules),
             "timers": len(self._wheel) + len(self._left_attempts) + len(self._left_schedules),
-            "in_flight": self._in_flight,
+            "in_flight": self._runs.in_flight,
             **self._counts,
             "lateness_ms_p50": lateness[len(lateness) // 2] if lateness else None,
             "lateness_ms_p99": lateness[(len(lateness) * 99) // 100] if lateness else None,
@@ -505,44 +496,53 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             self._counts["forwarded_total"] += 1
             return
         command = decode_command(record.key, record.value, now_ms)
+        commands = self._commands
+        dags = self._dags
         if isinstance(command, Rejection):
-            self._reject(record, command.reason)
+            self._batch.reject(record, command.reason)
         elif isinstance(command, ScheduleUpsert):
-            if not self._dag_kind_clash(record, command):
-                self._upsert(command, now_ms, record.timestamp_ms)
-        elif isinstance(command, (DagUpsert, DagClear)):
-            self._on_dag_command(record, command, now_ms)
+            if not dags.kind_clash(record, command):
+                commands.upsert(command, now_ms, record.timestamp_ms)
+        elif isinstance(command, DagUpsert):
+            if not dags.kind_clash(record, command):
+                commands.upsert(command, now_ms, record.timestamp_ms)
+                dags.upserted(self._schedules[command.id], now_ms)
+        elif isinstance(command, DagClear):
+            dags.on_clear(record, command, now_ms)
         else:
             state = self._schedules.get(command.id)
             if state is None:
-                self._reject(
+                self._batch.reject(
                     record,
                     f"id: no schedule {command.id!r} exists (it was never created or was "
                     "deleted); create it with schedule.upsert first",
                 )
             elif isinstance(command, ScheduleDelete):
-                self._delete(state, now_ms)
+                commands.delete(state, now_ms)
             elif isinstance(command, SchedulePause):
-                self._pause(state)
+                commands.pause(state)
             elif isinstance(command, ScheduleResume):
-                self._resume(state, now_ms)
+                commands.resume(state, now_ms)
             elif isinstance(command, ScheduleTrigger):
-                self._trigger(record, state, now_ms)
+                commands.trigger(record, state, now_ms)
             elif isinstance(command, DlqReplay):
-                self._replay(record, state, command.run_id, now_ms)
+                if state.dag is not None:  # a DAG's task run: the same as dag.clear of it
+                    dags.replay(record, state, command.run_id, now_ms)
+                else:
+                    commands.replay(record, state, command.run_id, now_ms)
             elif isinstance(command, RunCancel):
-                self._on_cancel(record, state, command, now_ms)
+                self._cancels.on_cancel(record, state, command, now_ms)
 
     # --- results ----------------------------------------------------------------
 
     def _on_result(self, record: InRecord, now_ms: int) -> None:
         if record.value is None:
-            self._reject(record, "value: a result record needs a value (got a tombstone)")
+            self._batch.reject(record, "value: a result record needs a value (got a tombstone)")
             return
         try:
             result = parse_result(record.value)
         except ValueError as error:
-            self._reject(record, f"{error}; results are written by kafkron workers")
+            self._batch.reject(record, f"{error}; results are written by kafkron workers")
             return
         state = self._schedules.get(result.schedule_id)
         run = None if state is None or state._runs is None else state._runs.get(result.run_id)
@@ -563,232 +563,100 @@ class ShardCore(ScheduleCommands, RunBook, DagShard, RunCancels):
             or run.cancel_reason is not None
         ):
             # A cancelled attempt ends its run whatever it reports: never retried.
-            self._outcome(run, result.status, finished_ms, result.error, result.worker)
-            self._end_run(state, run, now_ms)
+            self._runs.outcome(run, result.status, finished_ms, result.error, result.worker)
+            self._runs.end_run(state, run, now_ms)
         else:  # failed or timed_out
-            self._attempt_failed(state, run, now_ms, result.status, result.error, result.worker)
+            self._runs.attempt_failed(
+                state, run, now_ms, result.status, result.error, result.worker
+            )
         self._dirty[state.id] = state
 
-    # --- what the wheel hands back ----------------------------------------------
-
-    def _fire_due(self, state: ScheduleState, now_ms: int) -> None:
-        first_ms = state.next_ms
-        if first_ms is None or state.paused:
-            return
-        # Whatever happens below (an error in the middle included), the schedule is
-        # written and re-armed, and ``next_ms`` is past every occurrence handled:
-        # an occurrence is never handled twice, the schedule never stops firing.
-        try:
-            definition = state._definition  # `state.definition`, but for its first use
-            if definition is None:
-                definition = state.definition
-            next_after = definition.compiled.next_after
-            if first_ms >= now_ms - definition.grace_ms:  # the steady state: all within grace
-                o: int | None = first_ms
-                late_ms = self._late_ms
-                while o is not None and o <= now_ms:
-                    late_ms.append(now_ms - o)
-                    state.next_ms = following = next_after(o)
-                    if state._runs or state.dag is not None:
-                        self._occurrence(state, o, now_ms)
-                    else:  # the common case, without an overlap decision
-                        self._start_run(state, o, now_ms, definition)
-                    o = following
-            else:
-                misfire = definition.misfire
-                plan = plan_backlog(
-                    next_after,
-                    first_ms,
-                    now_ms,
-                    cutoff_ms=now_ms - definition.grace_ms,
-                    policy=misfire.policy,
-                    catch_up_max=misfire.catch_up_max,
-                )
-                state.next_ms = plan.next_ms
-                self._report_missed(state, plan, misfire.policy, misfire.grace_s)
-                self._counts["late_fired_total"] += plan.late_fires
-                for o in plan.fire:
-                    self._occurrence(state, o, now_ms)
-        finally:
-            if not state.paused and state.next_ms is not None:  # `_arm`, inline
-                self._wheel.arm(state, state.next_ms)
-            self._dirty[state.id] = state
-
-    # --- plumbing ------------------------------------------------------------------
-
-    def _arm(self, state: ScheduleState) -> None:
-        if not state.paused and state.next_ms is not None:
-            self._wheel.arm(state, state.next_ms)
-
-    def _disarm(self, state: ScheduleState) -> None:
-        self._wheel.cancel(state)  # nothing if it is not pending
-
-    def _cancel_timer(self, run: RunState) -> None:
-        self._wheel.cancel(run)
-
-    def _reject(self, record: InRecord, reason: str) -> None:
-        self._out.append(
-            OutRecord(
-                _REJECTED,
-                record.key,
-                rejected_value(
-                    reason=reason,
-                    original=record.value,
-                    topic=self._topic(record.topic),
-                    partition=record.partition,
-                    offset=record.offset,
-                ),
-            )
-        )
-        self._counts["rejected_total"] += 1
-
-    def _trimmed(self, state: ScheduleState, size: int, now_ms: int) -> bytes | None:
-        """The last line of defence against a changelog record the broker refuses.
-
-        A refused record fails the whole transaction and the shard would retry it
-        forever, so the state is trimmed until its record fits `CHANGELOG_MAX_BYTES`,
-        in steps, each giving up less than the next: the outcomes of attempts
-        (each run keeps its last), the memory of dead runs, the buffered
-        occurrences (reported ``skipped``), the runs in flight (reported
-        ``cancelled``; their later results are ignored). A ``{ns}.rejected``
-        record says what happened. The schedule keeps firing. If even that does
-        not fit (a definition or DAG state that large), the schedule is deleted.
-        """
-        steps: list[str] = []
-        value = encode_schedule(state)
-
-        def fits() -> bool:
-            nonlocal value
-            value = encode_schedule(state)
-            return len(value) <= CHANGELOG_MAX_BYTES
-
-        for run in state.runs.values():
-            run.outcomes = [
-                {**o, "error": {"type": "Trimmed", "message": "cut: record too large"}}
-                for o in run.outcomes[-1:]
-            ]
-        steps.append("kept only the last attempt outcome of each run")
-        if not fits() and state.dead:
-            state.dead.clear()
-            steps.append("forgot its dead-lettered runs (dlq.replay no longer knows them)")
-        if not fits() and state.buffered:
-            for scheduled_ms in state.buffered:
-                self._skipped(state, scheduled_ms, "Oversized", "its schedule's state was trimmed")
-            state.buffered.clear()
-            steps.append("reported its buffered occurrences skipped")
-        if not fits() and state.dag is None and state.runs:
-            for run in list(state.runs.values()):
-                self._cancel_run(state, run, now_ms, why="its schedule's state was trimmed")
-            steps.append("cancelled its runs in flight")
-        deleted = not fits()
-        if deleted:
-            self._disarm(state)
-            for run in state.runs.values():
-                self._cancel_timer(run)
-            self._in_flight -= len(state.runs)
-            del self._schedules[state.id]
-            self._drop_definition(state.def_bytes)
-            steps.append("deleted it: even so it did not fit; upsert it again, smaller")
-        self._out.append(
-            OutRecord(
-                _REJECTED,
-                state.key,
-                rejected_value(
-                    reason=f"the changelog record of schedule {state.id!r} would have been "
-                    f"{size} bytes, above the bound of {CHANGELOG_MAX_BYTES}; the shard "
-                    f"{'; '.join(steps)}. Runs pile up when workers are down or a retry "
-                    "policy allows many attempts: look at its results",
-                    original=None,
-                    topic=self._topic(_SCHEDULES),
-                    partition=self.partition,
-                    offset=-1,
-                ),
-            )
-        )
-        self._counts["rejected_total"] += 1
-        return None if deleted else value
-
-    def _topic(self, kind: TopicKind) -> str:
-        return f"{self._namespace}.{kind.value}"
+    # --- the changelog ------------------------------------------------------------
 
     def _flush(self, now_ms: int, full: bool = False) -> list[OutRecord]:
         """The batch's records, then the changelog record of each schedule it changed.
 
         ``full``: every schedule's full record (version 1); else a version-2 record
-        for every schedule but DAGs, whose state holds its definition's graph.
+        for every schedule but DAGs, whose state holds its definition's graph. A
+        record over `CHANGELOG_MAX_BYTES` is not kept: the trim step (`trim`) makes
+        its schedule fit first, and the changelog is serialised again.
         """
         out = self._out
         if self._late_ms:
             self._lateness_ms.extend_all(self._late_ms)
-            self._late_ms = []
-        if self._dirty:
-            partition = self.partition
-            written = self._defs_written
-            for schedule_id, state in self._dirty.items():
-                key = schedule_id.encode()  # `state.key`
-                if state is None:
-                    out.append(OutRecord(_SCHEDULES, key, None, partition))
-                    continue
-                if full or state.dag is not None:
-                    value = encode_schedule(state)
-                else:
-                    def_bytes = state.def_bytes
-                    if def_bytes not in written:  # its definition's record, first
-                        written.add(def_bytes)
-                        out.append(
-                            OutRecord(
-                                _SCHEDULES,
-                                definition_key(def_bytes).encode(),
-                                encode_definition(def_bytes),
-                                partition,
-                            )
-                        )
-                    fire_value: bytes | None = encode_fire(state)
-                    # The bound is on the full record, which a command writes: both
-                    # fit. (It is shorter than this sum; `full_size` is exact.)
-                    assert fire_value is not None
-                    if len(fire_value) + len(def_bytes) + 16 > CHANGELOG_MAX_BYTES:
-                        size = full_size(fire_value, def_bytes)
-                        if size > CHANGELOG_MAX_BYTES:
-                            fire_value = self._trimmed(state, size, now_ms)
-                    out.append(OutRecord(_SCHEDULES, key, fire_value, partition))
-                    continue
+            self._late_ms.clear()
+        dirty = self._dirty
+        if dirty:
+            mark = len(out)
+            oversized = self._serialise(out, full, ())
+            trimmed: set[str] = set()
+            while oversized:  # rare: trim them, then serialise again (it all fits now)
+                del out[mark:]
+                for state, size in oversized:
+                    if self._trimming.fit(state, size, now_ms):
+                        trimmed.add(state.id)
+                oversized = self._serialise(out, full, trimmed)
+            dirty.clear()
+            definitions = self._definitions
+            if definitions.changed:  # after serialising: a trimmed schedule may drop one
+                definitions.tombstones(out, self.partition)
+        records = out.copy()
+        out.clear()
+        return records
+
+    def _serialise(
+        self, out: list[OutRecord], full: bool, trimmed: Collection[str]
+    ) -> list[tuple[ScheduleState, int]]:
+        """Append the changelog records of the batch's schedules to ``out``; it only
+        reads their state. A record over the bound is not appended: the schedules
+        whose record is (with its size) are returned, and then nothing else of this
+        pass is kept (the definitions it wrote are not counted as written).
+        ``trimmed``: schedules that write their full record (what trimming measured).
+        """
+        partition = self.partition
+        written = self._definitions.written
+        fresh: set[bytes] = set()  # definitions whose record this pass writes
+        oversized: list[tuple[ScheduleState, int]] = []
+        for schedule_id, state in self._dirty.items():
+            key = schedule_id.encode()  # `state.key`
+            if state is None:
+                out.append(OutRecord(_SCHEDULES, key, None, partition))
+                continue
+            if full or state.dag is not None:
+                value = encode_schedule(state)
                 size = len(value)
+                if size > CHANGELOG_MAX_BYTES:
+                    oversized.append((state, size))
+                    continue
+                out.append(OutRecord(_SCHEDULES, key, value, partition))
+                continue
+            def_bytes = state.def_bytes
+            if def_bytes not in written and def_bytes not in fresh:  # its definition's
+                fresh.add(def_bytes)  # record, first
                 out.append(
                     OutRecord(
                         _SCHEDULES,
-                        key,
-                        value
-                        if size <= CHANGELOG_MAX_BYTES
-                        else self._trimmed(state, size, now_ms),
+                        definition_key(def_bytes).encode(),
+                        encode_definition(def_bytes),
                         partition,
                     )
                 )
-            self._dirty = {}
-            if self._defs_changed:  # after the loop: a trimmed schedule may drop one
-                self._flush_definitions(out)
-        self._out = []
-        return out
-
-    def _flush_definitions(self, out: list[OutRecord]) -> None:
-        """Tombstones of the definitions no schedule uses any more."""
-        refs = self._def_refs
-        written = self._defs_written
-        for def_bytes in self._defs_changed:
-            if refs.get(def_bytes, 0) <= 0:
-                refs.pop(def_bytes, None)
-                if def_bytes in written:
-                    written.discard(def_bytes)
-                    key = definition_key(def_bytes).encode()
-                    out.append(OutRecord(_SCHEDULES, key, None, self.partition))
-        self._defs_changed = {}
-
-    def _use_definition(self, def_bytes: bytes) -> None:
-        self._def_refs[def_bytes] = self._def_refs.get(def_bytes, 0) + 1
-
-    def _drop_definition(self, def_bytes: bytes) -> None:
-        self._def_refs[def_bytes] = self._def_refs.get(def_bytes, 0) - 1
-        self._defs_changed[def_bytes] = None
+            if trimmed and schedule_id in trimmed:
+                out.append(OutRecord(_SCHEDULES, key, encode_schedule(state), partition))
+                continue
+            fire_value = encode_fire(state)
+            # The bound is on the full record, which a command writes: both fit.
+            # (It is shorter than this sum; `full_size` is exact.)
+            assert fire_value is not None
+            if len(fire_value) + len(def_bytes) + 16 > CHANGELOG_MAX_BYTES:
+                size = full_size(fire_value, def_bytes)
+                if size > CHANGELOG_MAX_BYTES:
+                    oversized.append((state, size))
+                    continue
+            out.append(OutRecord(_SCHEDULES, key, fire_value, partition))
+        if not oversized:
+            written |= fresh
+        return oversized
 
 
 def _due_of(state: ScheduleState) -> int:

@@ -1,6 +1,6 @@
 """The DAG half of the shard: ``dag.upsert``, ``dag.clear`` and DAG runs, as records.
 
-`DagShard` is a mixin of `ShardCore` (same rules: pure, no I/O, nothing raises
+`DagRuns` is a part of `ShardCore` (same rules: pure, no I/O, nothing raises
 out of the entry points, whose ``try`` covers these methods). The run state and
 its moves live in `dag_run`; this module only turns its steps into records and
 into the core's ordinary task runs.
@@ -14,9 +14,9 @@ bounds, trigger, pause); instead of one run it starts the run's root tasks.
 
 A task run is an ordinary `RunState` of the schedule, run id
 ``{dag}@{scheduled_at}/{task}``, with the task's own job, timeout and retry
-policy (`_task_policy`). Attempts, deadlines, retries with backoff, timeouts and
+policy (`DagRuns.task_policy`). Attempts, deadlines, retries with backoff, timeouts and
 the dead-letter queue are therefore the core's, unchanged; when a task run ends
-for good (success, cancellation, or the DLQ) the core calls `_dag_task_ended`,
+for good (success, cancellation, or the DLQ) the run book calls `DagRuns.task_ended`,
 which moves the DAG run on and emits what became ready, in the same batch (so in
 the same transaction as the result that caused it).
 
@@ -40,13 +40,12 @@ Decisions
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from actors.shard import dag_run
-from actors.shard.cancel import CANCELLED_ERROR
+from actors.shard.batch import Batch
+from actors.shard.cancel import CANCELLED_ERROR, RunCancels
 from actors.shard.dag_book import DagBook
-from actors.shard.dag_definition import DagDefinition, dag_definition, dag_definition_bytes
-from actors.shard.definition import Definition
+from actors.shard.dag_definition import DagDefinition
+from actors.shard.runs import RunBook
 from actors.shard.state import RunState, ScheduleState
 from topics.commands import DagClear, DagUpsert, Job, RetryPolicy, ScheduleUpsert
 from topics.messages import parse_run_id, result_value, run_id_for
@@ -55,64 +54,41 @@ from topics.records import InRecord, OutRecord
 from topics.vocabulary import RunStatus, TaskState
 
 
-class DagShard:
-    """DAG runs for `ShardCore` (a mixin: it uses the core's state and helpers)."""
+class DagRuns:
+    """The DAGs of one shard, written into its `Batch`: their task runs are the run
+    book's, their cancelled tasks go through the cancels (see the module docstring)."""
 
-    if TYPE_CHECKING:  # provided by ShardCore
-        partition: int
-        _worker: str
-        _out: list[OutRecord]
-        _schedules: dict[str, ScheduleState]
-        _dirty: dict[str, ScheduleState | None]
-        _counts: dict[str, int]
-        _in_flight: int
-
-        def _reject(self, record: InRecord, reason: str) -> None: ...
-        def _upsert(
-            self, command: ScheduleUpsert | DagUpsert, now_ms: int, produced_ms: int = 0
-        ) -> None: ...
-        def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
-        def _fired(self, state: ScheduleState, scheduled_ms: int) -> None: ...
-        def _skipped(
-            self, state: ScheduleState, scheduled_ms: int, kind: str, why: str
-        ) -> None: ...
-        def _shard_result(
-            self,
-            state: ScheduleState,
-            scheduled_ms: int,
-            status: RunStatus,
-            kind: str,
-            why: str,
-            task: str | None = None,
-            attempt: int = 1,
-        ) -> None: ...
-        def _cancel_waiting(
-            self, state: ScheduleState, run: RunState, reason: str, now_ms: int
-        ) -> None: ...
-        def _request_cancel(
-            self, state: ScheduleState, run: RunState, reason: str, now_ms: int
-        ) -> None: ...
+    def __init__(
+        self,
+        batch: Batch,
+        schedules: dict[str, ScheduleState],
+        runs: RunBook,
+        cancels: RunCancels,
+    ) -> None:
+        self._batch = batch
+        self._out = batch.out
+        self._dirty = batch.dirty
+        self._counts = batch.counts
+        self._schedules = schedules
+        self._runs = runs
+        self._cancels = cancels
 
     # --- commands -----------------------------------------------------------------
 
-    def _on_dag_command(self, record: InRecord, command: DagUpsert | DagClear, now_ms: int) -> None:
-        if isinstance(command, DagUpsert):
-            if not self._dag_kind_clash(record, command):
-                self._upsert(command, now_ms, record.timestamp_ms)
-                self._dag_upserted(self._schedules[command.id], now_ms)
-            return
+    def on_clear(self, record: InRecord, command: DagClear, now_ms: int) -> None:
+        """``dag.clear``: rerun a task of a DAG run."""
         state = self._schedules.get(command.id)
         if state is None or state.dag is None:
             what = "no DAG" if state is None else "a schedule, not a DAG,"
-            self._reject(
+            self._batch.reject(
                 record,
                 f"id: there is {what} {command.id!r}; dag.clear reruns a task of a DAG run "
                 "(a schedule's dead run is started again with dlq.replay)",
             )
             return
-        self._dag_clear(record, state, command.run_id, command.task, now_ms)
+        self._clear(record, state, command.run_id, command.task, now_ms)
 
-    def _dag_kind_clash(self, record: InRecord, command: ScheduleUpsert | DagUpsert) -> bool:
+    def kind_clash(self, record: InRecord, command: ScheduleUpsert | DagUpsert) -> bool:
         """Reject (True) an upsert that would turn a schedule into a DAG or back."""
         state = self._schedules.get(command.id)
         if state is None or (state.dag is not None) == isinstance(command, DagUpsert):
@@ -120,61 +96,59 @@ class DagShard:
         was, now = (
             ("a DAG", "schedule.upsert") if state.dag is not None else ("a schedule", "dag.upsert")
         )
-        self._reject(
+        self._batch.reject(
             record,
             f"id: {command.id!r} is {was}, which {now} cannot replace; delete it first "
             "(schedule.delete) or choose another id",
         )
         return True
 
-    def _dag_definition_of(self, command: DagUpsert) -> tuple[bytes, Definition]:
-        """The changelog bytes and the `DagDefinition` of a ``dag.upsert``."""
-        return dag_definition_bytes(command), dag_definition(command)
-
-    def _dag_upserted(self, state: ScheduleState, now_ms: int) -> None:
+    def upserted(self, state: ScheduleState, now_ms: int) -> None:
+        """A ``dag.upsert`` was applied to ``state`` (`ScheduleCommands.upsert`): a new
+        DAG gets its run book, a changed one reconciles its runs with the new graph."""
         if state.dag is None:
             state.dag = dag_run.new_state()
             return
         graph = _definition(state).graph
         for run_id, step in dag_run.reconcile(state.dag, graph, now_ms).items():
-            self._dag_apply(state, run_id, step, now_ms)
+            self._apply(state, run_id, step, now_ms)
 
-    def _dag_clear(
+    def _clear(
         self, record: InRecord, state: ScheduleState, run_id: str, task: str, now_ms: int
     ) -> None:
         step = dag_run.clear(_book(state), _definition(state).graph, run_id, task, now_ms)
         if isinstance(step, str):
-            self._reject(record, step)
+            self._batch.reject(record, step)
             return
         state.dead.pop(run_id_for(state.id, _scheduled_ms(run_id), task), None)
-        self._dag_apply(state, run_id, step, now_ms)
+        self._apply(state, run_id, step, now_ms)
         self._dirty[state.id] = state
 
-    def _dag_replay(self, record: InRecord, state: ScheduleState, run_id: str, now_ms: int) -> None:
+    def replay(self, record: InRecord, state: ScheduleState, run_id: str, now_ms: int) -> None:
         """``dlq.replay`` of a DAG's task run: the same as clearing that task."""
         _, scheduled_ms, task = parse_run_id(run_id)
         if task is None:
-            self._reject(
+            self._batch.reject(
                 record,
                 f"run_id: {run_id!r} is a whole DAG run; replay one of its task runs "
                 f"({run_id}/TASK) or send dag.clear with the task",
             )
             return
-        self._dag_clear(record, state, run_id_for(state.id, scheduled_ms), task, now_ms)
+        self._clear(record, state, run_id_for(state.id, scheduled_ms), task, now_ms)
 
     # --- occurrences and task runs -------------------------------------------------
 
-    def _dag_occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
+    def occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
         """An occurrence of a DAG is due: start a DAG run, or report it skipped."""
         definition = _definition(state)
         dag = _book(state)
         run_id = run_id_for(state.id, scheduled_ms)
         if run_id in dag.runs:
-            self._skipped(state, scheduled_ms, "Duplicate", "a DAG run with this id exists")
+            self._runs.skipped(state, scheduled_ms, "Duplicate", "a DAG run with this id exists")
             return
         active = dag_run.active_count(dag)
         if active >= definition.max_active_runs:
-            self._skipped(
+            self._runs.skipped(
                 state,
                 scheduled_ms,
                 "MaxActiveRuns",
@@ -182,13 +156,13 @@ class DagShard:
                 f"(max_active_runs {definition.max_active_runs})",
             )
             return
-        self._fired(state, scheduled_ms)
+        self._runs.fired(state, scheduled_ms)
         self._counts["fired_total"] += 1
         interval = definition.data_interval(scheduled_ms)
         step = dag_run.start_run(dag, definition.graph, run_id, scheduled_ms, interval, now_ms)
-        self._dag_apply(state, run_id, step, now_ms)
+        self._apply(state, run_id, step, now_ms)
 
-    def _dag_task_ended(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+    def task_ended(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
         """A task run ended for good (the core calls this right after `_outcome`)."""
         if state.dag is None or run.task is None:
             return
@@ -198,32 +172,30 @@ class DagShard:
         run_id = run_id_for(state.id, run.scheduled_ms)
         graph = _definition(state).graph
         step = dag_run.task_ended(state.dag, graph, run_id, run.task, status, run.attempt, now_ms)
-        self._dag_apply(state, run_id, step, now_ms)
+        self._apply(state, run_id, step, now_ms)
 
-    def _dag_apply(
-        self, state: ScheduleState, run_id: str, step: dag_run.Step, now_ms: int
-    ) -> None:
+    def _apply(self, state: ScheduleState, run_id: str, step: dag_run.Step, now_ms: int) -> None:
         """Write what a step of DAG run ``run_id`` decided."""
         scheduled_ms = _scheduled_ms(run_id)
         for task in step.cancel:
             why = "cancelled by the shard: a dag.upsert removed the task"
-            self._dag_cancel_task(state, scheduled_ms, task, why, now_ms)
+            self._cancel_task(state, scheduled_ms, task, why, now_ms)
         if step.stop or step.cancelled:
             found = None if state.dag is None else state.dag.runs.get(run_id)
             reason = "" if found is None or found.cancel is None else found.cancel
             for task, attempt in step.cancelled:  # first: a stopped task may end the run
-                self._shard_result(
+                self._runs.shard_result(
                     state, scheduled_ms, RunStatus.CANCELLED, CANCELLED_ERROR, reason, task, attempt
                 )
                 self._counts["cancelled_total"] += 1
             for task in step.stop:
-                self._dag_cancel_task(state, scheduled_ms, task, reason, now_ms)
+                self._cancel_task(state, scheduled_ms, task, reason, now_ms)
         for task, attempt, origin in step.upstream_failed:
             why = (
                 f"task {origin!r} upstream of it did not succeed in "
                 f"{run_id}; fix it and send dag.clear for {origin!r}"
             )
-            self._shard_result(
+            self._runs.shard_result(
                 state, scheduled_ms, RunStatus.UPSTREAM_FAILED, "UpstreamFailed", why, task, attempt
             )
         for task, attempt in step.start:
@@ -235,14 +207,12 @@ class DagShard:
                 attempt,
                 attempt,
             )
-            self._emit_attempt(state, run, now_ms)  # first: if it raises, nothing changed
-            state.runs[run.run_id] = run
-            self._in_flight += 1
+            self._runs.start_attempt(state, run, now_ms)
         if step.ended is not None:
-            self._dag_run_result(state, run_id, scheduled_ms, now_ms)
+            self._run_result(state, run_id, scheduled_ms, now_ms)
             dag_run.forget_ended(_book(state))
 
-    def _dag_run_result(
+    def _run_result(
         self, state: ScheduleState, run_id: str, scheduled_ms: int, now_ms: int
     ) -> None:
         """The DAG run's own result (``task`` null), written in the transaction that
@@ -287,15 +257,15 @@ class DagShard:
                     scheduled_ms=scheduled_ms,
                     started_ms=scheduled_ms if started_ms is None else started_ms,
                     finished_ms=now_ms,
-                    worker=self._worker,
+                    worker=self._runs.worker,
                     error=error,
                     counts=counts,
                 ),
-                self.partition,
+                self._batch.partition,
             )
         )
 
-    def _dag_cancel_run(self, state: ScheduleState, run_id: str, reason: str, now_ms: int) -> str:
+    def cancel_run(self, state: ScheduleState, run_id: str, reason: str, now_ms: int) -> str:
         """``run.cancel`` of a whole DAG run: its running task runs are asked to stop,
         its waiting tasks end ``cancelled``; "" when done, else why not."""
         if state.dag is None:
@@ -303,11 +273,11 @@ class DagShard:
         step = dag_run.cancel_run(state.dag, _definition(state).graph, run_id, reason, now_ms)
         if isinstance(step, str):
             return step
-        self._dag_apply(state, run_id, step, now_ms)
+        self._apply(state, run_id, step, now_ms)
         self._dirty[state.id] = state
         return ""
 
-    def _dag_cancel_task(
+    def _cancel_task(
         self, state: ScheduleState, scheduled_ms: int, task: str, why: str, now_ms: int
     ) -> None:
         """A running task is cancelled (removed from the DAG by a ``dag.upsert``, or
@@ -324,19 +294,19 @@ class DagShard:
         if run is None:
             return
         if run.retry_ms is not None:
-            self._cancel_waiting(state, run, why, now_ms)
+            self._cancels.cancel_waiting(state, run, why, now_ms)
         elif run.cancel_reason is None:
-            self._request_cancel(state, run, why, now_ms)
+            self._cancels.request_cancel(state, run, why, now_ms)
 
     # --- what each attempt of a task carries ----------------------------------------
 
-    def _task_policy(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
+    def task_policy(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
         """The job, timeout (ms) and retry policy of a task run."""
         assert run.task is not None
         task = _definition(state).tasks[run.task]
         return task.job, task.timeout_s * 1000, task.retry
 
-    def _dag_dates(
+    def dates(
         self, state: ScheduleState, run: RunState
     ) -> tuple[int | None, tuple[int, int] | None]:
         """``(logical_date_ms, data_interval)`` for an attempt of ``run``."""

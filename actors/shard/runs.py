@@ -1,9 +1,11 @@
 """Runs of one shard: occurrences becoming runs, attempts, retries, timeouts, the DLQ.
 
-`RunBook` is a mixin of `ShardCore` (same rules: pure, no I/O; the core's entry
+`RunBook` is a part of `ShardCore` (same rules: pure, no I/O; the core's entry
 points catch what escapes). A run is a `RunState` of its schedule, in flight
 from its first attempt until its terminal outcome; this module is its life:
 
+- a schedule's timer comes due (`RunBook.fire_due`, the herd's path): what is due
+  fires, or `misfire` decides for a backlog beyond the grace period;
 - an occurrence is due: `overlap` decides (start, skip, buffer, cancel the
   others); a start emits attempt 1 to ``{ns}.runs`` with its deadline, and puts
   the deadline plus `TIMEOUT_MARGIN_MS` on the wheel;
@@ -20,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from hashlib import sha256 as _sha256
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from actors.shard import overlap
+from actors.shard.batch import Batch
 from actors.shard.definition import Definition
-from actors.shard.misfire import Backlog, MissedRange
+from actors.shard.misfire import Backlog, MissedRange, plan_backlog
 from actors.shard.overlap import Decision
 from actors.shard.retry import backoff_ms, is_final_failure
 from actors.shard.state import INSTANT_TEXTS, RunState, ScheduleState, instant_text
@@ -75,38 +78,108 @@ _RESULTS = TopicKind.RESULTS
 _DLQ = TopicKind.DLQ
 
 
+class DagTasks(Protocol):
+    """What the run book asks of the DAG runs (`dag_shard.DagRuns`, which builds on
+    this module): a DAG's occurrence, and its task runs' policies and ends."""
+
+    def occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None: ...
+    def dates(
+        self, state: ScheduleState, run: RunState
+    ) -> tuple[int | None, tuple[int, int] | None]: ...
+    def task_policy(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]: ...
+    def task_ended(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
+
+
+class Cancels(Protocol):
+    """What the run book asks of the cancels (`cancel.RunCancels`, which builds on
+    this module): cancel_other's requests, and a cancelled attempt's deadline."""
+
+    def request_cancel(
+        self, state: ScheduleState, run: RunState, reason: str, now_ms: int
+    ) -> None: ...
+    def cancel_waiting(
+        self, state: ScheduleState, run: RunState, reason: str, now_ms: int
+    ) -> None: ...
+    def cancelled_unconfirmed(self, run: RunState, now_ms: int) -> None: ...
+
+
 class RunBook:
-    """Runs and attempts for `ShardCore` (a mixin: it uses the core's state)."""
+    """The runs of one shard's schedules, written into its `Batch`.
 
-    if TYPE_CHECKING:  # provided by ShardCore and DagShard
-        partition: int
-        _worker: str
-        _out: list[OutRecord]
-        _wheel: TimingWheel[ScheduleState | RunState]
-        _dirty: dict[str, ScheduleState | None]
-        _counts: dict[str, int]
-        _in_flight: int
+    It holds the batch's containers and the wheel itself (the herd's path reaches
+    each with one attribute lookup). A DAG's task runs and cancelled attempts are
+    the DAG runs' and the cancels' business; both are built on the run book, so
+    `ShardCore` wires them in once, with `wire`, as the two small interfaces above
+    (`DagTasks`, `Cancels`): the modules import downwards only.
+    """
 
-        def _cancel_timer(self, run: RunState) -> None: ...
-        def _dag_occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None: ...
-        def _dag_dates(
-            self, state: ScheduleState, run: RunState
-        ) -> tuple[int | None, tuple[int, int] | None]: ...
-        def _task_policy(
-            self, state: ScheduleState, run: RunState
-        ) -> tuple[Job, int, RetryPolicy]: ...
-        def _dag_task_ended(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
-        def _cancelled_unconfirmed(self, run: RunState, now_ms: int) -> None: ...
-        def _cancel_waiting(
-            self, state: ScheduleState, run: RunState, reason: str, now_ms: int
-        ) -> None: ...
-        def _request_cancel(
-            self, state: ScheduleState, run: RunState, reason: str, now_ms: int
-        ) -> None: ...
+    _dags: DagTasks
+    _cancels: Cancels
 
-    def _time_out(self, run: RunState, now_ms: int) -> None:
+    def __init__(
+        self, batch: Batch, wheel: TimingWheel[ScheduleState | RunState], *, worker: str
+    ) -> None:
+        self._out = batch.out
+        self._dirty = batch.dirty
+        self._counts = batch.counts
+        self._late_ms = batch.late_ms
+        self._wheel = wheel
+        self.partition = batch.partition
+        self.worker = worker  # the name on the results the shard writes itself
+        self.in_flight = 0  # runs in flight over all schedules
+
+    def wire(self, dags: DagTasks, cancels: Cancels) -> None:
+        self._dags = dags
+        self._cancels = cancels
+
+    def fire_due(self, state: ScheduleState, now_ms: int) -> None:
+        """The schedule's timer came due: fire what is due by ``now_ms`` (the misfire
+        policy decides for a backlog beyond the grace period)."""
+        first_ms = state.next_ms
+        if first_ms is None or state.paused:
+            return
+        # Whatever happens below (an error in the middle included), the schedule is
+        # written and re-armed, and ``next_ms`` is past every occurrence handled:
+        # an occurrence is never handled twice, the schedule never stops firing.
+        try:
+            definition = state._definition  # `state.definition`, but for its first use
+            if definition is None:
+                definition = state.definition
+            next_after = definition.compiled.next_after
+            if first_ms >= now_ms - definition.grace_ms:  # the steady state: all within grace
+                o: int | None = first_ms
+                late_ms = self._late_ms
+                while o is not None and o <= now_ms:
+                    late_ms.append(now_ms - o)
+                    state.next_ms = following = next_after(o)
+                    if state._runs or state.dag is not None:
+                        self.occurrence(state, o, now_ms)
+                    else:  # the common case, without an overlap decision
+                        self._start_run(state, o, now_ms, definition)
+                    o = following
+            else:
+                misfire = definition.misfire
+                plan = plan_backlog(
+                    next_after,
+                    first_ms,
+                    now_ms,
+                    cutoff_ms=now_ms - definition.grace_ms,
+                    policy=misfire.policy,
+                    catch_up_max=misfire.catch_up_max,
+                )
+                state.next_ms = plan.next_ms
+                self._report_missed(state, plan, misfire.policy, misfire.grace_s)
+                self._counts["late_fired_total"] += plan.late_fires
+                for o in plan.fire:
+                    self.occurrence(state, o, now_ms)
+        finally:
+            if not state.paused and state.next_ms is not None:  # armed again
+                self._wheel.arm(state, state.next_ms)
+            self._dirty[state.id] = state
+
+    def time_out(self, run: RunState, now_ms: int) -> None:
         if run.cancel_reason is not None:  # cancelled and no worker said so: it is over
-            self._cancelled_unconfirmed(run, now_ms)
+            self._cancels.cancelled_unconfirmed(run, now_ms)
             return
         state = run.schedule
         error = {
@@ -115,12 +188,12 @@ class RunBook:
             f"{format_ms(run.deadline_ms)} plus {TIMEOUT_MARGIN_MS // 1000} s; "
             "the shard counts it as timed out",
         }
-        self._run_result(run, RunStatus.TIMED_OUT, now_ms, error)
+        self.run_result(run, RunStatus.TIMED_OUT, now_ms, error)
         self._counts["timed_out_total"] += 1
-        self._attempt_failed(state, run, now_ms, RunStatus.TIMED_OUT, error, self._worker)
+        self.attempt_failed(state, run, now_ms, RunStatus.TIMED_OUT, error, self.worker)
         self._dirty[state.id] = state
 
-    def _next_attempt(self, run: RunState, now_ms: int) -> None:
+    def next_attempt(self, run: RunState, now_ms: int) -> None:
         state = run.schedule
         try:
             run.attempt += 1
@@ -135,13 +208,13 @@ class RunBook:
                 self._wheel.arm(run, now_ms + RETRY_AFTER_ERROR_MS)  # never stuck
             self._dirty[state.id] = state
 
-    def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
+    def occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None:
         """One occurrence (or trigger) is due now: fire it, or what overlap says."""
         if not state._runs and state.dag is None:  # the common case, without a decision
             self._start_run(state, scheduled_ms, now_ms)
             return
         if state.dag is not None:  # a DAG run (max_active_runs instead of overlap)
-            self._dag_occurrence(state, scheduled_ms, now_ms)
+            self._dags.occurrence(state, scheduled_ms, now_ms)
             return
         policy = state.definition.overlap
         running = len(state.runs)
@@ -157,35 +230,35 @@ class RunBook:
                     f"{running} runs of it were in flight, the most overlap allow starts "
                     f"({overlap.ALLOW_MAX_IN_FLIGHT}); are its workers down?"
                 )
-            self._skipped(state, scheduled_ms, "Overlap", why)
+            self.skipped(state, scheduled_ms, "Overlap", why)
         elif decision == Decision.BUFFER:
             state.buffered.append(scheduled_ms)
-            self._fired(state, scheduled_ms)
+            self.fired(state, scheduled_ms)
         elif decision == Decision.REPLACE:
             for waiting_ms in state.buffered:
-                self._skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
+                self.skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
             state.buffered = [scheduled_ms]
-            self._fired(state, scheduled_ms)
+            self.fired(state, scheduled_ms)
         else:  # CANCEL: the runs in flight are asked to stop (`cancel`); as Temporal's
             # cancel_other, the new one starts once they have ended (it waits in the
             # buffer, replacing an older waiting one). "Ended" is as reported: see
             # the known edges in docs/DESIGN.md §6.6.
             why = "a newer occurrence came due (overlap cancel_other)"
             for waiting_ms in state.buffered:
-                self._skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
+                self.skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
             state.buffered = []
             for run in list(state.runs.values()):
                 if run.retry_ms is not None:
-                    self._cancel_waiting(state, run, why, now_ms)
+                    self._cancels.cancel_waiting(state, run, why, now_ms)
                 elif run.cancel_reason is None:
-                    self._request_cancel(state, run, why, now_ms)
+                    self._cancels.request_cancel(state, run, why, now_ms)
             if state._runs:
                 state.buffered = [scheduled_ms]
-                self._fired(state, scheduled_ms)
+                self.fired(state, scheduled_ms)
             else:
                 self._start_run(state, scheduled_ms, now_ms)
 
-    def _fired(self, state: ScheduleState, scheduled_ms: int) -> None:
+    def fired(self, state: ScheduleState, scheduled_ms: int) -> None:
         last_ms = state.last_fired_ms
         if last_ms is None or scheduled_ms > last_ms:
             state.last_fired_ms = scheduled_ms
@@ -206,7 +279,7 @@ class RunBook:
         if runs is None:
             runs = state._runs = {}
         elif run_id in runs:  # only a trigger can collide with an occurrence
-            self._skipped(state, scheduled_ms, "Duplicate", "a run with this id is in flight")
+            self.skipped(state, scheduled_ms, "Duplicate", "a run with this id is in flight")
             return
         if definition is None:
             definition = state.definition
@@ -225,7 +298,7 @@ class RunBook:
         self._out.append(OutRecord(_RUNS, schedule_id.encode(), value))
         self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)
         runs[run_id] = run
-        self._in_flight += 1
+        self.in_flight += 1
         last_ms = state.last_fired_ms
         if last_ms is None or scheduled_ms > last_ms:
             state.last_fired_ms = scheduled_ms
@@ -246,7 +319,7 @@ class RunBook:
             ).encode()
         else:
             job, timeout_ms, _ = self._policy_of(state, run)
-            logical_ms, interval = self._dag_dates(state, run)
+            logical_ms, interval = self._dags.dates(state, run)
             deadline_ms = now_ms + timeout_ms
             value = run_value(
                 run_id=run_id,
@@ -267,14 +340,29 @@ class RunBook:
         self._out.append(OutRecord(_RUNS, state.key, value))
         self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)  # moves a pending one
 
+    def start_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+        """Put ``run`` in flight at its attempt (a replay, a DAG task); the attempt is
+        emitted first: if that raises, nothing changed."""
+        self._emit_attempt(state, run, now_ms)
+        state.runs[run.run_id] = run
+        self.in_flight += 1
+
+    def forget_runs(self, state: ScheduleState) -> None:
+        """The schedule is going away: its runs' timers are cancelled, their count
+        taken off (the caller drops the schedule and its runs)."""
+        wheel = self._wheel
+        for run in state.runs.values():
+            wheel.cancel(run)
+        self.in_flight -= len(state.runs)
+
     def _policy_of(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
         """The job, timeout (ms) and retry policy of a run. (DAG tasks: per task.)"""
         if run.task is not None:
-            return self._task_policy(state, run)
+            return self._dags.task_policy(state, run)
         definition = state.definition
         return definition.job, definition.timeout_ms, definition.retry
 
-    def _attempt_failed(
+    def attempt_failed(
         self,
         state: ScheduleState,
         run: RunState,
@@ -283,7 +371,7 @@ class RunBook:
         error: Mapping[str, str] | None,
         worker: str,
     ) -> None:
-        self._outcome(run, status, now_ms, error, worker)
+        self.outcome(run, status, now_ms, error, worker)
         job, _, retry = self._policy_of(state, run)
         failures = run.failures_in_series
         error_type = None if error is None else error.get("type")
@@ -305,7 +393,7 @@ class RunBook:
             )
             self._counts["dead_total"] += 1
             state.remember_dead(run.run_id, run.attempt)
-            self._end_run(state, run, now_ms)
+            self.end_run(state, run, now_ms)
             return
         delay_ms = backoff_ms(
             retry, run_id=run.run_id, attempt=run.attempt, failures_in_series=failures
@@ -313,7 +401,7 @@ class RunBook:
         run.retry_ms = retry_ms = now_ms + delay_ms
         self._wheel.arm(run, retry_ms)  # moves the deadline's
 
-    def _outcome(
+    def outcome(
         self,
         run: RunState,
         status: RunStatus,
@@ -335,7 +423,7 @@ class RunBook:
         if len(outcomes) > OUTCOMES_FIRST + OUTCOMES_LAST:  # keep the first and the last
             del outcomes[OUTCOMES_FIRST]
 
-    def _cancel_run(
+    def cancel_run(
         self,
         state: ScheduleState,
         run: RunState,
@@ -343,26 +431,26 @@ class RunBook:
         why: str = "a newer occurrence started (overlap cancel_other)",
     ) -> None:
         """The shard ends a run in flight itself and says so on {ns}.results (a trimmed
-        state gives up its runs; see `ShardCore._trimmed`)."""
+        state gives up its runs; see `trim`)."""
         error = {"type": "Overlap", "message": f"cancelled by the shard: {why}"}
-        self._run_result(run, RunStatus.CANCELLED, now_ms, error)
+        self.run_result(run, RunStatus.CANCELLED, now_ms, error)
         self._counts["cancelled_total"] += 1
-        self._cancel_timer(run)
+        self._wheel.cancel(run)
         del state.runs[run.run_id]
-        self._in_flight -= 1
+        self.in_flight -= 1
 
-    def _end_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
-        self._cancel_timer(run)
+    def end_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+        self._wheel.cancel(run)
         runs = state.runs
         del runs[run.run_id]
         if not runs:
             state._runs = None  # an idle schedule holds no empty dict
-        self._in_flight -= 1
+        self.in_flight -= 1
         if run.task is not None:  # its outcome was just recorded: move the DAG run on
-            self._dag_task_ended(state, run, now_ms)
-        self._drain_buffer(state, now_ms)
+            self._dags.task_ended(state, run, now_ms)
+        self.drain_buffer(state, now_ms)
 
-    def _drain_buffer(self, state: ScheduleState, now_ms: int) -> None:
+    def drain_buffer(self, state: ScheduleState, now_ms: int) -> None:
         buffered = state._buffered
         if buffered and not state._runs and not state.paused:
             self._start_run(state, buffered.pop(0), now_ms)
@@ -372,10 +460,10 @@ class RunBook:
     ) -> None:
         why = f"the shard found it more than misfire.grace_s ({grace_s} s) late; policy {policy}"
         for scheduled_ms in plan.missed:
-            self._shard_result(state, scheduled_ms, RunStatus.MISSED, "Misfire", why)
+            self.shard_result(state, scheduled_ms, RunStatus.MISSED, "Misfire", why)
         self._counts["missed_total"] += len(plan.missed)
         if plan.summary is not None:
-            self._shard_result(
+            self.shard_result(
                 state,
                 plan.summary.first_ms,
                 RunStatus.MISSED,
@@ -385,18 +473,18 @@ class RunBook:
             )
             self._counts["missed_total"] += plan.summary.count
 
-    def _skipped(self, state: ScheduleState, scheduled_ms: int, kind: str, why: str) -> None:
-        self._shard_result(state, scheduled_ms, RunStatus.SKIPPED, kind, why)
+    def skipped(self, state: ScheduleState, scheduled_ms: int, kind: str, why: str) -> None:
+        self.shard_result(state, scheduled_ms, RunStatus.SKIPPED, kind, why)
         self._counts["skipped_total"] += 1
 
-    def _skipped_range(self, state: ScheduleState, summary: MissedRange) -> None:
+    def skipped_range(self, state: ScheduleState, summary: MissedRange) -> None:
         why = _folded(summary, "the schedule was paused")
-        self._shard_result(
+        self.shard_result(
             state, summary.first_ms, RunStatus.SKIPPED, "Paused", why, covers=_covers(summary)
         )
         self._counts["skipped_total"] += summary.count
 
-    def _shard_result(
+    def shard_result(
         self,
         state: ScheduleState,
         scheduled_ms: int,
@@ -423,7 +511,7 @@ class RunBook:
                     scheduled_ms=scheduled_ms,
                     started_ms=None,
                     finished_ms=None,
-                    worker=self._worker,
+                    worker=self.worker,
                     error={"type": kind, "message": why},
                     covers=covers,
                 ),
@@ -431,7 +519,7 @@ class RunBook:
             )
         )
 
-    def _run_result(
+    def run_result(
         self, run: RunState, status: RunStatus, finished_ms: int, error: Mapping[str, str]
     ) -> None:
         """The shard's own terminal result for the current attempt of a run in flight."""
@@ -449,7 +537,7 @@ class RunBook:
                     scheduled_ms=run.scheduled_ms,
                     started_ms=None,
                     finished_ms=finished_ms,
-                    worker=self._worker,
+                    worker=self.worker,
                     error=error,
                 ),
                 self.partition,

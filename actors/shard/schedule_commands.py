@@ -1,19 +1,22 @@
 """Schedule commands of one shard: upsert, delete, pause, resume, trigger, dlq.replay.
 
-`ScheduleCommands` is a mixin of `ShardCore` (same rules: pure, no I/O; the
+`ScheduleCommands` is a part of `ShardCore` (same rules: pure, no I/O; the
 core's entry points catch what escapes). The core has decoded the command,
 checked that this shard owns the id, and found the schedule (except for an
-upsert, which may create it). The decisions these methods implement are listed
+upsert, which may create it); it sends a DAG's ``dlq.replay`` to `DagRuns` and
+calls `DagRuns.upserted` after a ``dag.upsert``. The decisions these methods implement are listed
 in `actors.shard.core` ("Decisions").
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from actors.shard.batch import Batch, Definitions
+from actors.shard.dag_definition import dag_definition, dag_definition_bytes
 from actors.shard.definition import Definition, definition_bytes, shared_definition
-from actors.shard.misfire import MissedRange, plan_backlog
+from actors.shard.misfire import plan_backlog
+from actors.shard.runs import RunBook
 from actors.shard.state import DEAD_MEMORY, RunState, ScheduleState, intern_bytes
+from actors.wheel import TimingWheel
 from topics.commands import DagUpsert, ScheduleUpsert
 from topics.messages import parse_run_id, run_id_for
 from topics.records import InRecord
@@ -27,39 +30,31 @@ UPSERT_LOOKBACK_GRACES = 2
 
 
 class ScheduleCommands:
-    """The schedule commands for `ShardCore` (a mixin: it uses the core's state)."""
+    """The schedule commands of one shard, written into its `Batch`."""
 
-    if TYPE_CHECKING:  # provided by ShardCore, RunBook and DagShard
-        _schedules: dict[str, ScheduleState]
-        _dirty: dict[str, ScheduleState | None]
-        _in_flight: int
+    def __init__(
+        self,
+        batch: Batch,
+        schedules: dict[str, ScheduleState],
+        wheel: TimingWheel[ScheduleState | RunState],
+        definitions: Definitions,
+        runs: RunBook,
+    ) -> None:
+        self._batch = batch
+        self._dirty = batch.dirty
+        self._schedules = schedules
+        self._wheel = wheel
+        self._definitions = definitions
+        self._runs = runs
 
-        def _arm(self, state: ScheduleState) -> None: ...
-        def _use_definition(self, def_bytes: bytes) -> None: ...
-        def _drop_definition(self, def_bytes: bytes) -> None: ...
-        def _disarm(self, state: ScheduleState) -> None: ...
-        def _cancel_timer(self, run: RunState) -> None: ...
-        def _reject(self, record: InRecord, reason: str) -> None: ...
-        def _occurrence(self, state: ScheduleState, scheduled_ms: int, now_ms: int) -> None: ...
-        def _fire_due(self, state: ScheduleState, now_ms: int) -> None: ...
-        def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None: ...
-        def _drain_buffer(self, state: ScheduleState, now_ms: int) -> None: ...
-        def _skipped(
-            self, state: ScheduleState, scheduled_ms: int, kind: str, why: str
-        ) -> None: ...
-        def _skipped_range(self, state: ScheduleState, summary: MissedRange) -> None: ...
-        def _dag_definition_of(self, command: DagUpsert) -> tuple[bytes, Definition]: ...
-        def _dag_replay(
-            self, record: InRecord, state: ScheduleState, run_id: str, now_ms: int
-        ) -> None: ...
-
-    def _upsert(
+    def upsert(
         self, command: ScheduleUpsert | DagUpsert, now_ms: int, produced_ms: int = 0
     ) -> None:
         """Create or redefine a schedule; ``produced_ms`` is the record's timestamp
         (0: unknown), from which a new schedule's occurrences count."""
+        definition: Definition
         if isinstance(command, DagUpsert):
-            def_bytes, definition = self._dag_definition_of(command)
+            def_bytes, definition = dag_definition_bytes(command), dag_definition(command)
         else:
             def_bytes = intern_bytes(definition_bytes(command))
             definition = shared_definition(command, def_bytes)
@@ -67,13 +62,13 @@ class ScheduleCommands:
         state = self._schedules.get(command.id)
         if state is None:
             state = self._schedules[command.id] = ScheduleState(command.id, def_bytes, definition)
-            self._use_definition(def_bytes)
+            self._definitions.use(def_bytes)
             anchor_ms = floor_ms
             if 0 < produced_ms < now_ms:  # applied late: what came due since is not lost
                 lookback_ms = UPSERT_LOOKBACK_GRACES * definition.grace_ms
                 anchor_ms = min(floor_ms, max(produced_ms, now_ms - lookback_ms) - 1)
         else:
-            self._disarm(state)
+            self._wheel.cancel(state)
             if state.paused:  # account for the pause so far under the old definition
                 self._report_paused(state, now_ms)
             elif state.next_ms is not None and state.next_ms <= now_ms:
@@ -81,40 +76,40 @@ class ScheduleCommands:
             last_ms = state.last_fired_ms
             anchor_ms = floor_ms if last_ms is None else max(floor_ms, last_ms)
             if def_bytes != state.def_bytes:
-                self._drop_definition(state.def_bytes)
-                self._use_definition(def_bytes)
+                self._definitions.drop(state.def_bytes)
+                self._definitions.use(def_bytes)
             state.set_definition(def_bytes, definition)
         state.next_ms = definition.compiled.next_after(anchor_ms)
-        self._arm(state)
+        if not state.paused and state.next_ms is not None:  # armed again
+            self._wheel.arm(state, state.next_ms)
         self._dirty[state.id] = state
 
-    def _delete(self, state: ScheduleState, now_ms: int) -> None:
-        self._disarm(state)
-        for run in state.runs.values():
-            self._cancel_timer(run)
-        self._in_flight -= len(state.runs)
+    def delete(self, state: ScheduleState, now_ms: int) -> None:
+        self._wheel.cancel(state)
+        self._runs.forget_runs(state)
         state.runs.clear()
         for scheduled_ms in state.buffered:
-            self._skipped(state, scheduled_ms, "Deleted", "the schedule was deleted")
+            self._runs.skipped(state, scheduled_ms, "Deleted", "the schedule was deleted")
         state.buffered.clear()
         del self._schedules[state.id]
-        self._drop_definition(state.def_bytes)
+        self._definitions.drop(state.def_bytes)
         self._dirty[state.id] = None
 
-    def _pause(self, state: ScheduleState) -> None:
+    def pause(self, state: ScheduleState) -> None:
         if state.paused:
             return
         state.paused = True
-        self._disarm(state)
+        self._wheel.cancel(state)
         self._dirty[state.id] = state
 
-    def _resume(self, state: ScheduleState, now_ms: int) -> None:
+    def resume(self, state: ScheduleState, now_ms: int) -> None:
         if not state.paused:
             return
         self._report_paused(state, now_ms)
         state.paused = False
-        self._arm(state)
-        self._drain_buffer(state, now_ms)
+        if not state.paused and state.next_ms is not None:  # armed again
+            self._wheel.arm(state, state.next_ms)
+        self._runs.drain_buffer(state, now_ms)
         self._dirty[state.id] = state
 
     def _report_paused(self, state: ScheduleState, now_ms: int) -> None:
@@ -128,49 +123,47 @@ class ScheduleCommands:
             catch_up_max=1,
         )
         for scheduled_ms in plan.missed:
-            self._skipped(state, scheduled_ms, "Paused", "the schedule was paused")
+            self._runs.skipped(state, scheduled_ms, "Paused", "the schedule was paused")
         if plan.summary is not None:
-            self._skipped_range(state, plan.summary)
+            self._runs.skipped_range(state, plan.summary)
         state.next_ms = plan.next_ms
 
-    def _trigger(self, record: InRecord, state: ScheduleState, now_ms: int) -> None:
+    def trigger(self, record: InRecord, state: ScheduleState, now_ms: int) -> None:
         # Commands are applied before `advance` in a turn: what is due by now fires
         # first, so an occurrence at this very instant is handled (fired, buffered
         # or skipped) before the collision check below, never after the trigger.
         next_ms = state.next_ms
         if next_ms is not None and next_ms <= now_ms and not state.paused:
-            self._disarm(state)
-            self._fire_due(state, now_ms)
+            self._wheel.cancel(state)
+            self._runs.fire_due(state, now_ms)
         run_id = run_id_for(state.id, now_ms)
         if (
             run_id in state.runs
             or now_ms in (state.last_fired_ms, state.next_ms)
             or state.definition.compiled.next_after(now_ms - 1) == now_ms
         ):
-            self._reject(
+            self._batch.reject(
                 record,
                 f"id: {state.id!r} has an occurrence at this very instant "
                 f"({format_ms(now_ms)}), which fires anyway; trigger again if you want "
                 "another run",
             )
             return
-        self._occurrence(state, now_ms, now_ms)
+        self._runs.occurrence(state, now_ms, now_ms)
         self._dirty[state.id] = state
 
-    def _replay(self, record: InRecord, state: ScheduleState, run_id: str, now_ms: int) -> None:
-        if state.dag is not None:  # a DAG's task run: the same as dag.clear of the task
-            self._dag_replay(record, state, run_id, now_ms)
-            return
+    def replay(self, record: InRecord, state: ScheduleState, run_id: str, now_ms: int) -> None:
+        """``dlq.replay`` of a schedule's dead run (a DAG's is `DagRuns.replay`)."""
         last_attempt = state.dead.get(run_id)
         if run_id in state.runs:
-            self._reject(
+            self._batch.reject(
                 record,
                 f"run_id: {run_id!r} is in flight on schedule {state.id!r}; only a "
                 "dead-lettered run can be replayed (wait for its dlq record)",
             )
             return
         if last_attempt is None:
-            self._reject(
+            self._batch.reject(
                 record,
                 f"run_id: {run_id!r} is not among the dead-lettered runs of schedule "
                 f"{state.id!r} (the shard remembers the last {DEAD_MEMORY}); replay a "
@@ -179,8 +172,6 @@ class ScheduleCommands:
             return
         _, scheduled_ms, task = parse_run_id(run_id)
         run = RunState(state, run_id, scheduled_ms, task, last_attempt + 1, last_attempt + 1)
-        self._emit_attempt(state, run, now_ms)  # first: if it raises, nothing changed
+        self._runs.start_attempt(state, run, now_ms)  # first: if it raises, nothing changed
         del state.dead[run_id]
-        state.runs[run_id] = run
-        self._in_flight += 1
         self._dirty[state.id] = state
