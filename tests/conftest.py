@@ -13,7 +13,7 @@ namespace's topics are deleted at teardown.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
+import importlib.metadata
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -35,11 +35,20 @@ hypothesis_settings.register_profile(
 )
 hypothesis_settings.load_profile("kafkron")
 
+# tests/slow/ runs only when named (`pytest -q tests/slow`): each of its tests costs minutes
+# of CPU, and neither tests/run.sh nor .ci/run runs it. A path given on the command line
+# is collected even when it is listed here.
+collect_ignore = ["slow"]
+
 # The Faust tests need the faust extra, which cannot share an environment with the other
 # tests (its mode-streaming pins croniter<6, whose DST mistakes the oracle tests catch);
 # CI runs them in an environment of their own (.ci/run). Elsewhere they are not collected.
-if importlib.util.find_spec("faust") is None:
-    collect_ignore_glob = ["test_faust_*.py"]
+# The extra is looked up as installed, not as importable: tests/faust/ is a package of
+# that name too, importable as `faust` wherever tests/ itself is on the path.
+try:
+    importlib.metadata.version("faust-streaming")
+except importlib.metadata.PackageNotFoundError:
+    collect_ignore += ["faust", "broker/faust"]
 _KAFKA_FIXTURES = frozenset({"kafka_settings", "make_kafka_settings"})
 _broker_seen_up = False
 
@@ -55,6 +64,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.broker)
+    # The cluster group (tests/broker/cluster/) runs last: it starts a three-node cluster
+    # and takes minutes. The sort is stable, so every other test keeps its place.
+    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
 
 
 def _broker_down_message(bootstrap: str) -> str:
