@@ -7,7 +7,7 @@ builds it: the same names, instants kept as the RFC 3339 text on the wire (with 
 included. They are decoded through `actors.faust.serializers`, which first runs the
 codec's own strict parser (``"v"`` must be 1, every field its type) and then keeps
 only the fields the model knows, so a record written by a newer kafkron with more
-fields still reads. tests/test_faust_records.py builds every variant of every
+fields still reads. tests/faust/test_faust_records.py builds every variant of every
 record with the codec's builders and checks that the models hold exactly those
 fields and write them back unchanged: the models cannot drift from the codec
 without that test failing.

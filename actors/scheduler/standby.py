@@ -7,7 +7,7 @@ it does not own, so that taking one over only means catching up the last few
 records. The same works here because `ShardCore.restore` is a pure function of
 the records fed so far (the last record of each key wins), and nothing is armed
 until `ShardCore.finish_restore`: a core fed the changelog for an hour and then
-finished is the core a fresh restore would build (tests/test_standby.py).
+finished is the core a fresh restore would build (tests/scheduler/test_standby.py).
 
 Fencing still decides. A standby never writes; at a takeover the runtime first
 fences the previous owner (``init_transactions``, which also settles its open

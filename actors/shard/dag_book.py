@@ -4,7 +4,7 @@ A DAG's `ScheduleState.dag` is a `DagBook`; `dag_run` moves it, `dag_shard` turn
 the moves into records. It is written into the schedule's changelog record as
 ``"dag"`` (a public format, docs/DESIGN.md §2.7), byte for byte as the run book
 of plain dicts that came before it wrote it
-(``tests/test_dag_changelog.py`` pins those bytes)::
+(``tests/dag/test_dag_changelog.py`` pins those bytes)::
 
     {"runs": {                                     # oldest first, ended runs in end order
        "nightly-billing@2026-10-10T00:00:00.000Z": {
