@@ -2,7 +2,7 @@
 
 The failover tests on the real broker judge exactly-once, nothing-missed and
 never-early with `simulation.checkers.TOPIC_CHECKERS` over `from_topics` (see
-tests/scheduler_kit.py: check_runs). These tests hand `from_topics` records built
+tests/kit/scheduler.py: check_runs). These tests hand `from_topics` records built
 the way the broker holds them and check each rule catches its violation, judged by
 the broker's append time, not by what the scheduler wrote in the run.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
-from scheduler_kit import check_runs, now_ms
 
 from simulation.checkers import TOPIC_CHECKERS
 from simulation.checkers.evidence import TopicRecord, from_topics, of_topics
+from tests.kit.scheduler import check_runs, now_ms
 from topics.command_types import Job
 from topics.messages import idempotency_key, result_value, run_id_for, run_value
 from topics.names import Settings, TopicKind
