@@ -258,9 +258,13 @@ def test_when_will_it_run_spells_out_the_dst_rule(
     box.send_keys("30 1 * * *")
     browser.find_element(By.NAME, "tz").send_keys("Europe/London")
     browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
-    fires = browser.find_elements(By.CSS_SELECTOR, "#fires tr td.mono")
-    assert fires, browser.page_source[:2000]
-    rule = browser.find_element(By.ID, "dst-rule").text
+    # The click starts a page load; reading at once can find the old page or none.
+    wait_for(
+        "the next fires of the spec",
+        lambda: browser.find_elements(By.CSS_SELECTOR, "#fires tr td.mono"),
+        30,
+    )
+    rule = wait_for("the DST rule", lambda: browser.find_elements(By.ID, "dst-rule"), 30)[0].text
     assert "fixed-time cron in Europe/London" in rule and "dst.gap: shift" in rule
     shot(browser, "next")
 
