@@ -384,7 +384,6 @@ class ShardCore:
         left_attempts = self._left_attempts
         left_schedules = self._left_schedules
         taken_attempts = left_attempts.take(budget, still_due) if left_attempts else []
-        taken_schedules = left_schedules.take(budget, still_due) if left_schedules else []
         # The wheel hands back the schedules and runs themselves (each is its own
         # timer), detached, each keeping the due it was armed for.
         due = self._wheel.advance(now_ms)
@@ -400,8 +399,15 @@ class ShardCore:
         attempts.sort(key=_attempt_order)
         if taken_attempts:
             attempts = left_attempts.order(taken_attempts, attempts, still_due)
-        if taken_schedules:  # the wheel's order (by due, then insertion) goes on
-            due_schedules = left_schedules.order(taken_schedules, due_schedules, still_due)
+        # Schedules left go first, judged as each is reached (`Leftovers.admit`); the
+        # newly due join them, unless one sorts before them (then all, in due order).
+        from_queue = False
+        if left_schedules:
+            merged = left_schedules.admit(due_schedules, still_due)
+            if merged is None:
+                from_queue = True
+            else:
+                due_schedules = merged
         counts = self._counts
         runs = self._runs
         fire_due = runs.fire_due
@@ -420,21 +426,37 @@ class ShardCore:
             budget -= 1
         if handled < len(attempts):
             left_attempts.leave(attempts[handled:])
-        handled = 0
-        for state in due_schedules:
-            if budget <= 0:
-                break
-            handled += 1
-            fired_before = counts["fired_total"]
-            try:
-                fire_due(state, now_ms)
-            except Exception as error:
-                self._failed(error)
-            fired = counts["fired_total"] - fired_before
-            budget -= fired if fired > 0 else 1
-        if handled < len(due_schedules):
-            left_schedules.leave(due_schedules[handled:])
+        if from_queue:
+            pop = left_schedules.pop
+            while budget > 0 and (state := pop(still_due)) is not None:
+                budget -= self._fire_counted(state, now_ms)
+        else:
+            handled = 0
+            for state in due_schedules:
+                if budget <= 0:
+                    break
+                handled += 1
+                fired_before = counts["fired_total"]
+                try:
+                    fire_due(state, now_ms)
+                except Exception as error:
+                    self._failed(error)
+                fired = counts["fired_total"] - fired_before
+                budget -= fired if fired > 0 else 1
+            if handled < len(due_schedules):
+                left_schedules.leave(due_schedules[handled:])
         return self._flush(now_ms)
+
+    def _fire_counted(self, state: ScheduleState, now_ms: int) -> int:
+        """`RunBook.fire_due` of one schedule; the budget it costs (its fires, at least 1)."""
+        counts = self._counts
+        fired_before = counts["fired_total"]
+        try:
+            self._runs.fire_due(state, now_ms)
+        except Exception as error:  # one broken schedule must not stop the shard
+            self._failed(error)
+        fired = counts["fired_total"] - fired_before
+        return fired if fired > 0 else 1
 
     def _still_due(self, item: Item) -> bool:
         """Whether a timer left due by a bounded `advance` still stands: nothing

@@ -19,7 +19,11 @@ the unbounded call's cost per fire). Here a call looks only at what it takes:
   after them (the usual case: what became due later is due later), so the queue is
   never rebuilt; else it sorts everything standing with them, ties keeping the
   leftovers first, as one unbounded call would have ordered them;
-- `leave` puts back at the front what the call took but did not handle.
+- `leave` puts back at the front what the call took but did not handle;
+- schedules go by `admit` and `pop` instead: the newly due join the queue's end and
+  the call takes from the queue one at a time, judging each as it is reached, so a
+  saturated shard (each schedule several occurrences behind, so a turn's budget
+  ends after a few hundred schedules) judges only what it handles.
 
 Entries are kept sorted by ``key`` (a schedule's due; an attempt's due and run id).
 A node re-armed after it was left and then disarmed again (re-upserted, then paused)
@@ -103,6 +107,43 @@ class Leftovers(Generic[N]):
         if taken and key(due[0]) < key(taken[-1]):
             return sorted(taken + due, key=key)
         return taken + due
+
+    def admit(self, due: list[N], still_due: Callable[[N], bool]) -> list[N] | None:
+        """With entries left: the wheel's newly ``due`` (sorted by key) join the end
+        and None is returned, the call then taking everything from the queue
+        (`pop`), judged as it is reached. When something newly due sorts before the
+        queue's last entry (armed in the past by a command), everything standing is
+        ordered with it and returned instead, the queue emptied; what the call does
+        not handle of it goes back with `leave`.
+
+        Judging as reached is what one unbounded call would judge only where
+        nothing a call does before reaching an entry changes whether it stands: so
+        for schedules (no handling deletes one, and a standing entry is not on the
+        wheel, so its advance cannot hand it back), not for attempts (a DAG task's
+        end may end another task), which go by `take`, `order` and `leave`.
+        """
+        entries = self._entries
+        if due and entries and self._key(due[0]) < entries[-1][1]:
+            rest = self.take(len(entries), still_due)
+            return sorted(rest + due, key=self._key)
+        self._append(due)
+        return None
+
+    def pop(self, still_due: Callable[[N], bool]) -> N | None:
+        """The next standing entry's node, removed; None when none is left."""
+        entries = self._entries
+        head, end = self._head, len(entries)
+        while head < end:
+            node, _, mark, _ = entries[head]
+            head += 1
+            if parked(node, mark) and still_due(node):
+                if head == end:
+                    self._entries, self._head = [], 0
+                else:
+                    self._head = head
+                return node
+        self._entries, self._head = [], 0
+        return None
 
     def leave(self, nodes: list[N]) -> None:
         """Put ``nodes`` (what the call did not handle, in order) at the queue's front.
