@@ -398,16 +398,12 @@ class ShardCore:
         # another order, so attempts due in the same tick go by (due, run id).
         attempts.sort(key=_attempt_order)
         if taken_attempts:
-            attempts = left_attempts.order(taken_attempts, attempts, still_due)
-        # Schedules left go first, judged as each is reached (`Leftovers.admit`); the
-        # newly due join them, unless one sorts before them (then all, in due order).
-        from_queue = False
-        if left_schedules:
-            merged = left_schedules.admit(due_schedules, still_due)
-            if merged is None:
-                from_queue = True
-            else:
-                due_schedules = merged
+            attempts = left_attempts.order(taken_attempts, attempts)
+        # With schedules left, the newly due join them in due order and all are taken
+        # from the queue, each judged as it is reached (`Leftovers.admit`).
+        from_queue = bool(left_schedules)
+        if from_queue:
+            left_schedules.admit(due_schedules)
         counts = self._counts
         runs = self._runs
         fire_due = runs.fire_due

@@ -17,11 +17,12 @@ the unbounded call's cost per fire). Here a call looks only at what it takes:
   judged before the call's wheel advance, as one unbounded call would find them;
 - `order` puts the wheel's newly due items after the leftovers when they sort at or
   after them (the usual case: what became due later is due later), so the queue is
-  never rebuilt; else it sorts everything standing with them, ties keeping the
-  leftovers first, as one unbounded call would have ordered them;
+  never rebuilt; one that sorts earlier (armed in the past by a command) is placed
+  by bisection, or handled in this call if it sorts before what the call took;
+  ties keep the leftovers first, as one unbounded call would have ordered them;
 - `leave` puts back at the front what the call took but did not handle;
-- schedules go by `admit` and `pop` instead: the newly due join the queue's end and
-  the call takes from the queue one at a time, judging each as it is reached, so a
+- schedules go by `admit` and `pop` instead: the newly due join the queue in key
+  order and the call takes from the queue one at a time, judging each as it is reached, so a
   saturated shard (each schedule several occurrences behind, so a turn's budget
   ends after a few hundred schedules) judges only what it handles.
 
@@ -33,6 +34,7 @@ was replaced, so handling it for that due would be wrong either way.
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -86,35 +88,28 @@ class Leftovers(Generic[N]):
             self._head = head
         return taken
 
-    def order(self, taken: list[N], due: list[N], still_due: Callable[[N], bool]) -> list[N]:
+    def order(self, taken: list[N], due: list[N]) -> list[N]:
         """What the call handles, in order: ``taken`` (from `take`, before the wheel's
-        advance) and the wheel's newly ``due`` (sorted by key). With entries still
-        queued behind ``taken``, the call's budget ends within ``taken`` and ``due``
-        joins the queue's end instead, when it sorts there."""
+        advance) and the wheel's newly ``due`` (sorted by key), ties keeping
+        ``taken`` first. With entries still queued behind ``taken``, the call's
+        budget ends within ``taken``: what of ``due`` sorts at or after its last joins
+        the queue (`_insert`), and only what sorts before it is handled now."""
         if not due:
             return taken
         key = self._key
-        entries = self._entries
-        if self._head < len(entries):
-            if key(due[0]) >= entries[-1][1]:
-                self._append(due)
-                return taken
-            # Something newly due sorts before what is queued (armed in the past by a
-            # command): everything standing is ordered with it. The wheel's advance has
-            # erased the marks of the nodes it handed back, so none is taken twice.
-            rest = self.take(len(entries), still_due)
-            return sorted(taken + rest + due, key=key)
+        if self._head < len(self._entries):
+            last = key(taken[-1])
+            early = [node for node in due if key(node) < last]
+            self._insert([node for node in due if key(node) >= last])
+            return sorted(taken + early, key=key) if early else taken
         if taken and key(due[0]) < key(taken[-1]):
             return sorted(taken + due, key=key)
         return taken + due
 
-    def admit(self, due: list[N], still_due: Callable[[N], bool]) -> list[N] | None:
-        """With entries left: the wheel's newly ``due`` (sorted by key) join the end
-        and None is returned, the call then taking everything from the queue
-        (`pop`), judged as it is reached. When something newly due sorts before the
-        queue's last entry (armed in the past by a command), everything standing is
-        ordered with it and returned instead, the queue emptied; what the call does
-        not handle of it goes back with `leave`.
+    def admit(self, due: list[N]) -> None:
+        """With entries left: the wheel's newly ``due`` join the queue in key order
+        (ties after what is queued), and the call takes everything from the queue
+        (`pop`), judged as it is reached.
 
         Judging as reached is what one unbounded call would judge only where
         nothing a call does before reaching an entry changes whether it stands: so
@@ -122,12 +117,7 @@ class Leftovers(Generic[N]):
         wheel, so its advance cannot hand it back), not for attempts (a DAG task's
         end may end another task), which go by `take`, `order` and `leave`.
         """
-        entries = self._entries
-        if due and entries and self._key(due[0]) < entries[-1][1]:
-            rest = self.take(len(entries), still_due)
-            return sorted(rest + due, key=self._key)
-        self._append(due)
-        return None
+        self._insert(due)
 
     def pop(self, still_due: Callable[[N], bool]) -> N | None:
         """The next standing entry's node, removed; None when none is left."""
@@ -168,7 +158,14 @@ class Leftovers(Generic[N]):
             self._entries = front + self._entries[head:]
             self._head = 0
 
-    def _append(self, nodes: list[N]) -> None:
+    def _insert(self, nodes: list[N]) -> None:
+        """Queue ``nodes`` (just handed back by the wheel, so detached) by key, each
+        after the entries of an equal key: appended when it sorts last (the usual
+        case: what became due later is due later), else placed by bisection (a node
+        armed in the past by a command), which moves the list's tail but judges and
+        copies nothing."""
+        if not nodes:
+            return
         mark = Node()
         key = self._key
         entries = self._entries
@@ -177,4 +174,12 @@ class Leftovers(Generic[N]):
             self._head = 0
         for node in nodes:
             park(node, mark)
-            entries.append((node, key(node), mark, node.due_ms))
+            entry = (node, key(node), mark, node.due_ms)
+            if len(entries) <= self._head or entry[1] >= entries[-1][1]:
+                entries.append(entry)
+            else:
+                insort(entries, entry, lo=self._head, key=_key_of)
+
+
+def _key_of(entry: tuple[Any, Any, Node, int]) -> Any:
+    return entry[1]

@@ -137,3 +137,42 @@ def test_a_left_schedule_re_armed_and_handed_back_again_fires_once() -> None:
         fired += _fired(shard, shard.core.advance(now, max_fires=2))
     assert sorted(fired) == [f"s{i:02d}" for i in range(12)]
     assert fired.index("s09") > fired.index("s11")  # re-armed: ordered as a new insertion
+
+
+def _spread_herd(count: int) -> Shard:
+    """``count`` schedules due over 00:01:00..00:01:59, restored at 00:02 (a takeover)."""
+    shard = Shard(now_ms=T0 + 5)
+    for i in range(count):
+        anchor = f"2026-10-10T00:01:{i * 60 // count:02d}Z"
+        shard.send(upsert(f"s{i:03d}", spec={"every": "1h", "anchor": anchor}))
+    restored, _ = shard.restored(T0 + 2 * MINUTE)
+    return restored
+
+
+def test_a_due_schedule_re_upserted_before_every_call_costs_no_rebuild_of_the_queue() -> None:
+    """A takeover applies the commands produced while the shard was down as its herd
+    drains: a re-upsert of a schedule due and not fired yet re-arms it in the past,
+    so the wheel hands it back ahead of what is queued. Placing it used to sort and
+    re-queue everything left (300 due, 10 per call: ~4,300 judgements)."""
+    count = 300
+    shard = _spread_herd(count)
+    core = shard.core
+    judged = 0
+    still_due = core._still_due
+
+    def counting(item: object) -> bool:
+        nonlocal judged
+        judged += 1
+        return still_due(item)  # type: ignore[arg-type]
+
+    core._still_due = counting  # type: ignore[method-assign]
+    now = shard.now_ms
+    fired: list[str] = []
+    while (due := core.next_due_ms()) is not None and due <= now:
+        unfired = [f"s{i:03d}" for i in range(count) if f"s{i:03d}" not in fired]
+        again = unfired[len(unfired) // 2]
+        anchor = f"2026-10-10T00:01:{int(again[1:]) * 60 // count:02d}Z"
+        shard.send(upsert(again, spec={"every": "1h", "anchor": anchor}))
+        fired += _fired(shard, core.advance(now, max_fires=10))
+    assert sorted(fired) == [f"s{i:03d}" for i in range(count)]
+    assert judged <= 2 * count
