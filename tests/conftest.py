@@ -77,9 +77,18 @@ def _broker_down_message(bootstrap: str) -> str:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Fail a broker test at once, with advice, instead of hanging in a client."""
+    """Fail a broker test at once, with advice, instead of hanging in a client.
+
+    The cluster tests (marker ``cluster``) run on a three-node cluster of their own
+    (tests/broker/cluster/conftest.py), after CI has stopped the single node: the
+    single node's answer says nothing about them.
+    """
     global _broker_seen_up
-    if _broker_seen_up or item.get_closest_marker("broker") is None:
+    if (
+        _broker_seen_up
+        or item.get_closest_marker("broker") is None
+        or item.get_closest_marker("cluster") is not None
+    ):
         return
     bootstrap = Settings.from_env().bootstrap
     if not asyncio.run(metadata_ok(bootstrap, timeout_s=10.0)):
