@@ -404,9 +404,8 @@ class ShardCore:
         from_queue = bool(left_schedules)
         if from_queue:
             left_schedules.admit(due_schedules)
-        counts = self._counts
         runs = self._runs
-        fire_due = runs.fire_due
+        fire_counted = self._fire_counted
         handled = 0
         for run in attempts:
             if budget <= 0:
@@ -425,20 +424,14 @@ class ShardCore:
         if from_queue:
             pop = left_schedules.pop
             while budget > 0 and (state := pop(still_due)) is not None:
-                budget -= self._fire_counted(state, now_ms)
+                budget -= fire_counted(state, now_ms)
         else:
             handled = 0
             for state in due_schedules:
                 if budget <= 0:
                     break
                 handled += 1
-                fired_before = counts["fired_total"]
-                try:
-                    fire_due(state, now_ms)
-                except Exception as error:
-                    self._failed(error)
-                fired = counts["fired_total"] - fired_before
-                budget -= fired if fired > 0 else 1
+                budget -= fire_counted(state, now_ms)
             if handled < len(due_schedules):
                 left_schedules.leave(due_schedules[handled:])
         return self._flush(now_ms)

@@ -8,7 +8,7 @@ may be wrong.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from topics.codec import loads
@@ -237,6 +237,11 @@ def from_topics(
     )
 
 
+def _fields_of(topics: TopicEvidence) -> dict[str, Any]:
+    """`Evidence`'s fields that the topics give, as `TopicEvidence` holds them (not copied)."""
+    return {f.name: getattr(topics, f.name) for f in fields(TopicEvidence)}
+
+
 def of_topics(topics: TopicEvidence, *, end_ms: int) -> Evidence:
     """Evidence of nothing but topics (records read from a real broker), for the
     checkers that judge topics alone (`simulation.checkers.TOPIC_CHECKERS`).
@@ -246,14 +251,7 @@ def of_topics(topics: TopicEvidence, *, end_ms: int) -> Evidence:
     simulated world (its ledger of effects, its group members, its healing) are empty.
     """
     return Evidence(
-        runs=topics.runs,
-        results=topics.results,
-        dead=topics.dead,
-        cancels=topics.cancels,
-        definitions=topics.definitions,
-        dags=topics.dags,
-        first_next_ms=topics.first_next_ms,
-        final_state=topics.final_state,
+        **_fields_of(topics),
         start_ms=end_ms,
         heal_ms=end_ms,
         end_ms=end_ms,
@@ -304,14 +302,7 @@ def gather(world: Any) -> Evidence:
     ]
     return Evidence(
         false_lease_losses=sorted(false_losses, key=lambda f: f[1]),
-        cancels=topics.cancels,
-        runs=topics.runs,
-        results=topics.results,
-        dead=topics.dead,
-        definitions=topics.definitions,
-        dags=topics.dags,
-        first_next_ms=topics.first_next_ms,
-        final_state=topics.final_state,
+        **_fields_of(topics),
         start_ms=scenario.start_ms,
         heal_ms=scenario.heal_ms,
         end_ms=scenario.end_ms,

@@ -10,6 +10,7 @@ is not timed out.
 
 from __future__ import annotations
 
+from actors.shard.core import ShardCore
 from tests.kit.shard import MINUTE, SECOND, T0, Shard, command, upsert
 from topics.names import TopicKind
 from topics.records import OutRecord
@@ -100,6 +101,19 @@ def test_a_left_attempt_retried_between_bounded_calls_is_sent_once_not_also_time
     assert out.dlq == []
 
 
+def _count_judgements(core: ShardCore) -> list[int]:
+    """Count the core's calls of ``_still_due`` from now on (in the one cell returned)."""
+    judged = [0]
+    still_due = core._still_due
+
+    def counting(item: object) -> bool:
+        judged[0] += 1
+        return still_due(item)  # type: ignore[arg-type]
+
+    core._still_due = counting  # type: ignore[method-assign]
+    return judged
+
+
 def test_bounded_calls_judge_each_left_timer_about_once_not_once_per_call() -> None:
     """A herd drained 10 per call judged everything left at every call: 300 due in 30
     calls was ~4,500 judgements (a million due, 5,000 per call: ~10^8, which made the
@@ -107,21 +121,13 @@ def test_bounded_calls_judge_each_left_timer_about_once_not_once_per_call() -> N
     what it takes."""
     shard = _herd(300)
     core = shard.core
-    judged = 0
-    still_due = core._still_due
-
-    def counting(item: object) -> bool:
-        nonlocal judged
-        judged += 1
-        return still_due(item)  # type: ignore[arg-type]
-
-    core._still_due = counting  # type: ignore[method-assign]
+    judged = _count_judgements(core)
     now = shard.now_ms
     fired: list[str] = []
     while (due := core.next_due_ms()) is not None and due <= now:
         fired += _fired(shard, core.advance(now, max_fires=10))
     assert sorted(fired) == sorted(f"s{i:02d}" for i in range(300))
-    assert judged <= 2 * 300
+    assert judged[0] <= 2 * 300
 
 
 def test_a_left_schedule_re_armed_and_handed_back_again_fires_once() -> None:
@@ -157,15 +163,7 @@ def test_a_due_schedule_re_upserted_before_every_call_costs_no_rebuild_of_the_qu
     count = 300
     shard = _spread_herd(count)
     core = shard.core
-    judged = 0
-    still_due = core._still_due
-
-    def counting(item: object) -> bool:
-        nonlocal judged
-        judged += 1
-        return still_due(item)  # type: ignore[arg-type]
-
-    core._still_due = counting  # type: ignore[method-assign]
+    judged = _count_judgements(core)
     now = shard.now_ms
     fired: list[str] = []
     while (due := core.next_due_ms()) is not None and due <= now:
@@ -175,4 +173,4 @@ def test_a_due_schedule_re_upserted_before_every_call_costs_no_rebuild_of_the_qu
         shard.send(upsert(again, spec={"every": "1h", "anchor": anchor}))
         fired += _fired(shard, core.advance(now, max_fires=10))
     assert sorted(fired) == [f"s{i:03d}" for i in range(count)]
-    assert judged <= 2 * count
+    assert judged[0] <= 2 * count
