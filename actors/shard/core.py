@@ -111,8 +111,9 @@ Decisions (what a Temporal or Airflow user would expect)
   `schedule_commands.UPSERT_LOOKBACK_GRACES` grace periods (a producer's clock
   far behind must not replay a day); a timestamp of 0 (unknown) means now.
 - ``schedule.upsert`` of an existing id keeps its runs, buffer, pause and its
-  place in time: occurrences of the new definition at or before the last fired
-  one, or before now, never fire (a re-upsert never refires anything).
+  place in time: occurrences of the new definition at or before the last one
+  handled (fired, or reported skipped or missed), or before now, never fire (a
+  re-upsert never refires anything, nor reports an occurrence twice).
 - ``schedule.pause`` stops firing; runs in flight and their retries go on.
   ``schedule.resume`` does NOT fire what came due while paused (Temporal): those
   occurrences are reported ``skipped`` (error type ``Paused``; folded like
@@ -125,6 +126,10 @@ Decisions (what a Temporal or Airflow user would expect)
   occurrence is handled by its own rules, whatever the overlap policy).
 - ``schedule.delete`` writes a tombstone and cancels every timer; results that
   arrive afterwards are ignored, buffered occurrences are reported ``skipped``.
+  An id deleted and created again is a new schedule (EventBridge, Temporal), but
+  its run ids name the same instants, so it never fires one its predecessor
+  handled: the delete leaves that instant's floor for as long as a look-back
+  could reach it (see `retired`).
 - ``dlq.replay`` starts the dead run again, ignoring overlap (like a retry):
   attempt numbers continue after the last one (so (run_id, attempt) stays unique
   on every topic) with a fresh budget of ``retry.max_attempts`` attempts. The
@@ -153,6 +158,7 @@ from actors.shard.cancel import RunCancels
 from actors.shard.dag_shard import DagRuns
 from actors.shard.lateness import LatenessWindow
 from actors.shard.leftovers import Leftovers
+from actors.shard.retired import GONE_KEY_PREFIX, Retired
 from actors.shard.routing import forward_target
 from actors.shard.runs import TIMEOUT_MARGIN_MS, RunBook
 from actors.shard.schedule_commands import ScheduleCommands
@@ -234,8 +240,9 @@ class ShardCore:
         self._dags = dags = DagRuns(batch, schedules, runs, cancels)
         runs.wire(dags, cancels)
         cancels.wire(dags)
-        self._commands = ScheduleCommands(batch, schedules, wheel, definitions, runs)
-        self._trimming = Trimming(batch, schedules, wheel, definitions, runs)
+        self._retired = retired = Retired(batch.out, partition)  # deleted ids' floors
+        self._commands = ScheduleCommands(batch, schedules, wheel, definitions, runs, retired)
+        self._trimming = Trimming(batch, schedules, wheel, definitions, runs, retired)
         self._restore_errors: dict[bytes, str] = {}  # key -> why its last record was unreadable
         # Read by the scheduler's metrics at scrape time (a histogram kept beside it).
         self.lateness = self._lateness_ms = LatenessWindow(_LATENESS_WINDOW)
@@ -258,6 +265,8 @@ class ShardCore:
                     self._restored_defs.pop(key, None)
                 else:
                     self._restored_defs[key] = decode_definition(value)
+            elif key.startswith(GONE_KEY_PREFIX):  # a deleted schedule's floor
+                self._retired.restore(key, value)
             elif value is None:
                 self._schedules.pop(key.decode(), None)
             else:
@@ -376,6 +385,8 @@ class ShardCore:
         the whole due list at every call, which `actors.shard.leftovers` avoids.)
         """
         self._out.clear()
+        if self._retired:  # deleted ids' floors no look-back can reach any more
+            self._retired.expire(now_ms)
         budget = sys.maxsize if max_fires is None else max(1, max_fires)
         still_due = self._still_due
         # What earlier bounded calls left and this call may take, judged before this

@@ -461,8 +461,10 @@ class RunBook:
         why = f"the shard found it more than misfire.grace_s ({grace_s} s) late; policy {policy}"
         for scheduled_ms in plan.missed:
             self.shard_result(state, scheduled_ms, RunStatus.MISSED, "Misfire", why)
+            state.let_pass(scheduled_ms)
         self._counts["missed_total"] += len(plan.missed)
         if plan.summary is not None:
+            state.let_pass(plan.summary.last_ms)
             self.shard_result(
                 state,
                 plan.summary.first_ms,
@@ -475,10 +477,12 @@ class RunBook:
 
     def skipped(self, state: ScheduleState, scheduled_ms: int, kind: str, why: str) -> None:
         self.shard_result(state, scheduled_ms, RunStatus.SKIPPED, kind, why)
+        state.let_pass(scheduled_ms)
         self._counts["skipped_total"] += 1
 
     def skipped_range(self, state: ScheduleState, summary: MissedRange) -> None:
         why = _folded(summary, "the schedule was paused")
+        state.let_pass(summary.last_ms)
         self.shard_result(
             state, summary.first_ms, RunStatus.SKIPPED, "Paused", why, covers=_covers(summary)
         )

@@ -14,6 +14,7 @@ from actors.shard.batch import Batch, Definitions
 from actors.shard.dag_definition import dag_definition, dag_definition_bytes
 from actors.shard.definition import Definition, definition_bytes, shared_definition
 from actors.shard.misfire import plan_backlog
+from actors.shard.retired import UPSERT_LOOKBACK_GRACES, Retired
 from actors.shard.runs import RunBook
 from actors.shard.state import DEAD_MEMORY, RunState, ScheduleState, intern_bytes
 from actors.wheel import TimingWheel
@@ -23,10 +24,7 @@ from topics.records import InRecord
 from topics.timefmt import format_ms
 from topics.vocabulary import MisfireMode
 
-# How far back (in misfire grace periods) a new schedule may start when its upsert
-# is applied later than it was produced: occurrences within one grace fire late,
-# those in the grace before are the misfire policy's (reported missed, or run_once).
-UPSERT_LOOKBACK_GRACES = 2
+__all__ = ["UPSERT_LOOKBACK_GRACES", "ScheduleCommands"]
 
 
 class ScheduleCommands:
@@ -39,6 +37,7 @@ class ScheduleCommands:
         wheel: TimingWheel[ScheduleState | RunState],
         definitions: Definitions,
         runs: RunBook,
+        retired: Retired,
     ) -> None:
         self._batch = batch
         self._dirty = batch.dirty
@@ -46,6 +45,7 @@ class ScheduleCommands:
         self._wheel = wheel
         self._definitions = definitions
         self._runs = runs
+        self._retired = retired
 
     def upsert(
         self, command: ScheduleUpsert | DagUpsert, now_ms: int, produced_ms: int = 0
@@ -67,14 +67,19 @@ class ScheduleCommands:
             if 0 < produced_ms < now_ms:  # applied late: what came due since is not lost
                 lookback_ms = UPSERT_LOOKBACK_GRACES * definition.grace_ms
                 anchor_ms = min(floor_ms, max(produced_ms, now_ms - lookback_ms) - 1)
+            if self._retired:  # the id was deleted: never what its predecessor handled
+                handled_ms = self._retired.claim(command.id, now_ms)
+                if handled_ms is not None and handled_ms >= anchor_ms:
+                    anchor_ms = state.passed_ms = handled_ms
         else:
             self._wheel.cancel(state)
             if state.paused:  # account for the pause so far under the old definition
                 self._report_paused(state, now_ms)
             elif state.next_ms is not None and state.next_ms <= now_ms:
                 floor_ms = min(floor_ms, state.next_ms - 1)  # due, not yet fired: keep it
-            last_ms = state.last_fired_ms
-            anchor_ms = floor_ms if last_ms is None else max(floor_ms, last_ms)
+            # Never again what it handled: fired, or reported skipped or missed.
+            handled_ms = state.handled_ms()
+            anchor_ms = floor_ms if handled_ms is None else max(floor_ms, handled_ms)
             if def_bytes != state.def_bytes:
                 self._definitions.drop(state.def_bytes)
                 self._definitions.use(def_bytes)
@@ -94,6 +99,7 @@ class ScheduleCommands:
         del self._schedules[state.id]
         self._definitions.drop(state.def_bytes)
         self._dirty[state.id] = None
+        self._retired.retire(state.id, state.handled_ms(), state.definition.grace_ms, now_ms)
 
     def pause(self, state: ScheduleState) -> None:
         if state.paused:
@@ -139,7 +145,7 @@ class ScheduleCommands:
         run_id = run_id_for(state.id, now_ms)
         if (
             run_id in state.runs
-            or now_ms in (state.last_fired_ms, state.next_ms)
+            or now_ms in (state.last_fired_ms, state.passed_ms, state.next_ms)
             or state.definition.compiled.next_after(now_ms - 1) == now_ms
         ):
             self._batch.reject(

@@ -13,6 +13,8 @@ The changelog value of a schedule (one record per change, key = schedule id)::
      "paused": false,
      "next": "2026-10-11T00:00:00.000Z",        # next occurrence not yet handled; null: none
      "last_fired": "2026-10-10T00:00:00.000Z",  # latest occurrence fired (or buffered)
+     "passed": "2026-10-10T01:00:00.000Z",      # latest one let pass unfired (skipped,
+                                                # missed), only when later than last_fired
      "runs": [                                  # in flight (running or waiting to retry)
         {"run_id": "invoice-nightly@2026-10-10T00:00:00.000Z",   # names the occurrence
          "attempt": 2,
@@ -29,7 +31,7 @@ The changelog value of a schedule (one record per change, key = schedule id)::
      "dag": null,                               # DAG run state (see `ScheduleState.dag`)
      "def": {...}}                              # the normalised definition (definition.py)
 
-``runs``, ``buffered``, ``dead`` and ``dag`` are left out when empty, and so are
+``runs``, ``buffered``, ``dead``, ``dag`` and ``passed`` are left out when empty, and so are
 a run's fields at their usual value (a herd writes one record per fire, so each
 field costs). A deleted schedule is a tombstone (null value).
 
@@ -163,6 +165,7 @@ class ScheduleState(Node):
         "id",
         "last_fired_ms",
         "next_ms",
+        "passed_ms",
         "paused",
     )
 
@@ -173,6 +176,11 @@ class ScheduleState(Node):
         self.paused = False
         self.next_ms: int | None = None
         self.last_fired_ms: int | None = None
+        # The latest occurrence handled without firing it (skipped or missed; for an
+        # id created again, its predecessor's latest, see `retired`): with
+        # ``last_fired_ms``, the floor below which a re-upsert never goes (a run id
+        # that was reported skipped must not fire later, nor be reported twice).
+        self.passed_ms: int | None = None
         self._runs: dict[str, RunState] | None = None
         self._buffered: list[int] | None = None
         self._dead: dict[str, int] | None = None
@@ -244,6 +252,19 @@ class ScheduleState(Node):
         self.def_bytes = def_bytes
         self._definition = definition
 
+    def let_pass(self, scheduled_ms: int) -> None:
+        """The occurrence at ``scheduled_ms`` was handled without firing it."""
+        passed_ms = self.passed_ms
+        if passed_ms is None or scheduled_ms > passed_ms:
+            self.passed_ms = scheduled_ms
+
+    def handled_ms(self) -> int | None:
+        """The latest occurrence handled (fired, buffered, skipped or missed), if any."""
+        last_ms, passed_ms = self.last_fired_ms, self.passed_ms
+        if passed_ms is None:
+            return last_ms
+        return passed_ms if last_ms is None else max(last_ms, passed_ms)
+
     def remember_dead(self, run_id: str, last_attempt: int) -> None:
         dead = self.dead
         dead.pop(run_id, None)
@@ -259,7 +280,7 @@ def encode_schedule(state: ScheduleState) -> bytes:
     DAG, runs that are plain first attempts) is spelled directly, byte for byte
     what orjson writes for it; any other state goes through orjson.
     """
-    if state._buffered or state._dead or state.dag is not None:
+    if state._buffered or state._dead or state.dag is not None or state.passed_ms is not None:
         return _encode_general(state)
     id_json = state.id_json()
     runs_json = ""
@@ -296,6 +317,9 @@ def _encode_general(state: ScheduleState) -> bytes:
         "next": None if next_ms is None else instant_text(next_ms),
         "last_fired": None if last_ms is None else instant_text(last_ms),
     }
+    passed_ms = state.passed_ms
+    if passed_ms is not None and (last_ms is None or passed_ms > last_ms):
+        doc["passed"] = instant_text(passed_ms)
     if state._runs:
         doc["runs"] = [_encode_run(run) for run in state._runs.values()]
     if state._buffered:
@@ -373,7 +397,7 @@ def encode_fire(state: ScheduleState) -> bytes:
     (as `encode_schedule`); any other state goes through orjson. A herd writes one
     per fire, so the instants' texts are looked up in `instant_text`'s cache inline.
     """
-    if state._buffered or state._dead or state.dag is not None:
+    if state._buffered or state._dead or state.dag is not None or state.passed_ms is not None:
         return _encode_fire_general(state)
     id_json = state.id_json()
     texts = _texts
@@ -438,6 +462,9 @@ def _encode_fire_general(state: ScheduleState) -> bytes:
         "next": None if next_ms is None else instant_text(next_ms),
         "last_fired": None if last_ms is None else instant_text(last_ms),
     }
+    passed_ms = state.passed_ms
+    if passed_ms is not None and (last_ms is None or passed_ms > last_ms):
+        doc["passed"] = instant_text(passed_ms)
     if state._runs:
         doc["runs"] = [_encode_run(run) for run in state._runs.values()]
     if state._buffered:
@@ -521,6 +548,8 @@ def decode_schedule(
     state.next_ms = None if text is None else instant_ms(text)
     text = doc["last_fired"]
     state.last_fired_ms = None if text is None else instant_ms(text)
+    text = doc.get("passed")
+    state.passed_ms = None if text is None else instant_ms(text)
     runs = doc.get("runs")
     if runs:
         at = len(state.id) + 1  # the scheduled instant is spelled inside the run id
@@ -614,6 +643,7 @@ def decode_idle(key: bytes, value: bytes) -> ScheduleState | None:
     state.paused = False
     state.next_ms = next_ms
     state.last_fired_ms = last_ms
+    state.passed_ms = None
     state._runs = state._buffered = state._dead = state.dag = state._next = None
     return state
 

@@ -21,6 +21,7 @@ written yet, is not written first only to be tombstoned after).
 from __future__ import annotations
 
 from actors.shard.batch import Batch, Definitions
+from actors.shard.retired import Retired
 from actors.shard.runs import RunBook
 from actors.shard.state import RunState, ScheduleState, encode_schedule
 from actors.wheel import TimingWheel
@@ -45,12 +46,14 @@ class Trimming:
         wheel: TimingWheel[ScheduleState | RunState],
         definitions: Definitions,
         runs: RunBook,
+        retired: Retired,
     ) -> None:
         self._batch = batch
         self._schedules = schedules
         self._wheel = wheel
         self._definitions = definitions
         self._runs = runs
+        self._retired = retired
 
     def fit(self, state: ScheduleState, size: int, now_ms: int) -> bool:
         """Trim ``state``, whose record would be ``size`` bytes, until its full record
@@ -95,6 +98,8 @@ class Trimming:
             del self._schedules[state.id]
             self._definitions.drop(state.def_bytes)
             self._batch.dirty[state.id] = None  # its tombstone
+            # As a delete: upserted again, it starts after what it handled.
+            self._retired.retire(state.id, state.handled_ms(), state.definition.grace_ms, now_ms)
             steps.append("deleted it: even so it did not fit; upsert it again, smaller")
         self._batch.out.append(
             self._batch.rejected_changelog(

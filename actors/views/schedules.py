@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from actors.display import instant
+from actors.shard.retired import is_gone_key
 from actors.shard.state import (
     ScheduleState,
     decode_definition,
@@ -30,9 +31,10 @@ def latest_states(records: list[Record]) -> dict[str, bytes]:
 
     A schedule's record of version 2 (its state without its definition, see
     `actors.shard.state`) comes back whole, as the version-1 record of the same
-    state, its definition taken from the definition's own record; those records
-    are not schedules and are left out. A record that cannot be completed so is
-    left as it is, for its reader to report unreadable.
+    state, its definition taken from the definition's own record; those records,
+    and a deleted schedule's ``@gone/`` record, are not schedules and are left
+    out. A record that cannot be completed so is left as it is, for its reader to
+    report unreadable.
     """
     latest: dict[str, bytes] = {}
     for record in sorted(records, key=lambda r: (r.partition, r.offset)):
@@ -42,6 +44,8 @@ def latest_states(records: list[Record]) -> dict[str, bytes]:
         else:
             latest[key] = record.value
     definitions: dict[bytes, bytes] = {}
+    for key in [key for key in latest if is_gone_key(key.encode())]:
+        del latest[key]  # a deleted schedule's floor (`actors.shard.retired`)
     for key in [key for key in latest if is_definition_key(key.encode())]:
         value = latest.pop(key)
         try:

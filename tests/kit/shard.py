@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from actors.shard import ShardCore
+from actors.shard.retired import is_gone_key
 from actors.shard.state import is_definition_key
 from topics.messages import (
     DeadLetter,
@@ -100,8 +101,18 @@ class Out:
 
     @property
     def changelog(self) -> list[OutRecord]:
-        """The schedules' own changelog records (not their definitions' records)."""
-        return [r for r in self.of(TopicKind.SCHEDULES) if not is_definition_key(r.key or b"")]
+        """The schedules' own changelog records (not their definitions' records, nor
+        deleted schedules' floors)."""
+        return [
+            r
+            for r in self.of(TopicKind.SCHEDULES)
+            if not is_definition_key(r.key or b"") and not is_gone_key(r.key or b"")
+        ]
+
+    @property
+    def gone(self) -> list[OutRecord]:
+        """The changelog records of deleted schedules' floors (`actors.shard.retired`)."""
+        return [r for r in self.of(TopicKind.SCHEDULES) if is_gone_key(r.key or b"")]
 
     @property
     def definitions(self) -> list[OutRecord]:
