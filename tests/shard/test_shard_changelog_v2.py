@@ -85,11 +85,18 @@ def test_the_fire_record_is_what_orjson_writes_and_its_full_size_is_exact(
     assert decode_schedule(value).def_bytes == key
 
 
-@given(schedule_id=ids, next_ms=st.integers(0, 4 * 10**12), last_ms=instants)
-def test_the_fast_decoder_reads_idle_records_as_the_parser_does(
-    schedule_id: str, next_ms: int, last_ms: int | None
+@given(
+    schedule_id=ids,
+    next_ms=st.integers(0, 4 * 10**12),
+    last_ms=instants,
+    runs=st.lists(st.tuples(st.integers(0, 4 * 10**12), st.integers(1, 10**6)), max_size=1),
+)
+def test_the_fast_decoder_reads_idle_and_one_run_records_as_the_parser_does(
+    schedule_id: str, next_ms: int, last_ms: int | None, runs: list[tuple[int, int]]
 ) -> None:
-    state = _state(schedule_id, False, next_ms, last_ms, [])
+    if runs and last_ms is None:
+        last_ms = runs[0][0]  # a run in flight was fired: the last fired is set
+    state = _state(schedule_id, False, next_ms, last_ms, runs)
     value = encode_fire(state)
     parsed = decode_schedule(value)
     fast = decode_idle(schedule_id.encode(), value)
@@ -98,20 +105,32 @@ def test_the_fast_decoder_reads_idle_records_as_the_parser_does(
     assert fast is not None
     # built without __init__: every slot is set, and to what the parser sets it
     for name in ScheduleState.__slots__:
-        assert getattr(fast, name) == getattr(parsed, name), name
-    assert not fast.paused and not fast.runs
+        if name != "_runs":
+            assert getattr(fast, name) == getattr(parsed, name), name
+    assert not fast.paused and list(fast.runs) == list(parsed.runs)
+    for run_id, run in fast.runs.items():
+        other = parsed.runs[run_id]
+        for name in RunState.__slots__:
+            if name != "schedule":
+                assert getattr(run, name) == getattr(other, name), name
+        assert run.schedule is fast
 
 
 @given(
     paused=st.booleans(),
     next_ms=instants,
     runs=st.lists(st.tuples(st.integers(0, 4 * 10**12), st.integers(1, 9)), max_size=2),
+    retrying=st.booleans(),
 )
-def test_the_fast_decoder_declines_what_is_not_idle(
-    paused: bool, next_ms: int | None, runs: list[tuple[int, int]]
+def test_the_fast_decoder_declines_what_is_not_idle_or_one_plain_run(
+    paused: bool, next_ms: int | None, runs: list[tuple[int, int]], retrying: bool
 ) -> None:
     state = _state("s", paused, next_ms, T0, runs)
-    if not paused and next_ms is not None and not runs:
+    if retrying:
+        for run in state.runs.values():
+            run.retry_ms = T0 + 7  # waiting for its next attempt: not a plain run
+    plain = len(state.runs) == 1 and not retrying  # two runs of one instant are one
+    if not paused and next_ms is not None and (not runs or plain):
         return
     assert decode_idle(b"s", encode_fire(state)) is None
     assert decode_idle(b"other", encode_fire(_state("s", False, T0, None, []))) is None
