@@ -273,6 +273,15 @@ class ScheduleState(Node):
             del dead[next(iter(dead))]
 
 
+def _passed_later(state: ScheduleState) -> bool:
+    """Whether the record spells ``passed``: only while it is later than the last fired."""
+    passed_ms = state.passed_ms
+    if passed_ms is None:
+        return False
+    last_ms = state.last_fired_ms
+    return last_ms is None or passed_ms > last_ms
+
+
 def encode_schedule(state: ScheduleState) -> bytes:
     """The changelog value of ``state`` (see the module docstring).
 
@@ -280,7 +289,7 @@ def encode_schedule(state: ScheduleState) -> bytes:
     DAG, runs that are plain first attempts) is spelled directly, byte for byte
     what orjson writes for it; any other state goes through orjson.
     """
-    if state._buffered or state._dead or state.dag is not None or state.passed_ms is not None:
+    if state._buffered or state._dead or state.dag is not None or _passed_later(state):
         return _encode_general(state)
     id_json = state.id_json()
     runs_json = ""
@@ -397,7 +406,7 @@ def encode_fire(state: ScheduleState) -> bytes:
     (as `encode_schedule`); any other state goes through orjson. A herd writes one
     per fire, so the instants' texts are looked up in `instant_text`'s cache inline.
     """
-    if state._buffered or state._dead or state.dag is not None or state.passed_ms is not None:
+    if state._buffered or state._dead or state.dag is not None or _passed_later(state):
         return _encode_fire_general(state)
     id_json = state.id_json()
     texts = _texts

@@ -60,6 +60,7 @@ def _state(
     last_ms=instants,
     runs=st.lists(st.tuples(st.integers(0, 4 * 10**12), st.integers(1, 9)), max_size=3),
     def_len=st.integers(0, 3000),
+    passed_ms=instants,
 )
 def test_the_fire_record_is_what_orjson_writes_and_its_full_size_is_exact(
     schedule_id: str,
@@ -68,9 +69,11 @@ def test_the_fire_record_is_what_orjson_writes_and_its_full_size_is_exact(
     last_ms: int | None,
     runs: list[tuple[int, int]],
     def_len: int,
+    passed_ms: int | None,
 ) -> None:
     def_bytes = orjson.dumps({"pad": "p" * def_len})
     state = _state(schedule_id, paused, next_ms, last_ms, runs, def_bytes)
+    state.passed_ms = passed_ms
     value = encode_fire(state)
     assert value == _encode_fire_general(state)
     assert full_size(value, def_bytes) == len(encode_schedule(state))
@@ -81,6 +84,8 @@ def test_the_fire_record_is_what_orjson_writes_and_its_full_size_is_exact(
     key = doc["def"].encode()
     again = decode_schedule(value, {key: def_bytes})
     assert encode_fire(again) == value and again.def_bytes == def_bytes
+    assert again.handled_ms() == state.handled_ms()  # "passed" only when it is later
+    assert encode_schedule(again) == encode_schedule(state)
     # without its definition, the key stands in for the caller to resolve
     assert decode_schedule(value).def_bytes == key
 
