@@ -289,7 +289,12 @@ def encode_schedule(state: ScheduleState) -> bytes:
     DAG, runs that are plain first attempts) is spelled directly, byte for byte
     what orjson writes for it; any other state goes through orjson.
     """
-    if state._buffered or state._dead or state.dag is not None or _passed_later(state):
+    if (
+        state._buffered
+        or state._dead
+        or state.dag is not None
+        or (state.passed_ms is not None and _passed_later(state))
+    ):
         return _encode_general(state)
     id_json = state.id_json()
     runs_json = ""
@@ -406,7 +411,12 @@ def encode_fire(state: ScheduleState) -> bytes:
     (as `encode_schedule`); any other state goes through orjson. A herd writes one
     per fire, so the instants' texts are looked up in `instant_text`'s cache inline.
     """
-    if state._buffered or state._dead or state.dag is not None or _passed_later(state):
+    if (
+        state._buffered
+        or state._dead
+        or state.dag is not None
+        or (state.passed_ms is not None and _passed_later(state))
+    ):
         return _encode_fire_general(state)
     id_json = state.id_json()
     texts = _texts
