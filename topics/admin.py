@@ -308,7 +308,21 @@ async def _describe(
     return counts, configs
 
 
-_CHECKED_KEYS = ("cleanup.policy", "retention.ms", *guarantees.GUARANTEE_KEYS)
+_CHECKED_KEYS = ("cleanup.policy", "retention.ms", "segment.bytes", *guarantees.GUARANTEE_KEYS)
+
+
+def slow_restore(settings: Settings, configs: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The schedules topic's segments, if larger than `SCHEDULES_SEGMENT_BYTES` (topics
+    created before the cap): a guarantee holds, but a new owner reads more records."""
+    name = settings.topic(TopicKind.SCHEDULES)
+    found = configs.get(name, {}).get("segment.bytes")
+    if found is None or not found.isdigit() or int(found) <= SCHEDULES_SEGMENT_BYTES:
+        return []
+    return [
+        f"{name}: segment.bytes is {found}; compaction never touches the active segment,"
+        f" so a new owner restores up to that many bytes of superseded records (kafka-configs"
+        f" --alter --add-config segment.bytes={SCHEDULES_SEGMENT_BYTES})"
+    ]
 
 
 def _problems(
@@ -397,6 +411,8 @@ async def audit_topics(
         for name in sorted(found.counts)
         if name not in found.configs and name.startswith(tuple(m[:-1] for m in mine))
     ]
+    if f"{settings.topic(TopicKind.SCHEDULES)}:".startswith(mine):
+        weakened += slow_restore(settings, found.configs)
     for finding in guarantees.findings(settings, found.replicas, found.configs, found.brokers):
         if f"{finding.topic}:".startswith(mine):
             (broken if finding.breaks else weakened).append(str(finding))
