@@ -383,6 +383,7 @@ class Audit:
 
     broken: list[str]  # a guarantee does not hold: actors refuse to start
     weakened: list[str]  # a guarantee holds with less margin: actors warn
+    advice: list[str] = field(default_factory=list)  # guarantees hold; slower: a note
 
     @property
     def all(self) -> list[str]:
@@ -411,12 +412,13 @@ async def audit_topics(
         for name in sorted(found.counts)
         if name not in found.configs and name.startswith(tuple(m[:-1] for m in mine))
     ]
+    advice = []
     if f"{settings.topic(TopicKind.SCHEDULES)}:".startswith(mine):
-        weakened += slow_restore(settings, found.configs)
+        advice = slow_restore(settings, found.configs)
     for finding in guarantees.findings(settings, found.replicas, found.configs, found.brokers):
         if f"{finding.topic}:".startswith(mine):
             (broken if finding.breaks else weakened).append(str(finding))
-    return Audit(broken, weakened)
+    return Audit(broken, weakened, advice)
 
 
 async def check_topics(settings: Settings, partitions: int | None = None) -> list[str]:
@@ -434,15 +436,15 @@ async def guard_topics(
     settings: Settings, kinds: tuple[TopicKind, ...] = tuple(TopicKind)
 ) -> list[str]:
     """Raise `TopicsError` naming every difference that breaks a guarantee on the topics
-    of `kinds`; return the differences that only weaken one (the caller logs them as
-    warnings and starts)."""
+    of `kinds`; return the differences that only weaken one, and the advice (the caller
+    logs them as warnings and starts)."""
     audit = await audit_topics(settings, kinds=kinds)
     if audit.broken:
         raise TopicsError(
             f"the topics of namespace {settings.namespace!r} break kafkron's guarantees: "
             + "; ".join(audit.broken)
         )
-    return audit.weakened
+    return [*audit.weakened, *audit.advice]
 
 
 async def shard_count(settings: Settings) -> int:

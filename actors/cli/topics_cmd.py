@@ -111,6 +111,8 @@ def run_create(args: argparse.Namespace) -> int:
     explicit = args.replication_factor is not None
     for problem in audit.weakened:
         print(f"{'warning' if explicit else 'mismatch'}: {problem}", file=sys.stderr)
+    for advice in audit.advice:  # guarantees hold: said, never a failure
+        print(f"note: {advice}", file=sys.stderr)
     return 1 if audit.broken or (audit.weakened and not explicit) else 0
 
 

@@ -15,6 +15,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from topics.admin import (
     TopicsError,
     admin_client,
+    audit_topics,
     check_topics,
     create_topics,
     shard_count,
@@ -85,6 +86,10 @@ async def test_check_catches_a_wrong_cleanup_policy_and_a_missing_topic(
     problems = await _eventual_problems(kafka_settings, want=2)
     assert sorted(p.split(":")[0] for p in problems) == sorted([schedules, dlq])
     assert any("cleanup.policy is delete, expected compact" in p for p in problems)
+    # AlterConfigs replaces the topic's whole config: its segment.bytes is the broker's
+    # default again, which the audit advises about (a slower restore, not a failure).
+    [advice] = (await audit_topics(kafka_settings)).advice
+    assert advice.startswith(f"{schedules}: segment.bytes is ")
     assert any(p.startswith(f"{dlq}: missing") for p in problems)
 
 
