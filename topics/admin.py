@@ -41,6 +41,7 @@ from topics import guarantees
 from topics.clients import admin_kwargs
 from topics.closing import bounded
 from topics.names import SHARDED_KINDS, Settings, TopicKind
+from topics.segments import SCHEDULES_SEGMENT_BYTES, slow_restore
 
 DEFAULT_PARTITIONS = 6
 DAY_MS = 24 * 3600 * 1000
@@ -64,8 +65,6 @@ class TopicSpec:
     min_retention_ms: int | None = None
 
 
-SCHEDULES_SEGMENT_BYTES = 16 * 1024 * 1024
-
 TOPIC_SPECS: dict[TopicKind, TopicSpec] = {
     TopicKind.COMMANDS: TopicSpec(TopicKind.COMMANDS, "delete"),
     TopicKind.SCHEDULES: TopicSpec(
@@ -73,11 +72,7 @@ TOPIC_SPECS: dict[TopicKind, TopicSpec] = {
         "compact",
         {
             # Roll and clean often: a new owner restores by reading the whole partition,
-            # and only closed segments are ever compacted. The active segment is capped
-            # at 16 MiB (about 80k fire records, under half a second of restore) rather
-            # than the broker's 1 GiB: otherwise an hour of fires is read back record by
-            # record (a 100k shard firing every 20 s left 3 records per schedule).
-            # Kafka's own restored topics do the same (__consumer_offsets: 100 MiB).
+            # and only closed segments are ever compacted (`topics.segments`).
             "segment.ms": str(3600 * 1000),
             "segment.bytes": str(SCHEDULES_SEGMENT_BYTES),
             "min.cleanable.dirty.ratio": "0.1",
@@ -309,20 +304,6 @@ async def _describe(
 
 
 _CHECKED_KEYS = ("cleanup.policy", "retention.ms", "segment.bytes", *guarantees.GUARANTEE_KEYS)
-
-
-def slow_restore(settings: Settings, configs: Mapping[str, Mapping[str, str]]) -> list[str]:
-    """The schedules topic's segments, if larger than `SCHEDULES_SEGMENT_BYTES` (topics
-    created before the cap): a guarantee holds, but a new owner reads more records."""
-    name = settings.topic(TopicKind.SCHEDULES)
-    found = configs.get(name, {}).get("segment.bytes")
-    if found is None or not found.isdigit() or int(found) <= SCHEDULES_SEGMENT_BYTES:
-        return []
-    return [
-        f"{name}: segment.bytes is {found}; compaction never touches the active segment,"
-        f" so a new owner restores up to that many bytes of superseded records (kafka-configs"
-        f" --alter --add-config segment.bytes={SCHEDULES_SEGMENT_BYTES})"
-    ]
 
 
 def _problems(

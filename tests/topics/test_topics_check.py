@@ -9,14 +9,13 @@ import pytest
 
 from topics.admin import (
     DLQ_RETENTION_MS,
-    SCHEDULES_SEGMENT_BYTES,
     TOPIC_SPECS,
     _majority,
     _problems,
     create_topics,
-    slow_restore,
 )
 from topics.names import Settings, TopicKind
+from topics.segments import SCHEDULES_SEGMENT_BYTES, slow_restore
 
 
 def _contract_state(
