@@ -128,8 +128,9 @@ Decisions (what a Temporal or Airflow user would expect)
   arrive afterwards are ignored, buffered occurrences are reported ``skipped``.
   An id deleted and created again is a new schedule (EventBridge, Temporal), but
   its run ids name the same instants, so it never fires one its predecessor
-  handled: the delete leaves that instant's floor for as long as a look-back
-  could reach it (see `retired`).
+  handled: the delete leaves that instant's floor for as long as the look-back
+  of a definition with a grace of up to an hour could reach it (see `retired`,
+  which states the limit beyond).
 - ``dlq.replay`` starts the dead run again, ignoring overlap (like a retry):
   attempt numbers continue after the last one (so (run_id, attempt) stays unique
   on every topic) with a fresh budget of ``retry.max_attempts`` attempts. The
@@ -336,7 +337,12 @@ class ShardCore:
             self._batch.rejected_changelog(
                 key,
                 f"changelog record of {key!r} could not be restored ({why}); "
-                "its schedule is gone from this shard: upsert it again",
+                + (
+                    "the floor of that deleted id is lost: re-created, it may fire an "
+                    "instant its predecessor handled within its look-back"
+                    if key.startswith(GONE_KEY_PREFIX)
+                    else "its schedule is gone from this shard: upsert it again"
+                ),
             )
             for key, why in self._restore_errors.items()
         ]

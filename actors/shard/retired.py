@@ -18,10 +18,17 @@ id (``@`` is never in a schedule id, as for definitions' records)::
 An upsert that re-creates the id starts after ``handled`` and keeps it as its own
 floor (`ScheduleState.passed_ms`, so a later re-upsert respects it too); the
 record is then removed with a tombstone, as it is once ``until`` has passed.
-``until`` is how long an upsert's look-back could reach ``handled``: two grace
-periods (`UPSERT_LOOKBACK_GRACES`) of the deleted definition's misfire grace, or
-of the default grace if that is longer (a re-created schedule usually has the
-default). A record survives a failover like any other changelog record.
+A record survives a failover like any other changelog record.
+
+``until`` is how long the re-created schedule could reach back to ``handled``: a
+late upsert looks back two grace periods (`UPSERT_LOOKBACK_GRACES`) of the NEW
+definition's misfire grace, a one-off ``at`` one. The new definition is not known
+at the delete, so the record is kept for two graces of the deleted definition or
+two of `COVERED_GRACE_MS` (one hour), whichever is longer. The limit, said once:
+an id re-created after that, with a grace longer than both, whose own reach goes
+back to an instant its predecessor handled, would name that instant's run again.
+Keeping every floor for the longest grace there is (366 days, twice) would cost
+every deleted id a record and memory for two years.
 """
 
 from __future__ import annotations
@@ -41,8 +48,9 @@ GONE_KEY_PREFIX = b"@gone/"
 # those in the grace before are the misfire policy's (reported missed, or run_once).
 UPSERT_LOOKBACK_GRACES = 2
 
-# The default misfire grace (``misfire.grace_s``, 300 s): the least a record is kept.
-_DEFAULT_GRACE_MS = 300_000
+# The grace a re-created definition may have (and still never reach its predecessor's
+# instants): a record is kept for at least two of these. The default grace is 300 s.
+COVERED_GRACE_MS = 3_600_000
 
 _SCHEDULES = TopicKind.SCHEDULES
 
@@ -72,13 +80,18 @@ def decode_gone(value: bytes) -> tuple[int, int]:
 class Retired:
     """The ``@gone/`` records of one shard: deleted ids -> (handled, until)."""
 
-    __slots__ = ("_expiry", "_floors", "_out", "_partition")
+    __slots__ = ("_expiry", "_floors", "_out", "_partition", "_unheaped")
 
     def __init__(self, out: list[OutRecord], partition: int) -> None:
         self._out = out  # the batch's records (`Batch.out`)
         self._partition = partition
         self._floors: dict[str, tuple[int, int]] = {}
-        self._expiry: list[tuple[int, str]] = []  # (until, id), a heap; stale ones skipped
+        # (until, id), a heap; an entry whose floor went (claimed, restored over) is
+        # stale and skipped, and the heap is rebuilt from the floors when stale ones
+        # outnumber the live. A restore (a standby tails for days) only fills the
+        # floors: the heap is built at the first `expire`.
+        self._expiry: list[tuple[int, str]] = []
+        self._unheaped = False
 
     def __len__(self) -> int:
         return len(self._floors)
@@ -88,10 +101,11 @@ class Retired:
         ``handled_ms`` (None: nothing)."""
         if handled_ms is None:
             return
-        until_ms = handled_ms + UPSERT_LOOKBACK_GRACES * max(grace_ms, _DEFAULT_GRACE_MS)
+        until_ms = handled_ms + UPSERT_LOOKBACK_GRACES * max(grace_ms, COVERED_GRACE_MS)
         if until_ms < now_ms:
             return  # no look-back can reach it any more
-        self._keep(schedule_id, handled_ms, until_ms)
+        self._floors[schedule_id] = (handled_ms, until_ms)
+        self._push(until_ms, schedule_id)
         self._out.append(
             OutRecord(
                 _SCHEDULES,
@@ -113,6 +127,8 @@ class Retired:
 
     def expire(self, now_ms: int) -> None:
         """Remove the records whose ``until`` is before ``now_ms``."""
+        if self._unheaped:
+            self._rebuild()
         expiry = self._expiry
         floors = self._floors
         while expiry and expiry[0][0] < now_ms:
@@ -127,12 +143,21 @@ class Retired:
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Apply one ``@gone/`` changelog record (raises on an unreadable one)."""
         schedule_id = key[len(GONE_KEY_PREFIX) :].decode()
+        self._unheaped = True
         if value is None:
             self._floors.pop(schedule_id, None)
             return
-        handled_ms, until_ms = decode_gone(value)
-        self._keep(schedule_id, handled_ms, until_ms)
+        self._floors[schedule_id] = decode_gone(value)
 
-    def _keep(self, schedule_id: str, handled_ms: int, until_ms: int) -> None:
-        self._floors[schedule_id] = (handled_ms, until_ms)
-        heapq.heappush(self._expiry, (until_ms, schedule_id))
+    def _push(self, until_ms: int, schedule_id: str) -> None:
+        if self._unheaped:
+            self._rebuild()
+        expiry = self._expiry
+        heapq.heappush(expiry, (until_ms, schedule_id))
+        if len(expiry) > 2 * len(self._floors) + 64:  # mostly stale: claimed floors
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        self._expiry = [(until_ms, sid) for sid, (_, until_ms) in self._floors.items()]
+        heapq.heapify(self._expiry)
+        self._unheaped = False

@@ -69,8 +69,9 @@ class ScheduleCommands:
                 anchor_ms = min(floor_ms, max(produced_ms, now_ms - lookback_ms) - 1)
             if self._retired:  # the id was deleted: never what its predecessor handled
                 handled_ms = self._retired.claim(command.id, now_ms)
-                if handled_ms is not None and handled_ms >= anchor_ms:
-                    anchor_ms = state.passed_ms = handled_ms
+                if handled_ms is not None:  # kept as its own floor, for later re-upserts
+                    state.passed_ms = handled_ms
+                    anchor_ms = max(anchor_ms, handled_ms)
         else:
             self._wheel.cancel(state)
             if state.paused:  # account for the pause so far under the old definition
@@ -145,7 +146,7 @@ class ScheduleCommands:
         run_id = run_id_for(state.id, now_ms)
         if (
             run_id in state.runs
-            or now_ms in (state.last_fired_ms, state.passed_ms, state.next_ms)
+            or now_ms in (state.last_fired_ms, state.next_ms)
             or state.definition.compiled.next_after(now_ms - 1) == now_ms
         ):
             self._batch.reject(
@@ -153,6 +154,14 @@ class ScheduleCommands:
                 f"id: {state.id!r} has an occurrence at this very instant "
                 f"({format_ms(now_ms)}), which fires anyway; trigger again if you want "
                 "another run",
+            )
+            return
+        if now_ms == state.passed_ms:  # its run id was reported skipped or missed
+            self._batch.reject(
+                record,
+                f"id: {state.id!r} had an occurrence at this very instant "
+                f"({format_ms(now_ms)}) that was reported skipped or missed, and a run id "
+                "names one occurrence once; trigger again if you want another run",
             )
             return
         self._runs.occurrence(state, now_ms, now_ms)

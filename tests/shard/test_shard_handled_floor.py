@@ -7,13 +7,15 @@ from collections import Counter
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.shard.retired import GONE_KEY_PREFIX, decode_gone
+from actors.shard import ShardCore
+from actors.shard.retired import GONE_KEY_PREFIX, decode_gone, encode_gone, gone_key
 from actors.views.schedules import latest_states
 from actors.views.tail import Record
-from tests.kit.shard import MINUTE, SECOND, T0, Out, Shard, command, upsert
+from tests.kit.shard import HOUR, MINUTE, SECOND, T0, Out, Shard, command, upsert
 from topics.timefmt import format_ms
 
 GONE = GONE_KEY_PREFIX + b"s"
@@ -70,18 +72,53 @@ def test_a_re_created_id_keeps_the_floor_through_its_own_re_upserts() -> None:
     assert _handled(out, shard.run_until(T0 + 5 * MINUTE)) == []
 
 
-def test_a_deleted_ids_floor_is_removed_once_no_look_back_reaches_it() -> None:
+def test_a_deleted_ids_floor_is_removed_once_no_covered_look_back_reaches_it() -> None:
     shard = Shard()
     _fired_then_deleted(shard)
-    # Default grace 300 s: an upsert's look-back reaches two graces back.
-    shard.advance(T0 + MINUTE + 10 * MINUTE)
+    # Kept for two graces of an hour (the longest the delete covers), from 00:01.
+    shard.advance(T0 + MINUTE + 2 * HOUR)
     assert shard.changelog[GONE] is not None
-    out = shard.advance(T0 + MINUTE + 10 * MINUTE + 1)
+    out = shard.advance(T0 + MINUTE + 2 * HOUR + 1)
     assert [(r.key, r.value) for r in out.gone] == [(GONE, None)] and out.changelog == []
-    # Then an upsert produced that long ago starts from its own look-back alone.
-    out = shard.send(upsert(), at_ms=T0 + 12 * MINUTE, produced_ms=T0 + MINUTE - 100)
-    assert out.results == []  # nothing came due within its look-back that it may fire
-    assert shard.core.stats["schedules"] == 1
+
+
+@pytest.mark.parametrize("lag", [False, True])
+def test_a_re_created_id_with_a_grace_of_an_hour_never_reaches_its_predecessors_instant(
+    lag: bool,
+) -> None:
+    shard = Shard()
+    _fired_then_deleted(shard)
+    # 11 minutes later (two default graces have passed): a one-off at the instant
+    # fired, or the same schedule from a producer whose clock is 11 minutes slow.
+    spec = {"every": "60s"} if lag else {"at": format_ms(T0 + MINUTE)}
+    body = upsert(spec=spec, misfire={"grace_s": 3600})
+    produced_ms = T0 + MINUTE - 100 if lag else 0
+    out = shard.send(body, at_ms=T0 + 12 * MINUTE, produced_ms=produced_ms)
+    assert f"s@{format_ms(T0 + MINUTE)}" not in _handled(out, shard.run_until(T0 + 20 * MINUTE))
+
+
+def test_a_floor_below_the_re_created_ids_anchor_still_guards_its_re_upserts() -> None:
+    shard = Shard()
+    shard.send(upsert(), at_ms=T0 + 5)
+    shard.advance(T0 + MINUTE)
+    shard.send(command("schedule.delete"), at_ms=T0 + MINUTE + 10)
+    shard.send(upsert(), at_ms=T0 + MINUTE + 30 * SECOND)  # no lag: starts after now
+    # A one-off at the instant the predecessor fired, within its grace: not again.
+    out = shard.send(upsert(spec={"at": format_ms(T0 + MINUTE)}), at_ms=T0 + MINUTE + 31 * SECOND)
+    assert _handled(out, shard.run_until(T0 + 10 * MINUTE)) == []
+
+
+def test_a_standby_tailing_deletes_and_re_creations_keeps_no_expiry_entries() -> None:
+    core = ShardCore(partition=0, partitions=1, now_ms=T0)
+    for i in range(1_000):  # a floor written and then claimed, as a standby reads them
+        key = gone_key(f"reminder-{i}")
+        core.restore(key, encode_gone(T0 + i, T0 + i + HOUR))
+        core.restore(key, None)
+    retired = core._retired
+    assert len(retired) == 0 and retired._expiry == []
+    core.restore(gone_key("kept"), encode_gone(T0, T0 + HOUR))
+    core.finish_restore(T0)
+    assert core.advance(T0 + HOUR + 1) != [] and len(retired) == 0  # its tombstone
 
 
 def test_a_delete_of_a_schedule_that_never_fired_leaves_no_floor() -> None:
@@ -149,6 +186,7 @@ def test_a_trigger_at_the_instant_of_a_skipped_occurrence_is_rejected() -> None:
     shard.send(upsert(overlap="skip", spec={"cron": "30 * * * *"}), at_ms=T0 + 2 * MINUTE)
     [rejection] = shard.send(command("schedule.trigger"), at_ms=T0 + 2 * MINUTE).rejected
     assert "at this very instant" in rejection.reason
+    assert "reported skipped or missed" in rejection.reason
 
 
 # --- the property: whatever the commands, their lag and failovers, once per run id --
@@ -161,6 +199,7 @@ _ops = st.one_of(
         st.sampled_from([{"every": "30s"}, {"every": "1m"}, {"cron": "*/2 * * * *"}, "at"]),
         st.sampled_from(["allow", "skip", "buffer_one", "cancel_other"]),
         st.sampled_from([0, 1, 50, 20 * SECOND, 3 * MINUTE]),  # how long ago produced
+        st.sampled_from([0, 60, 3600]),  # misfire.grace_s
     ),
     st.tuples(st.just("delete"), st.sampled_from(_IDS), st.sampled_from([0, 50, 20 * SECOND])),
     st.tuples(st.sampled_from(["pause", "resume", "trigger"]), st.sampled_from(_IDS)),
@@ -174,10 +213,10 @@ def _step(shard: Shard, op: tuple[Any, ...]) -> tuple[Shard, list[Out]]:
     kind = op[0]
     now_ms = shard.now_ms
     if kind == "upsert":
-        _, schedule_id, spec, overlap, lag_ms = op
-        if spec == "at":
-            spec = {"at": format_ms(now_ms - lag_ms + 30 * SECOND)}
-        body = upsert(schedule_id, spec=spec, overlap=overlap, misfire={"grace_s": 60})
+        _, schedule_id, spec, overlap, lag_ms, grace_s = op
+        if spec == "at":  # on the grid of the others, so that instants coincide
+            spec = {"at": format_ms((now_ms - lag_ms) // 30_000 * 30_000 + 30 * SECOND)}
+        body = upsert(schedule_id, spec=spec, overlap=overlap, misfire={"grace_s": grace_s})
         produced_ms = max(1, now_ms - lag_ms)
         return shard, [shard.send(body, produced_ms=produced_ms)]
     if kind == "delete":
