@@ -100,7 +100,7 @@ class ScheduleCommands:
         del self._schedules[state.id]
         self._definitions.drop(state.def_bytes)
         self._dirty[state.id] = None
-        self._retired.retire(state.id, state.handled_ms(), state.definition.grace_ms, now_ms)
+        self._retired.retire(state.id, state.handled_ms(), state.grace_ms(), now_ms)
 
     def pause(self, state: ScheduleState) -> None:
         if state.paused:

@@ -265,6 +265,14 @@ class ScheduleState(Node):
             return last_ms
         return passed_ms if last_ms is None else max(last_ms, passed_ms)
 
+    def grace_ms(self) -> int:
+        """Its misfire grace; 0 if its definition cannot be built (a zone the zone
+        database lost): a delete of such a schedule must still go through."""
+        try:
+            return self.definition.grace_ms
+        except Exception:
+            return 0
+
     def remember_dead(self, run_id: str, last_attempt: int) -> None:
         dead = self.dead
         dead.pop(run_id, None)

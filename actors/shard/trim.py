@@ -99,7 +99,7 @@ class Trimming:
             self._definitions.drop(state.def_bytes)
             self._batch.dirty[state.id] = None  # its tombstone
             # As a delete: upserted again, it starts after what it handled.
-            self._retired.retire(state.id, state.handled_ms(), state.definition.grace_ms, now_ms)
+            self._retired.retire(state.id, state.handled_ms(), state.grace_ms(), now_ms)
             steps.append("deleted it: even so it did not fit; upsert it again, smaller")
         self._batch.out.append(
             self._batch.rejected_changelog(

@@ -121,6 +121,25 @@ def test_a_standby_tailing_deletes_and_re_creations_keeps_no_expiry_entries() ->
     assert core.advance(T0 + HOUR + 1) != [] and len(retired) == 0  # its tombstone
 
 
+def test_a_schedule_whose_definition_no_longer_builds_can_still_be_deleted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shard = Shard()
+    shard.send(upsert(), at_ms=T0 + 5)
+    shard.advance(T0 + MINUTE)
+    state = shard.core.schedule("s")
+    assert state is not None
+    state._definition = None  # as after a restore, built on first use: it fails
+
+    def lost_zone(schedule_id: str, def_bytes: bytes) -> None:
+        raise ValueError("the zone database lost its zone")
+
+    monkeypatch.setattr("actors.shard.state.restored_definition", lost_zone)
+    out = shard.send(command("schedule.delete"), at_ms=T0 + MINUTE + 10)
+    assert out.rejected == [] and [(r.key, r.value) for r in out.changelog] == [(b"s", None)]
+    assert decode_gone(shard.changelog[GONE] or b"")[0] == T0 + MINUTE
+
+
 def test_a_delete_of_a_schedule_that_never_fired_leaves_no_floor() -> None:
     shard = Shard()
     shard.send(upsert(), at_ms=T0 + 5)
