@@ -281,13 +281,13 @@ class ScheduleState(Node):
             del dead[next(iter(dead))]
 
 
-def _passed_later(state: ScheduleState) -> bool:
-    """Whether the record spells ``passed``: only while it is later than the last fired."""
+def _passed_to_spell(state: ScheduleState) -> int | None:
+    """The ``passed`` its record spells: only while it is later than the last fired."""
     passed_ms = state.passed_ms
     if passed_ms is None:
-        return False
+        return None
     last_ms = state.last_fired_ms
-    return last_ms is None or passed_ms > last_ms
+    return passed_ms if last_ms is None or passed_ms > last_ms else None
 
 
 def encode_schedule(state: ScheduleState) -> bytes:
@@ -301,7 +301,7 @@ def encode_schedule(state: ScheduleState) -> bytes:
         state._buffered
         or state._dead
         or state.dag is not None
-        or (state.passed_ms is not None and _passed_later(state))
+        or (state.passed_ms is not None and _passed_to_spell(state) is not None)
     ):
         return _encode_general(state)
     id_json = state.id_json()
@@ -339,8 +339,8 @@ def _encode_general(state: ScheduleState) -> bytes:
         "next": None if next_ms is None else instant_text(next_ms),
         "last_fired": None if last_ms is None else instant_text(last_ms),
     }
-    passed_ms = state.passed_ms
-    if passed_ms is not None and (last_ms is None or passed_ms > last_ms):
+    passed_ms = _passed_to_spell(state)
+    if passed_ms is not None:
         doc["passed"] = instant_text(passed_ms)
     if state._runs:
         doc["runs"] = [_encode_run(run) for run in state._runs.values()]
@@ -423,7 +423,7 @@ def encode_fire(state: ScheduleState) -> bytes:
         state._buffered
         or state._dead
         or state.dag is not None
-        or (state.passed_ms is not None and _passed_later(state))
+        or (state.passed_ms is not None and _passed_to_spell(state) is not None)
     ):
         return _encode_fire_general(state)
     id_json = state.id_json()
@@ -489,8 +489,8 @@ def _encode_fire_general(state: ScheduleState) -> bytes:
         "next": None if next_ms is None else instant_text(next_ms),
         "last_fired": None if last_ms is None else instant_text(last_ms),
     }
-    passed_ms = state.passed_ms
-    if passed_ms is not None and (last_ms is None or passed_ms > last_ms):
+    passed_ms = _passed_to_spell(state)
+    if passed_ms is not None:
         doc["passed"] = instant_text(passed_ms)
     if state._runs:
         doc["runs"] = [_encode_run(run) for run in state._runs.values()]
@@ -709,12 +709,13 @@ def _one_run(state: ScheduleState, key: bytes, value: bytes, at: int) -> bool:
         and len(value) == comma + 72 + len(_RUN_END)
     ):
         return False
-    scheduled_ms = _instant_ms_of(value[at : at + 24])
+    scheduled = value[at : at + 24]
+    scheduled_ms = _instant_ms_of(scheduled)
     fired_ms = _instant_ms_of(value[comma + 10 : comma + 34])
     deadline_ms = _instant_ms_of(value[comma + 48 : comma + 72])
     if scheduled_ms is None or fired_ms is None or deadline_ms is None:
         return False
-    run_id = f"{state.id}@{value[at : at + 24].decode()}"
+    run_id = f"{state.id}@{scheduled.decode()}"
     run = RunState(state, run_id, scheduled_ms, None, int(value[digits_at:comma]), 1)
     run.fired_ms = fired_ms
     run.deadline_ms = deadline_ms
