@@ -46,6 +46,7 @@ async def test_created_topics_match_the_contract_and_creation_is_idempotent(
 ) -> None:
     assert await check_topics(kafka_settings) == []
     assert await check_topics(kafka_settings, partitions=3) == []
+    assert (await audit_topics(kafka_settings)).advice == []  # segments capped at 16 MiB
     assert await create_topics(kafka_settings, partitions=3) == []
     assert await shard_count(kafka_settings) == 3
 
