@@ -174,14 +174,16 @@ def _depends_on_id(spec: Mapping[str, Any], spread_window_s: int) -> bool:
     return spread_window_s > 0 or (isinstance(cron, str) and "h" in cron.lower())
 
 
-_definitions: dict[tuple[bytes, str | None], Definition] = {}
+# Keyed by the definition's bytes alone when it does not depend on the schedule's id
+# (the herd's lookup then builds no tuple), by (bytes, id) when it does.
+_definitions: dict[bytes | tuple[bytes, str], Definition] = {}
 _specs: dict[tuple[bytes, str | None], CompiledSpec] = {}
 
 
 def shared_definition(command: ScheduleUpsert, def_bytes: bytes) -> Definition:
     """The `Definition` of an upsert just decoded (its spec is already compiled)."""
     owner = command.id if _depends_on_id(command.spec, command.spread_window_s) else None
-    found = _definitions.get((def_bytes, owner))
+    found = _definitions.get(_definition_key(def_bytes, owner))
     if found is not None:
         return found
     definition = Definition(
@@ -193,14 +195,14 @@ def shared_definition(command: ScheduleUpsert, def_bytes: bytes) -> Definition:
         timeout_s=command.timeout_s,
         is_at="at" in command.spec,
     )
-    _remember(_definitions, (def_bytes, owner), definition)
+    _remember(_definitions, _definition_key(def_bytes, owner), definition)
     return definition
 
 
 def cached_definition(def_bytes: bytes) -> Definition | None:
     """The shared `Definition` of ``def_bytes`` if one was built already and does not
     depend on the schedule's id (the common case of a restore: no decoding at all)."""
-    return _definitions.get((def_bytes, None))
+    return _definitions.get(def_bytes)
 
 
 def restored_schedule_definition(
@@ -214,7 +216,7 @@ def restored_schedule_definition(
     """
     spec = doc["spec"]
     owner = schedule_id if _depends_on_id(spec, doc["spread_window_s"]) else None
-    found = _definitions.get((def_bytes, owner))
+    found = _definitions.get(_definition_key(def_bytes, owner))
     if found is not None:
         return found
     compiled = _specs.get((_spec_key(doc), owner))
@@ -247,7 +249,7 @@ def restored_schedule_definition(
         timeout_s=doc["timeout_s"],
         is_at="at" in spec,
     )
-    _remember(_definitions, (def_bytes, owner), definition)
+    _remember(_definitions, _definition_key(def_bytes, owner), definition)
     return definition
 
 
@@ -255,6 +257,10 @@ def clear_caches() -> None:
     """Forget every shared definition and compiled spec (tests and benchmarks)."""
     _definitions.clear()
     _specs.clear()
+
+
+def _definition_key(def_bytes: bytes, owner: str | None) -> bytes | tuple[bytes, str]:
+    return def_bytes if owner is None else (def_bytes, owner)
 
 
 def _spec_key(doc: Mapping[str, Any]) -> bytes:

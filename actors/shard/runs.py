@@ -26,7 +26,7 @@ from typing import Protocol
 
 from actors.shard import overlap
 from actors.shard.batch import Batch
-from actors.shard.definition import Definition
+from actors.shard.definition import Definition, cached_definition
 from actors.shard.misfire import Backlog, MissedRange, plan_backlog
 from actors.shard.overlap import Decision
 from actors.shard.retry import backoff_ms, is_final_failure
@@ -143,8 +143,12 @@ class RunBook:
         # an occurrence is never handled twice, the schedule never stops firing.
         try:
             definition = state._definition  # `state.definition`, but for its first use
-            if definition is None:
-                definition = state.definition
+            if definition is None:  # restored: most share a definition already built
+                definition = cached_definition(state.def_bytes)
+                if definition is None:
+                    definition = state.definition
+                else:
+                    state._definition = definition
             next_after = definition.compiled.next_after
             if first_ms >= now_ms - definition.grace_ms:  # the steady state: all within grace
                 o: int | None = first_ms
