@@ -87,7 +87,7 @@ class RunCancels:
                 )
             return
         _, scheduled_ms, task = parse_run_id(run_id)
-        buffered = state._buffered
+        buffered = state.buffered_or_none
         if task is None and buffered and scheduled_ms in buffered:
             buffered.remove(scheduled_ms)
             self._runs.shard_result(

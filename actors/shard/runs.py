@@ -455,7 +455,7 @@ class RunBook:
         self.drain_buffer(state, now_ms)
 
     def drain_buffer(self, state: ScheduleState, now_ms: int) -> None:
-        buffered = state._buffered
+        buffered = state.buffered_or_none
         if buffered and not state._runs and not state.paused:
             self._start_run(state, buffered.pop(0), now_ms)
 

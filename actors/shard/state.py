@@ -144,20 +144,44 @@ class RunState(Node):
         return self.attempt - self.series_start + 1
 
 
+class Aside:
+    """What few schedules hold, kept beside a `ScheduleState` only once one of them
+    is set: one slot in each of a million schedules instead of three (see
+    `ScheduleState`)."""
+
+    __slots__ = ("buffered", "dead", "passed_ms")
+
+    def __init__(self) -> None:
+        self.buffered: list[int] | None = None
+        self.dead: dict[str, int] | None = None
+        self.passed_ms: int | None = None
+
+    def passed_to_spell(self, last_fired_ms: int | None) -> int | None:
+        """The ``passed`` a record spells: only while it is later than the last fired."""
+        passed_ms = self.passed_ms
+        if passed_ms is None or (last_fired_ms is not None and passed_ms <= last_fired_ms):
+            return None
+        return passed_ms
+
+    def spells(self, last_fired_ms: int | None) -> bool:
+        """Whether a record of its schedule spells any of it (not the herd's shape)."""
+        return bool(self.buffered or self.dead or self.passed_to_spell(last_fired_ms) is not None)
+
+
 class ScheduleState(Node):
     """One schedule of the shard: its definition, where it is in time, its runs.
 
     A shard holds a million of these, most of them idle, so each is kept small:
     ``runs``, ``buffered`` and ``dead`` exist only once used (the properties make
     them on first access; the shard's hot paths read the slots, None when
-    empty), and the key and the id's JSON are derived from the id when needed.
+    empty), the rarely set ones (``buffered``, ``dead``, ``passed_ms``) share one
+    `Aside`, and the key and the id's JSON are derived from the id when needed.
     It is its own timer in the shard's wheel (`actors.wheel.Node`), pending while
     its next fire is armed: no second object per schedule.
     """
 
     __slots__ = (
-        "_buffered",
-        "_dead",
+        "_aside",
         "_definition",
         "_runs",
         "dag",
@@ -165,7 +189,6 @@ class ScheduleState(Node):
         "id",
         "last_fired_ms",
         "next_ms",
-        "passed_ms",
         "paused",
     )
 
@@ -176,14 +199,8 @@ class ScheduleState(Node):
         self.paused = False
         self.next_ms: int | None = None
         self.last_fired_ms: int | None = None
-        # The latest occurrence handled without firing it (skipped or missed; for an
-        # id created again, its predecessor's latest, see `retired`): with
-        # ``last_fired_ms``, the floor below which a re-upsert never goes (a run id
-        # that was reported skipped must not fire later, nor be reported twice).
-        self.passed_ms: int | None = None
         self._runs: dict[str, RunState] | None = None
-        self._buffered: list[int] | None = None
-        self._dead: dict[str, int] | None = None
+        self._aside: Aside | None = None  # buffered, dead and passed_ms, once one is set
         # --- DAG run state -------------------------------------------------------
         # Reserved for dag.upsert: per DAG run, the state of its tasks. Task runs
         # are ordinary `RunState`s (with ``task`` set) in ``runs``, so attempts,
@@ -210,29 +227,63 @@ class ScheduleState(Node):
     def runs(self, runs: dict[str, RunState]) -> None:
         self._runs = runs
 
+    def _aside_made(self) -> Aside:
+        aside = self._aside
+        if aside is None:
+            aside = self._aside = Aside()
+        return aside
+
     @property
     def buffered(self) -> list[int]:
         """Occurrences waiting for the run in flight, oldest first."""
-        found = self._buffered
+        aside = self._aside_made()
+        found = aside.buffered
         if found is None:
-            found = self._buffered = []
+            found = aside.buffered = []
         return found
 
     @buffered.setter
     def buffered(self, buffered: list[int]) -> None:
-        self._buffered = buffered
+        self._aside_made().buffered = buffered
+
+    @property
+    def buffered_or_none(self) -> list[int] | None:
+        """`buffered` if anything was ever buffered, without making one."""
+        aside = self._aside
+        return None if aside is None else aside.buffered
 
     @property
     def dead(self) -> dict[str, int]:
         """Recently dead-lettered runs -> their last attempt, oldest first."""
-        found = self._dead
+        aside = self._aside_made()
+        found = aside.dead
         if found is None:
-            found = self._dead = {}
+            found = aside.dead = {}
         return found
 
     @dead.setter
     def dead(self, dead: dict[str, int]) -> None:
-        self._dead = dead
+        self._aside_made().dead = dead
+
+    @property
+    def dead_or_none(self) -> dict[str, int] | None:
+        aside = self._aside
+        return None if aside is None else aside.dead
+
+    @property
+    def passed_ms(self) -> int | None:
+        """The latest occurrence handled without firing it (skipped or missed; for
+        an id created again, its predecessor's latest, see `retired`): with
+        ``last_fired_ms``, the floor below which a re-upsert never goes (a run id
+        that was reported skipped must not fire later, nor be reported twice)."""
+        aside = self._aside
+        return None if aside is None else aside.passed_ms
+
+    @passed_ms.setter
+    def passed_ms(self, passed_ms: int | None) -> None:
+        if passed_ms is None and self._aside is None:
+            return  # nothing to forget: no aside made for it
+        self._aside_made().passed_ms = passed_ms
 
     @property
     def definition(self) -> Definition:
@@ -282,12 +333,9 @@ class ScheduleState(Node):
 
 
 def _passed_to_spell(state: ScheduleState) -> int | None:
-    """The ``passed`` its record spells: only while it is later than the last fired."""
-    passed_ms = state.passed_ms
-    if passed_ms is None:
-        return None
-    last_ms = state.last_fired_ms
-    return passed_ms if last_ms is None or passed_ms > last_ms else None
+    """The ``passed`` its record spells (`Aside.passed_to_spell`)."""
+    aside = state._aside
+    return None if aside is None else aside.passed_to_spell(state.last_fired_ms)
 
 
 def encode_schedule(state: ScheduleState) -> bytes:
@@ -297,12 +345,8 @@ def encode_schedule(state: ScheduleState) -> bytes:
     DAG, runs that are plain first attempts) is spelled directly, byte for byte
     what orjson writes for it; any other state goes through orjson.
     """
-    if (
-        state._buffered
-        or state._dead
-        or state.dag is not None
-        or (state.passed_ms is not None and _passed_to_spell(state) is not None)
-    ):
+    aside = state._aside
+    if state.dag is not None or (aside is not None and aside.spells(state.last_fired_ms)):
         return _encode_general(state)
     id_json = state.id_json()
     runs_json = ""
@@ -344,10 +388,11 @@ def _encode_general(state: ScheduleState) -> bytes:
         doc["passed"] = instant_text(passed_ms)
     if state._runs:
         doc["runs"] = [_encode_run(run) for run in state._runs.values()]
-    if state._buffered:
-        doc["buffered"] = [instant_text(o) for o in state._buffered]
-    if state._dead:
-        doc["dead"] = state._dead
+    buffered, dead = state.buffered_or_none, state.dead_or_none
+    if buffered:
+        doc["buffered"] = [instant_text(o) for o in buffered]
+    if dead:
+        doc["dead"] = dead
     if state.dag is not None:
         doc["dag"] = book_json(state.dag)
     doc["def"] = orjson.Fragment(def_bytes)
@@ -419,12 +464,8 @@ def encode_fire(state: ScheduleState) -> bytes:
     (as `encode_schedule`); any other state goes through orjson. A herd writes one
     per fire, so the instants' texts are looked up in `instant_text`'s cache inline.
     """
-    if (
-        state._buffered
-        or state._dead
-        or state.dag is not None
-        or (state.passed_ms is not None and _passed_to_spell(state) is not None)
-    ):
+    aside = state._aside
+    if state.dag is not None or (aside is not None and aside.spells(state.last_fired_ms)):
         return _encode_fire_general(state)
     id_json = state.id_json()
     texts = _texts
@@ -494,10 +535,11 @@ def _encode_fire_general(state: ScheduleState) -> bytes:
         doc["passed"] = instant_text(passed_ms)
     if state._runs:
         doc["runs"] = [_encode_run(run) for run in state._runs.values()]
-    if state._buffered:
-        doc["buffered"] = [instant_text(o) for o in state._buffered]
-    if state._dead:
-        doc["dead"] = state._dead
+    buffered, dead = state.buffered_or_none, state.dead_or_none
+    if buffered:
+        doc["buffered"] = [instant_text(o) for o in buffered]
+    if dead:
+        doc["dead"] = dead
     if state.dag is not None:
         doc["dag"] = book_json(state.dag)
     return orjson.dumps(doc)
@@ -684,8 +726,7 @@ def decode_idle(key: bytes, value: bytes) -> ScheduleState | None:
     state.paused = False
     state.next_ms = next_ms
     state.last_fired_ms = last_ms
-    state.passed_ms = None
-    state._runs = state._buffered = state._dead = state.dag = state._next = None
+    state._runs = state._aside = state.dag = state._next = None
     if one_run and not _one_run(state, key, value, at + _RUN_AT):
         return None
     return state
