@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -537,7 +537,7 @@ def dlq_value(
     task: str | None,
     job: Job,
     last_error: Mapping[str, str] | None,
-    attempts: list[Mapping[str, Any]],
+    attempts: Sequence[Mapping[str, Any]],
     dead_at_ms: int,
 ) -> bytes:
     """The ``{ns}.dlq`` value; ``attempts`` entries must be JSON objects (dicts)."""

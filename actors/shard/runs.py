@@ -413,7 +413,7 @@ class RunBook:
         error: Mapping[str, str] | None,
         worker: str,
     ) -> None:
-        outcomes = run.outcomes
+        outcomes = run.outcomes = list(run.outcomes)
         outcomes.append(
             {
                 "attempt": run.attempt,

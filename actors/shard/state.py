@@ -68,7 +68,7 @@ state's definition as its key until the caller resolves it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from hashlib import sha256
 from typing import Any
 
@@ -133,7 +133,9 @@ class RunState(Node):
         self.fired_ms = 0
         self.deadline_ms = 0
         self.retry_ms: int | None = None
-        self.outcomes: list[Mapping[str, Any]] = []  # every failed attempt, JSON-ready
+        # Every failed attempt, JSON-ready; a shared empty tuple until the first (a
+        # herd's runs mostly never fail: no list each).
+        self.outcomes: Sequence[Mapping[str, Any]] = ()
         self._next = None  # not in the wheel yet (see `Node`)
         # Set once a cancel record for the current attempt was written (run.cancel,
         # overlap cancel_other): its result ends the run whatever it says, no retry.
@@ -636,7 +638,7 @@ def decode_schedule(
             run.deadline_ms = instant_ms(entry["deadline"])
             retry_at = entry.get("retry_at")
             run.retry_ms = None if retry_at is None else instant_ms(retry_at)
-            run.outcomes = entry.get("outcomes") or []
+            run.outcomes = entry.get("outcomes") or ()
             run.cancel_reason = entry.get("cancel")
             state.runs[run_id] = run
     buffered = doc.get("buffered")
