@@ -299,11 +299,15 @@ class SimKafka:
         value: bytes | None,
         partition: int | None,
         now_ms: int,
+        created_ms: int | None = None,
     ) -> tuple[int, int]:
+        """Append outside a transaction at ``now_ms``; ``created_ms``: the producer's
+        timestamp, kept by a CreateTime topic (None: it was created now)."""
         self._check()
         p = self.partition_for(kind, key, partition)
         log = self.logs[kind][p]
-        log.entries.append(Entry(key, value, None, now_ms))
+        create_ms = created_ms if created_ms is not None and kind in self.create_time else None
+        log.entries.append(Entry(key, value, None, now_ms, create_ms=create_ms))
         return p, len(log.entries) - 1
 
     def partition_for(self, kind: TopicKind, key: bytes | None, partition: int | None) -> int:

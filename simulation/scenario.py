@@ -107,6 +107,9 @@ SCRIPT_ACTIONS = (
     "stop",  # ``node`` stops cleanly (SIGTERM); restarted ``restart_after_s`` after exit
     "closes_hang",  # a client's stop() begun from now on never returns by itself ...
     "closes_ok",  # ... until this (stops already waiting still wait)
+    "send",  # a client sends ``command`` (a command body; ``v`` filled in), created
+    # ``created_before_s`` before it is appended (a produce retried through a
+    # leader change keeps its first timestamp, from which an upsert's look-back counts)
 )
 
 
@@ -157,6 +160,8 @@ class ScriptStep:
     job: str | None = None  # crash_job_worker: the job whose worker dies
     restart_after_ms: int | None = None  # crash_job_worker, pause_owner: when it comes back
     shard: int | None = None  # pause_owner: the shard whose owner is frozen
+    command: dict[str, Any] | None = None  # send: the command's body
+    created_before_ms: int = 0  # send: its timestamp is this much before its append
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +333,9 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
             raise ScenarioError(f"script: {action} needs node, one of {sorted(workers)}")
         if action == "stop" and node is None:
             raise ScenarioError(f"script: stop needs node, one of {names}")
+        command = step.get("command")
+        if action == "send" and not (isinstance(command, dict) and "type" in command):
+            raise ScenarioError("script: send needs command, a table with a type")
         script.append(
             ScriptStep(
                 _instant(step["at"], "script.at"),
@@ -337,6 +345,8 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
                 step.get("job"),
                 None if restart is None else int(float(restart) * 1000),
                 None if shard is None else int(shard),
+                None if command is None else {"v": 1, **command},
+                _non_negative_ms(step.get("created_before_s", 0), "script.created_before_s"),
             )
         )
     if "rolling_restart" in data:

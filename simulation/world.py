@@ -19,6 +19,7 @@ import heapq
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from simulation.clock import NodeClock, WorldTime
 from simulation.faults import FaultInjector, Target
@@ -236,6 +237,9 @@ class World:
                 self.at(step.at_ms, self._crash_job_worker(step.job, step.restart_after_ms))
             elif step.action == "cancel_job_run":
                 self.at(step.at_ms, self._cancel_job_run(step.job))
+            elif step.action == "send":
+                assert step.command is not None
+                self.at(step.at_ms, self._send(step.command, step.created_before_ms))
             elif step.action == "stop":
                 self.at(step.at_ms, self._scripted_stop(step.node, step.restart_after_ms))
             elif step.action == "pause_owner":
@@ -433,6 +437,20 @@ class World:
             key = latest.schedule_id.encode()
             self.kafka.append(TopicKind.COMMANDS, key, exact_bytes(dumps(body)), None, now)
             self.timeline.add(now, "script", "cancel", f"run.cancel {latest.run_id}")
+            self.arrived(((TopicKind.COMMANDS, p) for p in range(self.scenario.shards)), now)
+
+        return step
+
+    def _send(self, body: dict[str, Any], created_before_ms: int) -> Callable[[], None]:
+        """A client's command, appended now with the timestamp it was created with."""
+
+        def step() -> None:
+            now = self.time.true_ms
+            key = str(body.get("id", "")).encode()
+            value = exact_bytes(dumps(body))
+            self.kafka.append(TopicKind.COMMANDS, key, value, None, now, now - created_before_ms)
+            late = f", created {created_before_ms} ms earlier" if created_before_ms else ""
+            self.timeline.add(now, "client", "send", f"{body['type']} {body.get('id')}{late}")
             self.arrived(((TopicKind.COMMANDS, p) for p in range(self.scenario.shards)), now)
 
         return step

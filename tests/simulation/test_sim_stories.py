@@ -266,3 +266,30 @@ def test_runs_acl_revoked_backs_off_names_the_acl_and_fires_everything_once() ->
     # Each shard is noted once per revocation, not once per refused attempt.
     faults = [e for e in events if e.kind == "fault" and "ACL on runs revoked" in e.text]
     assert len(denied) <= len(faults) * outcome.scenario.shards
+
+
+def test_a_schedule_recreated_at_its_minute_fires_each_minute_once() -> None:
+    """Delete + upsert created just before a minute and applied just after it fired:
+    on a quiet shard and across a takeover between the two commands, the re-created
+    schedule starts after the minute (on the code before the deleted ids' floors,
+    08:03 and 08:06 were each fired twice); sent before the minute, it fires it once."""
+    outcome = _run("schedule-recreated-at-its-minute", 1)
+    assert outcome.ok, outcome.text()
+    fired = Counter(
+        r.scheduled_ms for r in outcome.evidence.runs if r.schedule_id == "ledger-export"
+    )
+    minutes = [parse_instant(f"2026-03-05T08:{m:02d}:00Z") for m in range(0, 16)]
+    assert [fired[m] for m in minutes] == [1] * len(minutes)
+    runs_at = {
+        r.scheduled_ms: r.append_ms
+        for r in outcome.evidence.runs
+        if r.schedule_id == "ledger-export"
+    }
+    # The race took place: the minute fired before the delete was appended.
+    assert runs_at[minutes[3]] < parse_instant("2026-03-05T08:03:00.400Z")
+    assert runs_at[minutes[6]] < parse_instant("2026-03-05T08:06:00.300Z")
+    events = outcome.world.timeline.events
+    assert any(
+        e.text.startswith("pause") and "shard 3" in e.text for e in events if e.who == "script"
+    )
+    assert any(e.kind == "fenced" and "shard 3" in e.text for e in events)

@@ -37,6 +37,7 @@ SWEEPS = {
     "worker-dies-mid-commit": 4,
     "worker-stop-hangs": 8,
     "schedulers-deploy-midnight": 6,
+    "schedule-recreated-at-its-minute": 10,
 }
 
 
