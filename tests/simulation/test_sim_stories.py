@@ -177,6 +177,17 @@ def test_a_negative_job_heartbeat_interval_is_refused(tmp_path: Path) -> None:
         load(bad)
 
 
+def test_a_send_step_needs_a_command_and_a_non_negative_age(tmp_path: Path) -> None:
+    text = (SCENARIOS / "schedule-recreated-at-its-minute.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace('command = { type = "schedule.delete"', "other = { x = 1", 1))
+    with pytest.raises(ScenarioError, match="send needs command, a table with a type"):
+        load(bad)
+    bad.write_text(text.replace("created_before_s = 0.6", "created_before_s = -1", 1))
+    with pytest.raises(ScenarioError, match="created_before_s"):
+        load(bad)
+
+
 def test_png_without_matplotlib_says_how_to_get_it(tmp_path: Path) -> None:
     import importlib.util
 
