@@ -120,7 +120,9 @@ class DagRuns:
         if isinstance(step, str):
             self._batch.reject(record, step)
             return
-        state.dead.pop(run_id_for(state.id, _scheduled_ms(run_id), task), None)
+        dead = state.dead_or_none  # read without making an Aside
+        if dead:
+            dead.pop(run_id_for(state.id, _scheduled_ms(run_id), task), None)
         self._apply(state, run_id, step, now_ms)
         self._dirty[state.id] = state
 

@@ -222,9 +222,8 @@ class RunBook:
             return
         policy = state.definition.overlap
         running = len(state.runs)
-        decision = overlap.decide(
-            policy, in_flight=bool(running), waiting=len(state.buffered), running=running
-        )
+        waiting = len(state.buffered_or_none or ())  # read without making an Aside
+        decision = overlap.decide(policy, in_flight=bool(running), waiting=waiting, running=running)
         if decision == Decision.START:
             self._start_run(state, scheduled_ms, now_ms)
         elif decision == Decision.DROP:

@@ -269,6 +269,7 @@ class ScheduleState(Node):
 
     @property
     def dead_or_none(self) -> dict[str, int] | None:
+        """`dead` if anything was ever dead-lettered, without making one."""
         aside = self._aside
         return None if aside is None else aside.dead
 

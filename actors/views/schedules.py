@@ -78,8 +78,9 @@ def last_outcome(state: ScheduleState) -> str:
         if latest.retry_ms is not None:
             return f"retrying (attempt {latest.attempt + 1} at {instant(latest.retry_ms)})"
         return f"running (attempt {latest.attempt})"
-    if state.dead:
-        newest_dead = next(reversed(state.dead))
+    dead = state.dead_or_none
+    if dead:
+        newest_dead = next(reversed(dead))
         if state.last_fired_ms is not None and instant(state.last_fired_ms) in newest_dead:
             return "dead_lettered"
     if state.last_fired_ms is None:
@@ -103,6 +104,6 @@ def schedule_json(state: ScheduleState) -> dict[str, Any]:
             {"run_id": r.run_id, "attempt": r.attempt, "waiting_retry": r.retry_ms is not None}
             for r in state.runs.values()
         ],
-        "dead_lettered": list(state.dead),
+        "dead_lettered": list(state.dead_or_none or ()),
         "dag": state.dag is not None,
     }

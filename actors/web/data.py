@@ -120,7 +120,7 @@ def row_of(state: ScheduleState) -> ScheduleRow:
         next_fires=[] if state.paused else next_fires(state),
         last_outcome=last_outcome(state),
         is_dag=state.dag is not None,
-        dead=list(state.dead),
+        dead=list(state.dead_or_none or ()),
     )
 
 

@@ -110,8 +110,15 @@ def test_the_fast_decoder_reads_idle_and_one_run_records_as_the_parser_does(
     assert fast is not None
     # built without __init__: every slot is set, and to what the parser sets it
     for name in ScheduleState.__slots__:
-        if name != "_runs":
+        if name not in ("_runs", "_aside"):
             assert getattr(fast, name) == getattr(parsed, name), name
+    # What an aside holds, one by one (an Aside compares by identity).
+    assert fast._aside is None
+    assert (fast.passed_ms, fast.buffered_or_none, fast.dead_or_none) == (
+        parsed.passed_ms,
+        parsed.buffered_or_none,
+        parsed.dead_or_none,
+    )
     assert not fast.paused and list(fast.runs) == list(parsed.runs)
     for run_id, run in fast.runs.items():
         other = parsed.runs[run_id]
