@@ -117,9 +117,37 @@ class Seen:
     # finished -> visible (the worker's transaction and the consumer's fetch).
     to_start_ms: dict[str, list[int]] = field(default_factory=dict)
     to_visible_ms: dict[str, list[int]] = field(default_factory=dict)
+    # What the consumer saw and when, decoded only by `settle` (after a phase, not
+    # while the phase runs: the observer's parsing would take a share of the two
+    # cores from the workers it measures). Counted by the key's prefix meanwhile.
+    _raw: list[tuple[int, bytes]] = field(default_factory=list)
+    _counts: dict[str, int] = field(default_factory=dict)
+
+    def saw(self, at_ms: int, key: bytes, value: bytes) -> None:
+        prefix = key.split(b"-", 1)[0].decode()
+        self._counts[prefix] = self._counts.get(prefix, 0) + 1
+        self._raw.append((at_ms, value))
 
     def count(self, prefix: str) -> int:
-        return len(self.latency_ms.get(prefix, ()))
+        return self._counts.get(prefix, 0)
+
+    def settle(self) -> Seen:
+        """Decode what was seen since the last call into the figures' lists."""
+        raw, self._raw = self._raw, []
+        for at, record in raw:
+            value = orjson.loads(record)
+            prefix = value["schedule_id"].split("-", 1)[0]
+            scheduled = parse_instant(value["scheduled_at"])
+            self.latency_ms.setdefault(prefix, []).append(at - scheduled)
+            self.visible_ms.setdefault(prefix, []).append(at)
+            self.scheduled_ms.setdefault(prefix, []).append(scheduled)
+            self.statuses[value["status"]] = self.statuses.get(value["status"], 0) + 1
+            if value.get("started_at") and value.get("finished_at"):
+                started = parse_instant(value["started_at"])
+                finished = parse_instant(value["finished_at"])
+                self.to_start_ms.setdefault(prefix, []).append(started - scheduled)
+                self.to_visible_ms.setdefault(prefix, []).append(at - finished)
+        return self
 
 
 async def collect(settings: Settings, seen: Seen, stop: asyncio.Event) -> None:
@@ -142,20 +170,8 @@ async def collect(settings: Settings, seen: Seen, stop: asyncio.Event) -> None:
             at = now_ms()
             for records in batch.values():
                 for record in records:
-                    if record.value is None:
-                        continue
-                    value = orjson.loads(record.value)
-                    prefix = value["schedule_id"].split("-", 1)[0]
-                    scheduled = parse_instant(value["scheduled_at"])
-                    seen.latency_ms.setdefault(prefix, []).append(at - scheduled)
-                    seen.visible_ms.setdefault(prefix, []).append(at)
-                    seen.scheduled_ms.setdefault(prefix, []).append(scheduled)
-                    seen.statuses[value["status"]] = seen.statuses.get(value["status"], 0) + 1
-                    if value.get("started_at") and value.get("finished_at"):
-                        started = parse_instant(value["started_at"])
-                        finished = parse_instant(value["finished_at"])
-                        seen.to_start_ms.setdefault(prefix, []).append(started - scheduled)
-                        seen.to_visible_ms.setdefault(prefix, []).append(at - finished)
+                    if record.value is not None and record.key is not None:
+                        seen.saw(at, record.key, record.value)
     finally:
         await bounded(consumer.stop(), "stopping the results consumer")
 
@@ -318,6 +334,7 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
         expected = int((end_ms - first_ms - WARMUP_S * 1000) / 1000 * args.rate)
 
         def in_window() -> list[int]:
+            seen.settle()
             pairs = zip(
                 seen.latency_ms.get("steady", []),
                 seen.scheduled_ms.get("steady", []),
@@ -342,6 +359,7 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
         fired = await firing_lateness(settings, "steady")
         figures["steady_fire_late_p50_ms"] = pct(fired, 0.5)
         figures["steady_fire_late_p99_ms"] = pct(fired, 0.99)
+        seen.settle()
         figures["steady_to_start_p50_ms"] = pct(seen.to_start_ms.get("steady", []), 0.5)
         figures["steady_to_visible_p50_ms"] = pct(seen.to_visible_ms.get("steady", []), 0.5)
 
@@ -351,6 +369,7 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
             settings, [upsert(f"burst-{i}", {"at": format_ms(due_ms)}) for i in range(args.burst)]
         )
         await wait_count(seen, "burst", args.burst, 600, procs)
+        seen.settle()
         last_ms = max(seen.visible_ms["burst"])
         figures["burst"] = args.burst
         figures["burst_runs_per_s"] = args.burst / max(0.001, (last_ms - due_ms) / 1000)
@@ -365,6 +384,7 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
         # path); the rate at which their results become visible, first to last.
         await write_runs(settings, args.burst)
         await wait_count(seen, "drain", args.burst, 600, procs)
+        seen.settle()
         drained = seen.visible_ms["drain"]
         figures["drain_runs_per_s"] = args.burst / max(0.001, (max(drained) - min(drained)) / 1000)
         figures["not_succeeded"] = sum(n for s, n in seen.statuses.items() if s != "succeeded")
