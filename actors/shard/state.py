@@ -484,13 +484,9 @@ def encode_fire(state: ScheduleState) -> bytes:
                     and not run.outcomes
                     and run.cancel_reason is None
                 ):
-                    fired_ms = run.fired_ms
-                    deadline_ms = run.deadline_ms
+                    tail = _run_tail(run.attempt, run.fired_ms, run.deadline_ms)
                     runs_json = (
-                        f',"runs":[{{"run_id":{id_json[:-1]}{run.run_id[len(state.id) :]}",'
-                        f'"attempt":{run.attempt},'
-                        f'"fired":"{texts.get(fired_ms) or instant_text(fired_ms)}",'
-                        f'"deadline":"{texts.get(deadline_ms) or instant_text(deadline_ms)}"}}]'
+                        f',"runs":[{{"run_id":{id_json[:-1]}{run.run_id[len(state.id) :]}{tail}'
                     )
         if not runs_json:
             runs_json = _runs_json(state, id_json)
@@ -508,6 +504,26 @@ def encode_fire(state: ScheduleState) -> bytes:
         f'"paused":{"true" if state.paused else "false"},"next":{next_json},'
         f'"last_fired":{last_json}{runs_json}}}'
     ).encode()
+
+
+_last_tail: list[Any] = [None, None]  # (attempt, fired, deadline), its text
+
+
+def _run_tail(attempt: int, fired_ms: int, deadline_ms: int) -> str:
+    """What a herd's one-run record spells after the run id: the same for every run
+    a tick fires with one timeout, so the last one is kept."""
+    key = (attempt, fired_ms, deadline_ms)
+    if _last_tail[0] == key:
+        tail: str = _last_tail[1]
+        return tail
+    texts = _texts
+    tail = (
+        f'","attempt":{attempt},'
+        f'"fired":"{texts.get(fired_ms) or instant_text(fired_ms)}",'
+        f'"deadline":"{texts.get(deadline_ms) or instant_text(deadline_ms)}"}}]'
+    )
+    _last_tail[0], _last_tail[1] = key, tail
+    return tail
 
 
 def full_size(fire_value: bytes, def_bytes: bytes) -> int:
