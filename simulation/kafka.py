@@ -290,8 +290,7 @@ class SimKafka:
     def open_transactions(self) -> int:
         return len(self._open)
 
-    # -- plain appends (clients outside the system) -----------------------------------
-
+    # -- plain appends (clients outside the system; a CreateTime stamp given) ---------
     def append(
         self,
         kind: TopicKind,
@@ -301,14 +300,12 @@ class SimKafka:
         now_ms: int,
         created_ms: int | None = None,
     ) -> tuple[int, int]:
-        """Append outside a transaction at ``now_ms``; ``created_ms``: the producer's
-        timestamp, kept by a CreateTime topic (None: it was created now)."""
         self._check()
         p = self.partition_for(kind, key, partition)
-        log = self.logs[kind][p]
-        create_ms = created_ms if created_ms is not None and kind in self.create_time else None
-        log.entries.append(Entry(key, value, None, now_ms, create_ms=create_ms))
-        return p, len(log.entries) - 1
+        entries = self.logs[kind][p].entries
+        create_ms = created_ms if kind in self.create_time else None  # the producer's stamp
+        entries.append(Entry(key, value, None, now_ms, create_ms=create_ms))
+        return p, len(entries) - 1
 
     def partition_for(self, kind: TopicKind, key: bytes | None, partition: int | None) -> int:
         if partition is not None:
