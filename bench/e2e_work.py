@@ -290,7 +290,10 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
     settings = Settings.from_env(namespace=f"bench-{uuid.uuid4().hex[:8]}")
     await create_topics(settings, partitions=args.partitions)
     logs = Path(tempfile.mkdtemp(prefix="kafkron-bench-"))
-    procs = [start(settings, ["scheduler", "--figures-interval-s", "0"], logs / "scheduler.log")]
+    scheduler = ["scheduler", "--figures-interval-s", "0"]
+    if args.max_fires_per_turn is not None:
+        scheduler += ["--max-fires-per-turn", str(args.max_fires_per_turn)]
+    procs = [start(settings, scheduler, logs / "scheduler.log")]
     for i in range(args.workers):
         procs.append(
             start(
@@ -411,6 +414,12 @@ async def main() -> None:
     parser.add_argument("--rate", type=int, default=2000, help="steady runs/s")
     parser.add_argument("--seconds", type=float, default=20.0, help="steady phase length")
     parser.add_argument("--burst", type=int, default=30000)
+    parser.add_argument(
+        "--max-fires-per-turn",
+        type=int,
+        default=None,
+        help="the scheduler's bound per shard and turn (default: the scheduler's own)",
+    )
     args = parser.parse_args()
 
     base_rate, base_p99 = await apscheduler_burst(args.burst)
