@@ -446,6 +446,7 @@ async def main(argv: list[str]) -> int:
         f" failover_first_fire_s={steady['failover_first_fire_s']}"
         f" failover_budget_s={steady['failover_budget_s']}"
     )
+    first_fire_s = steady["failover_first_fire_s"]
     measured.record(
         "e2e_fire",
         {
@@ -453,7 +454,7 @@ async def main(argv: list[str]) -> int:
             "max_runs_s": round(max_runs),
             "ceiling_msgs_s": round(ceiling),
             "restore_s": round(restore_s, 2),
-            "failover_first_fire_s": steady["failover_first_fire_s"],
+            "failover_first_fire_s": ("not measured" if first_fire_s is None else first_fire_s),
             "session_timeout_ms": args.session_timeout_ms,
         },
         argv=argv,

@@ -55,6 +55,7 @@ from topics.messages import parse_run, result_value
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
 from topics.timefmt import format_ms, parse_instant
+from topics.vocabulary import RunStatus
 
 T0 = parse_instant("2026-10-10T00:00:00Z")
 ANCHORS = 1_000
@@ -99,7 +100,7 @@ def changelog_records(count: int, version: int = 2) -> list[tuple[bytes, bytes]]
                 schedule_id=run.schedule_id,
                 task=None,
                 attempt=1,
-                status="succeeded",
+                status=RunStatus.SUCCEEDED,
                 scheduled_ms=run.scheduled_ms,
                 started_ms=run.fired_ms,
                 finished_ms=run.fired_ms + 5,
