@@ -434,10 +434,8 @@ class World:
                 "run_id": latest.run_id,
                 "reason": "cancelled by an operator (scenario)",
             }
-            key = latest.schedule_id.encode()
-            self.kafka.append(TopicKind.COMMANDS, key, exact_bytes(dumps(body)), None, now)
+            self._append_command(body, now)
             self.timeline.add(now, "script", "cancel", f"run.cancel {latest.run_id}")
-            self.arrived(((TopicKind.COMMANDS, p) for p in range(self.scenario.shards)), now)
 
         return step
 
@@ -446,14 +444,19 @@ class World:
 
         def step() -> None:
             now = self.time.true_ms
-            key = str(body.get("id", "")).encode()
-            value = exact_bytes(dumps(body))
-            self.kafka.append(TopicKind.COMMANDS, key, value, None, now, now - created_before_ms)
+            self._append_command(body, now - created_before_ms)
             late = f", created {created_before_ms} ms earlier" if created_before_ms else ""
             self.timeline.add(now, "client", "send", f"{body['type']} {body.get('id')}{late}")
-            self.arrived(((TopicKind.COMMANDS, p) for p in range(self.scenario.shards)), now)
 
         return step
+
+    def _append_command(self, body: dict[str, Any], created_ms: int) -> None:
+        """A client's command, appended now (keyed by its schedule id) with the
+        timestamp it was created with; the shards' consumers are woken."""
+        now = self.time.true_ms
+        key = str(body.get("id", "")).encode()
+        self.kafka.append(TopicKind.COMMANDS, key, exact_bytes(dumps(body)), None, now, created_ms)
+        self.arrived(((TopicKind.COMMANDS, p) for p in range(self.scenario.shards)), now)
 
     def _leave(self, node: Node) -> None:
         """A clean stop: the process leaves the group, its partitions move at once."""

@@ -386,18 +386,7 @@ def _encode_general(state: ScheduleState) -> bytes:
         "next": None if next_ms is None else instant_text(next_ms),
         "last_fired": None if last_ms is None else instant_text(last_ms),
     }
-    passed_ms = _passed_to_spell(state)
-    if passed_ms is not None:
-        doc["passed"] = instant_text(passed_ms)
-    if state._runs:
-        doc["runs"] = [_encode_run(run) for run in state._runs.values()]
-    buffered, dead = state.buffered_or_none, state.dead_or_none
-    if buffered:
-        doc["buffered"] = [instant_text(o) for o in buffered]
-    if dead:
-        doc["dead"] = dead
-    if state.dag is not None:
-        doc["dag"] = book_json(state.dag)
+    _spell_state(doc, state)
     doc["def"] = orjson.Fragment(def_bytes)
     return orjson.dumps(doc)
 
@@ -538,17 +527,8 @@ def full_size(fire_value: bytes, def_bytes: bytes) -> int:
     return len(fire_value) - 46 + (12 + len(str(n)) + 1) + 18 + 7 + n
 
 
-def _encode_fire_general(state: ScheduleState) -> bytes:
-    next_ms = state.next_ms
-    last_ms = state.last_fired_ms
-    doc: dict[str, Any] = {
-        "v": 2,
-        "id": state.id,
-        "def": definition_key(state.def_bytes),
-        "paused": state.paused,
-        "next": None if next_ms is None else instant_text(next_ms),
-        "last_fired": None if last_ms is None else instant_text(last_ms),
-    }
+def _spell_state(doc: dict[str, Any], state: ScheduleState) -> None:
+    """Add what a general record spells after its instants (both versions alike)."""
     passed_ms = _passed_to_spell(state)
     if passed_ms is not None:
         doc["passed"] = instant_text(passed_ms)
@@ -561,6 +541,20 @@ def _encode_fire_general(state: ScheduleState) -> bytes:
         doc["dead"] = dead
     if state.dag is not None:
         doc["dag"] = book_json(state.dag)
+
+
+def _encode_fire_general(state: ScheduleState) -> bytes:
+    next_ms = state.next_ms
+    last_ms = state.last_fired_ms
+    doc: dict[str, Any] = {
+        "v": 2,
+        "id": state.id,
+        "def": definition_key(state.def_bytes),
+        "paused": state.paused,
+        "next": None if next_ms is None else instant_text(next_ms),
+        "last_fired": None if last_ms is None else instant_text(last_ms),
+    }
+    _spell_state(doc, state)
     return orjson.dumps(doc)
 
 
