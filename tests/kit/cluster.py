@@ -21,9 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
-import random
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -39,6 +37,7 @@ from actors.broker import quorum
 from actors.broker.cluster import ClusterLayout
 from actors.broker.errors import BrokerError
 from actors.views.tail import read_to_end
+from tests.kit.ports import free_port_block
 from tests.kit.scheduler import (
     REPO,
     Progress,
@@ -62,26 +61,6 @@ SHARDS = 6
 SCHEDULES = 300
 SCHEDULERS = 3
 WORKERS = 2
-
-
-def _free_port_block(size: int) -> int:
-    """A base port p with p .. p + size - 1 all free right now."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 60000 - size)
-        sockets: list[socket.socket] = []
-        try:
-            for port in range(base, base + size):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-        return base
-    raise RuntimeError(f"no block of {size} free ports found")
 
 
 @dataclass
@@ -208,7 +187,7 @@ def running_cluster(tmp: Path) -> Iterator[Cluster]:
         given.start()
         yield given
         return
-    layout = ClusterLayout(port=_free_port_block(2 * NODES), data_dir=tmp / "cluster", nodes=NODES)
+    layout = ClusterLayout(port=free_port_block(2 * NODES), data_dir=tmp / "cluster", nodes=NODES)
     cluster = Cluster(layout)
     try:
         cluster.start()

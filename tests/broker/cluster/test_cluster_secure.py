@@ -23,8 +23,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from actors.broker import secure as broker_secure
 from actors.broker.cluster import ClusterLayout
-from tests.kit.cluster import NODES, _free_port_block
+from tests.kit.cluster import NODES
 from tests.kit.paths import REPO
+from tests.kit.ports import free_port_block
 
 pytestmark = [
     pytest.mark.broker,
@@ -60,7 +61,7 @@ def _env(layout: ClusterLayout, extra: dict[str, str]) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterLayout]:
     raw = os.environ.get("KAFKRON_SECURE_CLUSTER_TEST_PORT")
-    port = int(raw) if raw else _free_port_block(2 * NODES)
+    port = int(raw) if raw else free_port_block(2 * NODES)
     made = ClusterLayout(port, tmp_path_factory.mktemp("secure-cluster") / "cluster", NODES)
     where = ("--port", str(made.port), "--data-dir", str(made.data_dir))
     try:

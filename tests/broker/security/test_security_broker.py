@@ -2,8 +2,9 @@
 
 The module starts its own secure single-node broker once (certificates, SCRAM users
 and ACLs cost seconds) with the product's launcher, on ``KAFKRON_SECURE_TEST_PORT``
-(default 49594, the controller takes + 1), creates two namespaces as ``admin`` and one
-user per role with ``kafkron users add``, and stops the broker at the end.
+(default: a free pair of ports below the ephemeral range; the controller takes + 1),
+creates two namespaces as ``admin`` and one user per role with ``kafkron users add``,
+and stops the broker at the end.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from actors.broker import process as broker_process
 from actors.broker import secure as broker_secure
 from actors.broker.tools import KafkaTools, acl_run
 from tests.kit.paths import REPO
+from tests.kit.ports import free_port_block
 from topics.messages import Run, parse_result, parse_run
 from topics.names import Settings, TopicKind
 from topics.refusals import topic_denied
@@ -48,7 +50,8 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
 ]
 
-PORT = int(os.environ.get("KAFKRON_SECURE_TEST_PORT", "49594"))
+# The broker listens on PORT, its controller on PORT + 1: a free pair unless told.
+PORT = int(os.environ.get("KAFKRON_SECURE_TEST_PORT") or free_port_block(2))
 USERS = {
     "sched-a": "scheduler",
     "work-a": "worker",
