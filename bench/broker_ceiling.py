@@ -134,6 +134,7 @@ async def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=6)
+    measured.add_record_option(parser)
     args = parser.parse_args(argv)
     settings = Settings.from_env()
     rates = [
@@ -161,6 +162,7 @@ async def main(argv: list[str]) -> int:
         "broker_ceiling",
         {"txn1000_msgs_s": round(txn.msgs_per_s), "batched_msgs_s": round(batched.msgs_per_s)},
         argv=argv,
+        to=args.record,
     )
     return 0
 

@@ -421,6 +421,7 @@ async def main(argv: list[str]) -> int:
         default=None,
         help="measure a cluster of this many local nodes against a single node (own brokers)",
     )
+    measured.add_record_option(parser)
     args = parser.parse_args(argv)
     if args.nodes is not None:
         if args.nodes < 2:
@@ -458,6 +459,7 @@ async def main(argv: list[str]) -> int:
             "session_timeout_ms": args.session_timeout_ms,
         },
         argv=argv,
+        to=args.record,
     )
     return 0
 

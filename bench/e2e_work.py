@@ -420,6 +420,7 @@ async def main() -> None:
         default=None,
         help="the scheduler's bound per shard and turn (default: the scheduler's own)",
     )
+    measured.add_record_option(parser)
     args = parser.parse_args()
 
     base_rate, base_p99 = await apscheduler_burst(args.burst)
@@ -460,6 +461,7 @@ async def main() -> None:
             "burst_runs_per_s": round(f["burst_runs_per_s"]),
         },
         argv=sys.argv[1:],
+        to=args.record,
     )
 
 

@@ -230,6 +230,7 @@ def main() -> None:
         help="print cProfile's top 20 functions (by own time) of the advance phase to "
         "stderr; the rates printed are then the profiler's, not the core's",
     )
+    measured.add_record_option(parser)
     args = parser.parse_args()
     count = args.schedules
     if count < ANCHORS:
@@ -283,6 +284,7 @@ def main() -> None:
             "bytes_per_schedule": round(per_schedule_b),
         },
         argv=sys.argv[1:],
+        to=args.record,
     )
 
 

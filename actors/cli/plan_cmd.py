@@ -3,7 +3,9 @@
 Reads the figures the benchmarks recorded (``bench/measured.json``, or ``--measured
 FILE``) and prints the plan with its inputs and the margins applied (the model is
 in `actors.sizing`). ``--measure`` first runs the quick pure benchmark
-(``bench/shard_core.py``) to refresh the bytes per schedule on this machine.
+(``bench/shard_core.py``) to refresh the bytes per schedule on this machine, and
+records its figures into the ``--measured`` file: asking for it is what writes there
+(a benchmark run by hand records only with ``--record``).
 
 Examples:
   kafkron plan --schedules 10000000 --herd 2000000 --deadline 60
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +42,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--brokers", type=int, default=3, metavar="B", help="(default 3)")
     parser.add_argument("--measured", metavar="FILE", default=str(MEASURED))
     parser.add_argument(
-        "--measure", action="store_true", help="run bench/shard_core.py first (about a minute)"
+        "--measure",
+        action="store_true",
+        help="run bench/shard_core.py first (about a minute), recording into --measured FILE",
     )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.set_defaults(func=run)
@@ -52,9 +55,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.measure:
         done = subprocess.run(
-            [sys.executable, str(ROOT / "bench" / "shard_core.py"), "--schedules", "200000"],
+            [
+                sys.executable,
+                str(ROOT / "bench" / "shard_core.py"),
+                "--schedules",
+                "200000",
+                "--record",
+                args.measured,
+            ],
             cwd=ROOT,
-            env={**os.environ, "KAFKRON_MEASURED": args.measured},
             stdout=sys.stderr,
         )
         if done.returncode != 0:
