@@ -29,6 +29,14 @@ class RunContext:
 
     Safe to use from the job's thread: ``heartbeat`` and ``cancelled`` only read and
     write single attributes.
+
+    Example::
+
+        @job("billing.invoice_nightly")
+        async def invoice_nightly(ctx: RunContext, region: str = "eu") -> None:
+            period = (ctx.logical_date or ctx.scheduled_at).strftime("%Y-%m")
+            key = ctx.idempotency_key("invoice", region, period)  # same on every attempt
+            await provider.invoice(region, period, idempotency_key=key)
     """
 
     __slots__ = (

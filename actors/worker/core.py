@@ -90,6 +90,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.worker.errors import CANCELLED_ERROR
 from actors.worker.offsets import (
     MAX_BACKLOG_PER_PARTITION,
     MAX_OPEN_PER_PARTITION,
@@ -898,7 +899,7 @@ def _names(cancel: RunCancelRecord, run: Run) -> bool:
 
 
 def _cancel_error(cancel: RunCancelRecord) -> dict[str, str]:
-    return {"type": "Cancelled", "message": cancel.reason}
+    return {"type": CANCELLED_ERROR, "message": cancel.reason}
 
 
 def _timeout_error(run: Run, *, started: bool = True) -> dict[str, str]:

@@ -6,6 +6,16 @@ from __future__ import annotations
 # (it must match the shard's retry rule).
 NON_RETRYABLE_TYPE = "NonRetryable"
 
+CANCELLED_ERROR = "Cancelled"
+"""The ``error.type`` of a result whose run was cancelled by a ``run.cancel`` command
+(or by ``overlap: cancel_other``); its ``error.message`` is the reason given.
+
+Example, reading a result::
+
+    if result.status == "cancelled" and result.error["type"] == CANCELLED_ERROR:
+        print("stopped on purpose:", result.error["message"])
+"""
+
 # Messages longer than this are cut: results are small records read by people.
 MAX_ERROR_MESSAGE_CHARS = 2000
 
@@ -18,6 +28,16 @@ class NonRetryable(Exception):
     message (``AccountDeleted: customer 8812``) so the dead letter still says what
     happened. A schedule can also list plain exception names in
     ``retry.non_retryable``.
+
+    Example::
+
+        class AccountDeleted(NonRetryable):
+            pass
+
+        @job("billing.charge")
+        def charge(ctx: RunContext, customer: str) -> None:
+            if not accounts.exists(customer):
+                raise AccountDeleted(f"customer {customer}")
     """
 
 
@@ -27,7 +47,15 @@ class RunCancelled(Exception):
     Reasons: its deadline passed, its partition moved to another worker, or the worker
     lost contact with the group coordinator. A sync job cannot be interrupted from
     outside its thread, so calling ``heartbeat()`` in its loops is how it learns this;
-    let the exception propagate.
+    let the exception propagate (the attempt then ends ``cancelled``).
+
+    Example::
+
+        @job("reports.rebuild")
+        def rebuild(ctx: RunContext) -> None:
+            for page in pages():
+                ctx.heartbeat({"page": page})  # raises RunCancelled when told to stop
+                render(page)
     """
 
     def __init__(self, reason: str) -> None:

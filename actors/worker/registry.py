@@ -59,7 +59,18 @@ REGISTRY = Registry()
 
 
 def job(name: str, *, registry: Registry | None = None) -> Callable[[F], F]:
-    """Register the decorated function as the job ``name``; returns it unchanged."""
+    """Register the decorated function as the job ``name``; returns it unchanged.
+
+    The function takes a `RunContext` and the schedule's ``job.args`` as keyword
+    arguments; it may be ``async`` (run on the worker's loop) or plain (run in its
+    thread pool). A worker started with ``--jobs MODULE`` runs the jobs of MODULE.
+
+    Example::
+
+        @job("billing.fx_rates")
+        async def fx_rates(ctx: RunContext, base: str = "EUR") -> None:
+            ...
+    """
 
     def decorate(func: F) -> F:
         (registry or REGISTRY).register(name, func)

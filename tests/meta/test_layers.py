@@ -9,6 +9,8 @@ From the bottom up::
     Kafka runtimes, simulation  runtimes drive the cores on aiokafka; the simulation
                                 drives them on a simulated Kafka, never aiokafka
     actors.demo, actors.cli     on top: the demo is a command of the CLI
+    kafkron                     the public face (the client, job authors' names):
+                                imports any of the above, none of them imports it
 
 Two kinds of check. The static one reads every module with `ast` (every import
 statement counts, lazy ones inside functions and ``TYPE_CHECKING`` ones included: an
@@ -40,7 +42,7 @@ import pytest
 
 from tests.kit.paths import REPO as ROOT
 
-PACKAGES = ("topics", "actors", "simulation")
+PACKAGES = ("kafkron", "topics", "actors", "simulation")
 
 PURE_CORES = (
     "actors.shard",
@@ -82,7 +84,12 @@ CONTRACTS = (
     Contract(
         "topics is the bottom layer",
         sources=("topics",),
-        forbidden=("actors", "simulation"),
+        forbidden=("actors", "simulation", "kafkron"),
+    ),
+    Contract(
+        "kafkron, the public face, is on top: the layout beneath never imports it",
+        sources=("actors", "simulation"),
+        forbidden=("kafkron",),
     ),
     Contract(
         "time rules and the wheel stand on topics and the standard library only",
@@ -101,8 +108,8 @@ CONTRACTS = (
         forbidden=(*RUNTIME_ONLY, "actors.examples"),
     ),
     Contract(
-        "the runtimes and the console never import the command line or the demo",
-        sources=("topics", "actors", "simulation"),
+        "the runtimes, the console and the client never import the command line or the demo",
+        sources=("topics", "actors", "simulation", "kafkron"),
         forbidden=("actors.cli", "actors.demo"),
         exempt=("actors.cli", "actors.demo"),
     ),
@@ -291,6 +298,21 @@ def test_a_planted_upward_import_is_caught(tmp_path: Path) -> None:
         ("topics.names", "actors.scheduler.runtime")
     ]
     assert planted[0].contract == "topics is the bottom layer"
+
+
+def test_a_planted_import_of_the_public_face_is_caught(tmp_path: Path) -> None:
+    """The real tree, copied, plus a runtime importing the client above it."""
+    root = _copy_tree(tmp_path)
+    sending = root / "actors" / "sending.py"
+    sending.write_text(
+        sending.read_text(encoding="utf-8") + "\n\ndef _planted() -> None:\n"
+        "    import kafkron  # noqa: F401\n",
+        encoding="utf-8",
+    )
+    before = {str(v) for v in check_layers(ROOT)}
+    planted = [v for v in check_layers(root) if str(v) not in before]
+    assert [(v.importer, v.imported) for v in planted] == [("actors.sending", "kafkron")]
+    assert planted[0].contract.startswith("kafkron, the public face, is on top")
 
 
 def test_a_planted_import_cycle_is_caught(tmp_path: Path) -> None:
