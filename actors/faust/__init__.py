@@ -7,7 +7,9 @@ This package gives such an app what kafkron's topics require:
 - `kafkron_app`: a ``faust.App`` whose consumer reads ``read_committed`` (results of
   aborted transactions never reach an agent) with Faust's at-least-once processing.
 - `declare_topics`: the namespace's topics, keys and values typed with the Faust
-  models of `actors.faust.records`, decoded through the codec's own parsers.
+  models of `actors.faust.records`, decoded through the codec's own parsers; a
+  record that fails is logged, counted in `undecodable_records` and skipped, and
+  the agent goes on (`actors.faust.undecodable`).
 - `send_command` (and `dlq_replay`, `schedule_trigger`, ...): commands validated by
   the shard's decoder before they are produced, as the command line does.
 
@@ -40,6 +42,7 @@ from actors.faust.records import (
     RunCancelRecord,
     RunRecord,
 )
+from actors.faust.undecodable import SkippingTopic, UndecodableRecords, undecodable_records
 
 __all__ = [
     "DeadLetterRecord",
@@ -51,6 +54,8 @@ __all__ = [
     "ResultRecord",
     "RunCancelRecord",
     "RunRecord",
+    "SkippingTopic",
+    "UndecodableRecords",
     "broker_urls",
     "declare_topics",
     "dlq_replay",
@@ -59,5 +64,6 @@ __all__ = [
     "schedule_resume",
     "schedule_trigger",
     "send_command",
+    "undecodable_records",
     "validated",
 ]

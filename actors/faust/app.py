@@ -7,6 +7,8 @@ declares ``{ns}.runs``, ``results``, ``dlq``, ``rejected`` and ``commands`` with
 key and value serializers of the contract: the schedule id as a UTF-8 string key
 (a rejection keeps its original key as bytes), the values as the typed records of
 `actors.faust.records`, commands as the exact bytes `actors.faust.commands` checked.
+A record that does not decode is logged, counted and skipped, never thrown into an
+agent (`actors.faust.undecodable`).
 
 The app connects with the process's client security, read from the same place as
 every other kafkron client (`topics.security`: ``KAFKRON_SECURITY_PROTOCOL``,
@@ -32,6 +34,7 @@ import faust
 from actors.faust import transport
 from actors.faust.records import DeadLetterRecord, RejectedRecord, ResultRecord, RunRecord
 from actors.faust.serializers import dead_letter_codec, rejected_codec, result_codec, run_codec
+from actors.faust.undecodable import SkippingTopic
 from topics.names import Settings, TopicKind
 from topics.security import ClientSecurity, client_kwargs, current
 
@@ -112,6 +115,9 @@ class NamespaceTopics:
 def declare_topics(app: faust.App, settings: Settings) -> NamespaceTopics:
     """Declare the namespace's topics on ``app``; refuses an app that reads uncommitted.
 
+    Every topic is a `SkippingTopic`: a record that does not decode is skipped and
+    counted in `actors.faust.undecodable_records`, and the agent goes on.
+
     Isolation is a property of the app's consumer, not of a topic, so the app must
     come from `kafkron_app` or name its broker ``kafkron://...``.
     """
@@ -123,31 +129,22 @@ def declare_topics(app: faust.App, settings: Settings) -> NamespaceTopics:
             "actors.faust.kafkron_app(...) or give it broker='kafkron://host:port'"
         )
 
-    def typed(kind: TopicKind, model: type[faust.Record], codec: Any) -> faust.TopicT:
-        return app.topic(
-            settings.topic(kind),
-            key_type=str,
+    def topic(kind: TopicKind, key_type: type, value_type: type, codec: Any) -> faust.TopicT:
+        # What app.topic(...) builds, with the class that skips undecodable records.
+        return SkippingTopic(
+            app,
+            topics=[settings.topic(kind)],
+            key_type=key_type,
             key_serializer="raw",
-            value_type=model,
+            value_type=value_type,
             value_serializer=codec,
+            allow_empty=False,
         )
 
     return NamespaceTopics(
-        runs=typed(TopicKind.RUNS, RunRecord, run_codec),
-        results=typed(TopicKind.RESULTS, ResultRecord, result_codec),
-        dlq=typed(TopicKind.DLQ, DeadLetterRecord, dead_letter_codec),
-        rejected=app.topic(
-            settings.topic(TopicKind.REJECTED),
-            key_type=bytes,
-            key_serializer="raw",
-            value_type=RejectedRecord,
-            value_serializer=rejected_codec,
-        ),
-        commands=app.topic(
-            settings.topic(TopicKind.COMMANDS),
-            key_type=bytes,
-            key_serializer="raw",
-            value_type=bytes,
-            value_serializer="raw",
-        ),
+        runs=topic(TopicKind.RUNS, str, RunRecord, run_codec),
+        results=topic(TopicKind.RESULTS, str, ResultRecord, result_codec),
+        dlq=topic(TopicKind.DLQ, str, DeadLetterRecord, dead_letter_codec),
+        rejected=topic(TopicKind.REJECTED, bytes, RejectedRecord, rejected_codec),
+        commands=topic(TopicKind.COMMANDS, bytes, bytes, "raw"),
     )

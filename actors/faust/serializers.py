@@ -9,8 +9,11 @@ codec's builder would have written (optional fields the builder omits when empty
 are omitted) and parses that too, so a Faust agent cannot put a malformed record
 on a kafkron topic.
 
-A record that fails to decode raises inside Faust's decoder: Faust logs it with the
-reason and acknowledges it, and the agent never sees it.
+A record that fails to decode raises ``ValueError`` with the reason, which Faust's
+decoder turns into ``ValueDecodeError``. Faust's own answer to that is to throw it
+into every agent on the topic, which crashes and restarts them; the topics
+`declare_topics` returns log it once, count it and skip it instead
+(`actors.faust.undecodable`), and the agent never sees it.
 """
 
 from __future__ import annotations

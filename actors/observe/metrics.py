@@ -1,11 +1,11 @@
 """Every Prometheus metric kafkron exposes, named in one place.
 
 Conventions (Prometheus' own): the ``kafkron_`` prefix, then the actor
-(``scheduler``, ``worker``, ``recorder``, ``consumer``); base units in the name
-(``_seconds``, ``_records``); counters end in ``_total``; labels have few values
-(a shard number, a job name, a status, a topic partition), never a run id or a
-schedule id, so a namespace with a million schedules has the same series count
-as one with ten.
+(``scheduler``, ``worker``, ``recorder``, ``faust`` for a Faust app's agents,
+``consumer``); base units in the name (``_seconds``, ``_records``); counters end
+in ``_total``; labels have few values (a shard number, a job name, a status, a
+topic partition), never a run id or a schedule id, so a namespace with a million
+schedules has the same series count as one with ten.
 
 Two kinds of metric live here:
 
@@ -130,6 +130,15 @@ WORKER_TRANSACTIONS = "kafkron_worker_transactions"
 RECORDER_RECORDS = "kafkron_recorder_records"
 RECORDER_SKIPPED = "kafkron_recorder_records_undecodable"
 
+# --- a Faust app's agents (actors.faust): events -----------------------------------
+
+FAUST_UNDECODABLE = Counter(
+    "kafkron_faust_records_undecodable",
+    "Records of a kafkron topic a Faust app skipped because they did not decode.",
+    ["topic"],
+    registry=REGISTRY,
+)
+
 # --- every group: consumer lag, sampled at scrape time ----------------------------
 
 CONSUMER_LAG = "kafkron_consumer_lag_records"
@@ -182,3 +191,8 @@ def worker_committed(seconds: float) -> None:
 
 def worker_fenced() -> None:
     WORKER_FENCED.inc()
+
+
+def faust_record_undecodable(topic: str) -> None:
+    """A Faust app skipped a record of ``topic`` that did not decode (rare: no cache)."""
+    FAUST_UNDECODABLE.labels(topic).inc()

@@ -23,7 +23,7 @@ from tests.kit.cli import cli
 from tests.kit.shard import SECOND, T0, Shard, upsert
 
 # Prometheus' naming rules: a prefix, snake case, a base unit where there is one.
-_NAME = re.compile(r"^kafkron_(scheduler|worker|recorder|consumer)_[a-z0-9_]+$")
+_NAME = re.compile(r"^kafkron_(scheduler|worker|recorder|faust|consumer)_[a-z0-9_]+$")
 _FORBIDDEN_LABELS = {"run_id", "schedule_id", "schedule", "id", "run", "task"}
 
 
@@ -42,6 +42,7 @@ def test_every_metric_name_follows_the_conventions() -> None:
         metrics.WORKER_COMMIT_SECONDS,
         metrics.WORKER_FENCED,
         metrics.CONSUMER_LAG_SAMPLE_ERRORS,
+        metrics.FAUST_UNDECODABLE,
     ):
         names[metric._name] = metric._name
         assert not _FORBIDDEN_LABELS & set(metric._labelnames), metric._name
