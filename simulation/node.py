@@ -337,6 +337,8 @@ class SchedulerNode:
         tx_id = host.settings.shard_transactional_id(p)
         try:
             if isinstance(action, Fence):
+                # As the runtime's fence: the id's other form first (topics/fencing.py).
+                kafka.init_transactions(host.settings.fenced_ids("shard", p)[1], true_ms)
                 epoch = kafka.init_transactions(tx_id, true_ms)
                 self.producers[p] = _Producer(token, epoch)
                 return machine.fence_done(p, token)

@@ -424,7 +424,10 @@ class WorkerNode:
             if "worker-txn-timeout-default" in host.broken:
                 # The fix undone: the producer keeps the client default.
                 timeout_ms = CLIENT_DEFAULT_TRANSACTION_TIMEOUT_MS
+            other = host.settings.fenced_ids("worker", p)[1]
             try:
+                # As the runtime: the id's other form is fenced first (topics/fencing.py).
+                host.kafka.init_for_adoption(other, host.time.true_ms, timeout_ms)
                 epoch = host.kafka.init_for_adoption(tx_id, host.time.true_ms, timeout_ms)
             except (BrokerUnavailable, CoordinatorBusy) as exc:
                 self._adoption_failed(p, lease, str(exc), now_ms)

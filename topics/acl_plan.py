@@ -4,17 +4,33 @@ Each role of a namespace ``{ns}`` gets exactly the ACLs its actor's clients use,
 nothing else. Topics and groups are LITERAL patterns (``{ns}.commands``,
 ``{ns}-workers``): a PREFIXED ``{ns}.`` topic pattern would also match the topics of
 a namespace named ``{ns}.x``, so a tenant could read another's. Transactional ids are
-PREFIXED (``{ns}-shard-``, ``{ns}-worker-``) because there is one per partition.
+PREFIXED (``{ns}.shard.``, ``{ns}.worker.``) because there is one per partition.
+
+Why the ``.`` in a transactional id. A prefix grant is safe only if no other tenant's
+id starts with it. Namespaces may contain ``-`` (and never ``.``), so the ids of
+releases before 0.2, ``{ns}-worker-{p}`` under the prefix ``{ns}-worker-``, were not:
+namespace ``X-worker``'s scheduler id ``X-worker-shard-0`` starts with tenant ``X``'s
+worker prefix, and ``X``'s worker could take it and fence ``X-worker``'s shard 0.
+With ``.`` after the namespace, every id starting ``X.`` belongs to namespace ``X``
+alone, whatever the role suffix: ``X.worker.`` can only match ``X``'s own worker ids.
+A reserved-suffix rule would have refused existing namespaces, and literal ids per
+partition would tie the grants to a partition count that ``kafka-topics --alter``
+can change.
+
+`migration` gives the grants of an upgrade from the ``-`` ids: each process fences
+both forms on adoption (`topics.names.Settings.fenced_ids`), so the role needs the
+new prefix before the first upgraded process starts, and the old prefix goes only
+once no process commits with it (README, "Upgrading the transactional ids").
 
 ========== ============================================================================
 role       what its clients do
 ========== ============================================================================
 scheduler  reads commands, results and the schedules changelog (group
            ``{ns}-schedulers``), writes schedules, runs, dlq, rejected, forwarded
-           commands and the results of oversize runs inside ``{ns}-shard-*``
+           commands and the results of oversize runs inside ``{ns}.shard.*``
            transactions, reads ``max.message.bytes`` of the topics it writes
 worker     reads runs (group ``{ns}-workers``), writes results inside
-           ``{ns}-worker-*`` transactions (which also commit the group's offsets)
+           ``{ns}.worker.*`` transactions (which also commit the group's offsets)
 recorder   reads runs, results, dlq and rejected (group ``{ns}-recorder``)
 submitter  writes commands, reads rejected (no group: it reads by assignment)
 viewer     reads every topic of the namespace and describes its groups (lag)
@@ -128,12 +144,12 @@ def plan(role: Role, namespace: str) -> tuple[Acl, ...]:
         # the failed results of oversize runs; DescribeConfigs reads max.message.bytes.
         acls += _topics(s, tuple(k), write, Operation.DESCRIBE_CONFIGS)
         acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.scheduler_group, read))
-        acls += _txn(f"{s.namespace}-shard-")
+        acls += _txn(txn_prefix(s.namespace, "shard"))
     elif role is Role.WORKER:
         acls += _topics(s, (k.RUNS,), read)
         acls += _topics(s, (k.RESULTS,), write)
         acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.worker_group, read))
-        acls += _txn(f"{s.namespace}-worker-")
+        acls += _txn(txn_prefix(s.namespace, "worker"))
     elif role is Role.RECORDER:
         acls += _topics(s, (k.RUNS, k.RESULTS, k.DLQ, k.REJECTED), read)
         acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.recorder_group, read))
@@ -145,6 +161,36 @@ def plan(role: Role, namespace: str) -> tuple[Acl, ...]:
         for group in (s.scheduler_group, s.worker_group, s.recorder_group):
             acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, group, describe))
     return tuple(sorted(set(acls)))
+
+
+def txn_prefix(namespace: str, role: str, *, legacy: bool = False) -> str:
+    """The prefix of `role`'s (``shard`` or ``worker``) transactional ids in `namespace`."""
+    return f"{namespace}-{role}-" if legacy else f"{namespace}.{role}."
+
+
+# The roles that hold transactional ids, and the kind of id each holds.
+TXN_ROLES = {Role.SCHEDULER: "shard", Role.WORKER: "worker"}
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """The ACL changes of an upgrade from the ``-`` ids: `add` before the first new
+    process starts, `remove` once every process runs with ``tenant`` ids."""
+
+    add: tuple[Acl, ...]
+    remove: tuple[Acl, ...]
+
+
+def migration(role: Role, namespace: str) -> Migration:
+    """What `role` gains and loses in `namespace` moving to ``{ns}.{role}.`` ids."""
+    kind = TXN_ROLES.get(role)
+    if kind is None:
+        return Migration((), ())
+    check_namespace(namespace)
+    return Migration(
+        tuple(sorted(_txn(txn_prefix(namespace, kind)))),
+        tuple(sorted(_txn(txn_prefix(namespace, kind, legacy=True)))),
+    )
 
 
 def _txn(prefix: str) -> list[Acl]:
@@ -206,13 +252,25 @@ def principal_of(user: str) -> str:
     return f"User:{user}"
 
 
-def shell_commands(role: Role, namespace: str, principal: str, bootstrap: str) -> list[str]:
-    """What a Kafka admin runs with Kafka's own scripts to grant `role` to `principal`."""
+def shell_commands(
+    role: Role,
+    namespace: str,
+    principal: str,
+    bootstrap: str,
+    acls: Sequence[Acl] | None = None,
+    *,
+    remove: bool = False,
+) -> list[str]:
+    """What a Kafka admin runs with Kafka's own scripts to grant `role` to `principal`
+    (`acls`, default the role's whole plan; `remove`: to take them away instead)."""
     lines = []
-    for command in commands(plan(role, namespace)):
-        args = " ".join(_quote(a) for a in command.arguments(principal))
+    for command in commands(plan(role, namespace) if acls is None else acls):
+        args = command.arguments(principal)
+        if remove:
+            args = ["--remove", "--force", *args[1:]]
+        text = " ".join(_quote(a) for a in args)
         lines.append(
-            f"kafka-acls.sh --bootstrap-server {bootstrap} --command-config admin.properties {args}"
+            f"kafka-acls.sh --bootstrap-server {bootstrap} --command-config admin.properties {text}"
         )
     return lines
 

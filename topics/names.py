@@ -3,6 +3,14 @@
 `KAFKRON_NAMESPACE` (default ``kafkron``) prefixes every topic; `KAFKRON_BOOTSTRAP`
 (default ``127.0.0.1:9092``) names the brokers. Tests give each case its own
 namespace so they never see each other's records.
+
+Transactional ids are ``{ns}.shard.{p}`` and ``{ns}.worker.{p}``: the ``.`` after the
+namespace is a character no namespace may contain, so the prefix ACL
+``{ns}.worker.`` names one tenant's ids and nobody else's (topics/acl_plan.py says
+why the ``-`` of earlier releases did not). `KAFKRON_TRANSACTIONAL_IDS=legacy` keeps
+the earlier ``{ns}-shard-{p}`` form for the first step of an upgrade; either way a
+new owner fences both forms (`Settings.fenced_ids`), so a fleet mixing the two never
+has two live owners of a partition (README, "Upgrading the transactional ids").
 """
 
 from __future__ import annotations
@@ -13,6 +21,15 @@ from enum import StrEnum
 
 DEFAULT_NAMESPACE = "kafkron"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+class TxnIds(StrEnum):
+    """Which form of transactional id a process commits with (both are fenced)."""
+
+    TENANT = "tenant"
+    """``{ns}.shard.{p}``: a prefix ACL on it reaches one namespace only (the default)."""
+    LEGACY = "legacy"
+    """``{ns}-shard-{p}``, the form of releases before 0.2: the first step of an upgrade."""
 
 
 class TopicKind(StrEnum):
@@ -35,6 +52,7 @@ SHARDED_KINDS: tuple[TopicKind, ...] = (TopicKind.COMMANDS, TopicKind.SCHEDULES,
 class Settings:
     namespace: str = DEFAULT_NAMESPACE
     bootstrap: str = DEFAULT_BOOTSTRAP
+    txn_ids: TxnIds = TxnIds.TENANT
 
     def topic(self, kind: TopicKind) -> str:
         return f"{self.namespace}.{kind.value}"
@@ -52,14 +70,43 @@ class Settings:
         return f"{self.namespace}-recorder"
 
     def shard_transactional_id(self, partition: int) -> str:
-        return f"{self.namespace}-shard-{partition}"
+        """The id shard `partition`'s transactions commit with."""
+        return self.fenced_ids("shard", partition)[0]
 
     def worker_transactional_id(self, partition: int) -> str:
-        return f"{self.namespace}-worker-{partition}"
+        """The id the worker transactions of runs partition `partition` commit with."""
+        return self.fenced_ids("worker", partition)[0]
+
+    def fenced_ids(self, role: str, partition: int) -> tuple[str, str]:
+        """(the id to commit with, the other form): a new owner fences both.
+
+        `role` is ``"shard"`` or ``"worker"``. Fencing the other form too is what
+        makes a rolling restart between the forms safe: whichever form the previous
+        owner (or a paused zombie of it) holds, the new owner's adoption bumps its
+        epoch before anything is read.
+        """
+        tenant = f"{self.namespace}.{role}.{partition}"
+        legacy = f"{self.namespace}-{role}-{partition}"
+        if self.txn_ids is TxnIds.LEGACY:
+            return legacy, tenant
+        return tenant, legacy
 
     @classmethod
     def from_env(cls, namespace: str | None = None, bootstrap: str | None = None) -> Settings:
         return cls(
             namespace=namespace or os.environ.get("KAFKRON_NAMESPACE") or DEFAULT_NAMESPACE,
             bootstrap=bootstrap or os.environ.get("KAFKRON_BOOTSTRAP") or DEFAULT_BOOTSTRAP,
+            txn_ids=txn_ids_from_env(),
         )
+
+
+def txn_ids_from_env() -> TxnIds:
+    """`KAFKRON_TRANSACTIONAL_IDS` (``tenant``, the default, or ``legacy``)."""
+    word = os.environ.get("KAFKRON_TRANSACTIONAL_IDS") or TxnIds.TENANT.value
+    try:
+        return TxnIds(word)
+    except ValueError:
+        raise ValueError(
+            f"KAFKRON_TRANSACTIONAL_IDS={word!r}: expected 'tenant' (the default) or 'legacy'"
+            " (the first step of an upgrade from a release before 0.2)"
+        ) from None

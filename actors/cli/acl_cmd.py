@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from actors.cli.output import fail, print_json, print_table
-from topics.acl_plan import Role, check_namespace, plan, shell_commands, table_rows
+from topics.acl_plan import Role, check_namespace, migration, plan, shell_commands, table_rows
 from topics.names import Settings
 
 _EPILOG = """\
@@ -14,6 +14,12 @@ examples:
   kafkron acl plan --namespace billing
   kafkron acl plan --namespace billing --role worker --commands
   kafkron acl plan --namespace billing --json
+  kafkron acl plan --namespace billing --migrate
+
+--migrate prints the ACL changes of an upgrade from the transactional ids of
+releases before 0.2 ({ns}-shard-N, {ns}-worker-N) to {ns}.shard.N and {ns}.worker.N:
+the grants to add before the first upgraded process starts, and the grants to remove
+once every scheduler and worker runs with the new ids.
 
 Topics and groups are literal names, transactional ids prefixes; nothing else is
 granted (the broker runs with allow.everyone.if.no.acl.found=false).
@@ -37,6 +43,11 @@ def register(subparsers: Any) -> None:
     )
     show.add_argument("--commands", action="store_true", help="only the kafka-acls commands")
     show.add_argument("--json", action="store_true", help="the ACLs as JSON")
+    show.add_argument(
+        "--migrate",
+        action="store_true",
+        help="the ACL changes of the upgrade to the 0.2 transactional ids",
+    )
     show.set_defaults(func=run_plan)
 
 
@@ -47,6 +58,8 @@ def run_plan(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail("acl plan", str(exc), 2)
     roles = [Role(args.role)] if args.role else list(Role)
+    if args.migrate:
+        return _print_migration(roles, namespace, args.principal, settings.bootstrap)
     if args.json:
         print_json(
             {
@@ -72,4 +85,25 @@ def run_plan(args: argparse.Namespace) -> int:
         print(f"# {role.value}")
         for line in shell_commands(role, namespace, principal, settings.bootstrap):
             print(line)
+    return 0
+
+
+def _print_migration(
+    roles: list[Role], namespace: str, principal: str | None, bootstrap: str
+) -> int:
+    """Two steps, each a list of kafka-acls commands per role that holds transactional ids."""
+    steps = (
+        ("1. before the first upgraded process starts: add", False),
+        ("2. once every process runs with the new ids: remove", True),
+    )
+    for title, remove in steps:
+        print(f"# {title}")
+        for role in roles:
+            change = migration(role, namespace)
+            acls = change.remove if remove else change.add
+            if not acls:
+                continue
+            who = principal or f"User:{role.value}"
+            for line in shell_commands(role, namespace, who, bootstrap, acls, remove=remove):
+                print(line)
     return 0

@@ -52,6 +52,7 @@ from actors.scheduler.writer import (
 )
 from topics.clients import transactional_producer_kwargs
 from topics.closing import bounded, stop_producer, within
+from topics.fencing import fence_id
 from topics.names import Settings, TopicKind
 from topics.records import OutRecord
 
@@ -103,7 +104,14 @@ class ShardRunner:
         self.results_tp = TopicPartition(settings.topic(TopicKind.RESULTS), partition)
 
     async def fence(self) -> None:
-        """Start this shard's producer: its ``init_transactions`` fences every earlier owner."""
+        """Start this shard's producer: its ``init_transactions`` fences every earlier owner.
+
+        The other form of the shard's transactional id is fenced first
+        (`topics.fencing`): an owner from before a rolling restart between the forms
+        may hold it.
+        """
+        other = self._settings.fenced_ids("shard", self.partition)[1]
+        await fence_id(self._settings, other, f"{other}-fence")
         producer = AIOKafkaProducer(
             **transactional_producer_kwargs(
                 self._settings,

@@ -89,6 +89,7 @@ from actors.worker.registry import Registry
 from topics.clients import admin_kwargs, consumer_kwargs, transactional_producer_kwargs
 from topics.closing import bounded, stop_producer, within
 from topics.committed import fetch_committed
+from topics.fencing import fence_id
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
 
@@ -479,7 +480,13 @@ class WorkerRuntime:
         self._tick()
 
     async def _start_producer(self, partition: int, lease: int) -> None:
-        """``init_transactions`` of ``{ns}-worker-{partition}``: fences the previous owner."""
+        """``init_transactions`` of ``{ns}.worker.{partition}``: fences the previous owner.
+
+        The other form of the id (``{ns}-worker-{partition}``, or the reverse under
+        ``KAFKRON_TRANSACTIONAL_IDS=legacy``) is fenced first, as part of the same
+        step (`topics.fencing`): an owner from before a rolling restart may hold it.
+        """
+        other = self.settings.fenced_ids("worker", partition)[1]
         producer = AIOKafkaProducer(
             **transactional_producer_kwargs(
                 self.settings,
@@ -494,7 +501,7 @@ class WorkerRuntime:
         )
         self._producers[(partition, lease)] = producer
         try:
-            await within(producer.start(), ADOPT_STEP_TIMEOUT_S)
+            await within(_fence_then_start(self.settings, other, producer), ADOPT_STEP_TIMEOUT_S)
         except Exception as exc:  # the coordinator loading or moving, a timeout, ...
             self._apply(self.machine.adoption_failed(partition, lease, _describe(exc), self._now()))
             return
@@ -589,3 +596,8 @@ class WorkerRuntime:
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def _fence_then_start(settings: Settings, other: str, producer: AIOKafkaProducer) -> None:
+    await fence_id(settings, other, f"{other}-fence")
+    await producer.start()

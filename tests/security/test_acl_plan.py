@@ -8,6 +8,7 @@ import pytest
 
 from tests.kit.paths import REPO
 from topics.acl_plan import (
+    TXN_ROLES,
     Acl,
     Operation,
     PatternType,
@@ -17,10 +18,11 @@ from topics.acl_plan import (
     commands,
     granting_roles,
     markdown_table,
+    migration,
     plan,
     shell_commands,
 )
-from topics.names import Settings, TopicKind
+from topics.names import Settings, TopicKind, TxnIds
 from topics.refusals import denial_message
 
 NS = "billing"
@@ -104,7 +106,7 @@ def test_shell_commands_use_kafkas_acl_tool() -> None:
     lines = shell_commands(Role.WORKER, NS, "User:w1", "broker:9093")
     assert lines[0].startswith("kafka-acls.sh --bootstrap-server broker:9093 --command-config ")
     assert any(
-        "--transactional-id billing-worker- --resource-pattern-type prefixed" in x for x in lines
+        "--transactional-id billing.worker. --resource-pattern-type prefixed" in x for x in lines
     )
     assert all("--allow-principal User:w1" in line for line in lines)
 
@@ -130,7 +132,7 @@ def test_denial_names_operation_resource_and_narrowest_role() -> None:
 def test_the_markdown_table_has_one_row_per_role_and_resource() -> None:
     table = markdown_table(NS)
     assert table.splitlines()[0] == "| role | resource | pattern | name | operations |"
-    assert "| worker | transactional-id | prefixed | `billing-worker-` | Write, Describe |" in (
+    assert "| worker | transactional-id | prefixed | `billing.worker.` | Write, Describe |" in (
         table.replace("Describe, Write", "Write, Describe")
     )
 
@@ -139,3 +141,87 @@ def test_the_readme_table_is_the_plan() -> None:
     readme = (REPO / "README.md").read_text()
     table = markdown_table("NS").replace("`NS.", "`{ns}.").replace("`NS-", "`{ns}-")
     assert table in readme, "regenerate the README's ACL table from topics.acl_plan"
+
+
+# A namespace and the look-alikes a role suffix builds from it: each must be fenced
+# from every other, whatever role or id kind (the '-' of the ids before 0.2 let
+# X's worker take X-worker's shard ids).
+LOOK_ALIKES = [
+    "X",
+    "X-worker",
+    "X-shard",
+    "X-worker-shard",
+    "X-shard-0",
+    "X-worker-0",
+    "X-workers",
+    "X-schedulers",
+    "X-recorder",
+    "X-cli",
+    "X_worker",
+    "X-",
+]
+
+
+def _resources(ns: str) -> list[tuple[ResourceType, str]]:
+    """Every topic, group and transactional id (both forms) namespace `ns` uses."""
+    s = Settings(namespace=ns)
+    out = [(T, s.topic(kind)) for kind in TopicKind]
+    out += [
+        (ResourceType.GROUP, g) for g in (s.scheduler_group, s.worker_group, s.recorder_group)
+    ]
+    for mode in TxnIds:
+        form = Settings(namespace=ns, txn_ids=mode)
+        for p in (0, 1, 10):
+            out += [
+                (ResourceType.TRANSACTIONAL_ID, form.shard_transactional_id(p)),
+                (ResourceType.TRANSACTIONAL_ID, form.worker_transactional_id(p)),
+            ]
+    return out
+
+
+@pytest.mark.parametrize("ns", LOOK_ALIKES)
+def test_no_role_reaches_a_look_alike_namespace(ns: str) -> None:
+    reached = [
+        (role.value, other, resource.value, name, op.value)
+        for role in Role
+        for acl in plan(role, ns)
+        for other in LOOK_ALIKES
+        if other != ns
+        for resource, name in _resources(other)
+        for op in Operation
+        if acl.matches(resource, name, op)
+    ]
+    assert reached == []
+
+
+def test_each_transactional_role_holds_its_own_ids_in_both_modes_only_by_the_new_prefix() -> None:
+    for role, kind in TXN_ROLES.items():
+        tenant = Settings(namespace=NS).fenced_ids(kind, 3)
+        assert tenant == (f"{NS}.{kind}.3", f"{NS}-{kind}-3")
+        assert Settings(namespace=NS, txn_ids=TxnIds.LEGACY).fenced_ids(kind, 3) == tenant[::-1]
+        assert allowed(role, ResourceType.TRANSACTIONAL_ID, tenant[0], WRITE)
+        # The old form is granted only while an upgrade runs (`acl plan --migrate`).
+        assert not allowed(role, ResourceType.TRANSACTIONAL_ID, tenant[1], WRITE)
+
+
+def test_the_migration_adds_the_new_prefix_and_then_removes_the_old() -> None:
+    change = migration(Role.WORKER, NS)
+    assert {(a.pattern, a.name) for a in change.add} == {(PatternType.PREFIXED, "billing.worker.")}
+    assert {(a.pattern, a.name) for a in change.remove} == {
+        (PatternType.PREFIXED, "billing-worker-")
+    }
+    assert set(change.add) <= set(plan(Role.WORKER, NS))
+    assert migration(Role.SUBMITTER, NS).add == ()
+    lines = shell_commands(Role.WORKER, NS, "User:w", "b:9093", change.remove, remove=True)
+    assert all(" --remove --force --allow-principal User:w " in line for line in lines)
+    assert any("--transactional-id billing-worker- " in line for line in lines)
+
+
+def test_an_unknown_transactional_id_mode_names_the_choices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KAFKRON_TRANSACTIONAL_IDS", "old")
+    with pytest.raises(ValueError, match=r"'tenant' .* or 'legacy'"):
+        Settings.from_env()
+    monkeypatch.setenv("KAFKRON_TRANSACTIONAL_IDS", "legacy")
+    assert Settings.from_env().txn_ids is TxnIds.LEGACY

@@ -27,7 +27,7 @@ def test_acl_plan_json_and_a_bad_namespace(capsys: pytest.CaptureFixture[str]) -
     assert code == 0
     plan = json.loads(out)
     assert set(plan) == {"scheduler", "worker", "recorder", "submitter", "viewer"}
-    assert {"resource": "transactional-id", "pattern": "prefixed", "name": "shop-worker-",
+    assert {"resource": "transactional-id", "pattern": "prefixed", "name": "shop.worker.",
             "operation": "Write"} in plan["worker"]  # fmt: skip
     code, _, err = cli(capsys, "acl", "plan", "--namespace", "a.b")
     assert code == 2
@@ -54,7 +54,7 @@ def test_authorization_errors_become_named_refusals() -> None:
     topic = from_error(TopicAuthorizationFailedError("shop.runs"), "shop", Operation.WRITE)
     assert topic is not None
     assert "may not Write topic shop.runs: Write is granted to role scheduler" in str(topic)
-    txn = from_error(TransactionalIdAuthorizationFailed("shop-shard-0"), "shop")
+    txn = from_error(TransactionalIdAuthorizationFailed("shop.shard.0"), "shop")
     assert txn is not None
-    assert "transactional-id shop-shard-0" in str(txn) and "role scheduler" in str(txn)
+    assert "transactional-id shop.shard.0" in str(txn) and "role scheduler" in str(txn)
     assert from_error(ValueError("x"), "shop") is None

@@ -38,7 +38,7 @@ from actors.broker.tools import KafkaTools, acl_run
 from tests.kit.paths import REPO
 from tests.kit.ports import free_port_block
 from topics.messages import Run, parse_result, parse_run
-from topics.names import Settings, TopicKind
+from topics.names import Settings, TopicKind, TxnIds
 from topics.refusals import topic_denied
 from topics.security import ClientSecurity, client_kwargs
 
@@ -248,6 +248,21 @@ def test_a_worker_cannot_write_schedules_nor_use_a_shard_transactional_id(
         asyncio.run(_send(work, a.topic(TopicKind.SCHEDULES)))
     with pytest.raises(TransactionalIdAuthorizationFailed):
         asyncio.run(_start_transactional(work, a.shard_transactional_id(0)))
+
+
+@pytest.mark.parametrize(("user", "suffix"), [("work-a", "-worker"), ("sched-a", "-shard")])
+def test_a_role_cannot_take_the_transactional_ids_of_a_look_alike_namespace(
+    cluster: SecureCluster, user: str, suffix: str
+) -> None:
+    """Namespace ``{a}-worker``'s ids once lay inside ``{a}``'s worker grant (the
+    prefix ``{a}-worker-``): its worker could fence the look-alike's shard 0."""
+    kwargs = cluster.kwargs(user)
+    look_alike = Settings(namespace=cluster.a.namespace + suffix)
+    for mode in TxnIds:
+        form = Settings(namespace=look_alike.namespace, txn_ids=mode)
+        for tx_id in (form.shard_transactional_id(0), form.worker_transactional_id(0)):
+            with pytest.raises(TransactionalIdAuthorizationFailed):
+                asyncio.run(_start_transactional(kwargs, tx_id))
 
 
 def test_a_principal_of_namespace_a_cannot_schedule_in_b(cluster: SecureCluster) -> None:
