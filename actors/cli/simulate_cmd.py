@@ -1,6 +1,6 @@
 """``kafkron simulate``: replay failures deterministically against the real state machines.
 
-Runs a scenario (a TOML file under ``simulation/scenarios/``) in simulated time:
+Runs a scenario (a bundled one by name, see ``--list``, or a TOML file) in simulated time:
 the real shard and worker cores over a simulated Kafka, with the scenario's
 scripted and random faults drawn from one seed, then a healed phase that must
 converge. Prints the story (who owned which shard, what fired when, what was
@@ -20,12 +20,15 @@ from topics.codec import dumps
 
 EPILOG = """\
 examples:
-  kafkron simulate simulation/scenarios/midnight-reboot.toml --seed 7
-  kafkron simulate simulation/scenarios/leader-paused-15s.toml --sweep 50
-  kafkron simulate simulation/scenarios/midnight-20k.toml --seed 3 --plot night.svg
-  kafkron simulate simulation/scenarios/fx-rates-90s.toml --seed 1 --json > run.json
-  kafkron simulate simulation/scenarios/internet-midnight.toml --shrink 100 --plot herd.svg
+  kafkron simulate --list                      # the bundled scenarios, a line each
+  kafkron simulate midnight-reboot --seed 7
+  kafkron simulate leader-paused-15s --sweep 50
+  kafkron simulate midnight-20k --seed 3 --plot night.svg
+  kafkron simulate fx-rates-90s --seed 1 --json > run.json
+  kafkron simulate internet-midnight --shrink 100 --plot herd.svg
+  kafkron simulate my-night.toml --seed 1      # a scenario file of your own
 
+SCENARIO is a path if such a file exists, else a bundled scenario's name.
 --sweep K runs seeds SEED .. SEED+K-1 and prints one line per seed (no story).
 """
 
@@ -39,7 +42,13 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("scenario", metavar="SCENARIO", help="a scenario TOML file")
+    parser.add_argument(
+        "scenario",
+        metavar="SCENARIO",
+        nargs="?",
+        help="a bundled scenario's name (see --list) or a scenario TOML file",
+    )
+    parser.add_argument("--list", action="store_true", help="list the bundled scenarios")
     parser.add_argument("--seed", type=int, default=1, help="the seed (default 1)")
     parser.add_argument("--sweep", type=int, metavar="K", help="run K seeds from --seed on")
     parser.add_argument("--plot", metavar="FILE", help="write fires/s and lateness (.svg/.png)")
@@ -58,12 +67,23 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from simulation.catalog import bundled, listing, resolve
     from simulation.host import BROKEN_VARIANTS
     from simulation.run import simulate
-    from simulation.scenario import ScenarioError, load, shrunk
+    from simulation.scenario import ScenarioError, shrunk
 
+    if args.list:
+        sys.stdout.write(listing())
+        return EXIT_OK
+    if args.scenario is None:
+        print(
+            "kafkron simulate: name a scenario: a TOML file or one of "
+            f"{', '.join(sorted(bundled()))} (--list describes them)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
-        scenario = load(args.scenario)
+        scenario = resolve(args.scenario)
     except ScenarioError as error:
         print(f"kafkron simulate: {error}", file=sys.stderr)
         return EXIT_USAGE
