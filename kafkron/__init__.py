@@ -15,15 +15,88 @@ Job authors::
             ...
 
 A worker runs the jobs of a module: ``kafkron worker --jobs billing.jobs``.
+
+Programs that schedule work, with `Client` (asyncio) or `SyncClient`::
+
+    from kafkron import Client, Cron, Retry
+
+    async with Client() as client:  # KAFKRON_NAMESPACE, KAFKRON_BOOTSTRAP, security
+        await client.create_schedule(
+            "invoice-nightly", Cron("0 0 * * *", tz="Europe/London"),
+            "billing.invoice_nightly", retry=Retry(max_attempts=3))
+
+Commands can also be built alone (`schedule_upsert`, `run_cancel`, ...) and sent
+later; every builder validates as the shard does and raises `InvalidCommand` naming
+the field.
 """
 
 # `actors` first: importing it installs the spec compiler the command decoder uses.
 from actors import CANCELLED_ERROR, NonRetryable, RunCancelled, RunContext, job
+from actors.sending import SendError
+from kafkron.client import Client
+from kafkron.outcomes import RunOutcome
+from kafkron.reading import ReadError
+from kafkron.schedules import Schedule, next_fires
+from kafkron.sync import SyncClient
+from topics.command_builders import (
+    CommandRecord,
+    InvalidCommand,
+    dag_clear,
+    dag_upsert,
+    dlq_replay,
+    run_cancel,
+    schedule_delete,
+    schedule_pause,
+    schedule_resume,
+    schedule_trigger,
+    schedule_upsert,
+    validated,
+)
+from topics.command_parts import At, Cron, Dst, Every, Misfire, Retry, Spec, Task
+from topics.messages import DeadLetter, Result
+from topics.names import Settings
+from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy, RunStatus
 
 __all__ = [
     "CANCELLED_ERROR",
+    "At",
+    "Client",
+    "CommandRecord",
+    "Cron",
+    "DeadLetter",
+    "Dst",
+    "DstFold",
+    "DstGap",
+    "Every",
+    "InvalidCommand",
+    "JitterMode",
+    "Misfire",
+    "MisfireMode",
     "NonRetryable",
+    "OverlapPolicy",
+    "ReadError",
+    "Result",
+    "Retry",
     "RunCancelled",
     "RunContext",
+    "RunOutcome",
+    "RunStatus",
+    "Schedule",
+    "SendError",
+    "Settings",
+    "Spec",
+    "SyncClient",
+    "Task",
+    "dag_clear",
+    "dag_upsert",
+    "dlq_replay",
     "job",
+    "next_fires",
+    "run_cancel",
+    "schedule_delete",
+    "schedule_pause",
+    "schedule_resume",
+    "schedule_trigger",
+    "schedule_upsert",
+    "validated",
 ]

@@ -20,12 +20,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 from typing import Any
 
 from actors.cli import output
 from actors.cli.submit_cmd import produce
-from actors.sending import encode
 from actors.shard.state import decode_schedule
 from actors.views.dag_view import (
     ResultQuery,
@@ -42,7 +40,8 @@ from actors.views.dag_view import (
 from actors.views.schedules import latest_states
 from actors.views.tail import Record, TailError, read_partition_since, read_to_end
 from topics import codec
-from topics.commands import DagUpsert, decode_command
+from topics.command_builders import InvalidCommand, dag_clear, validated
+from topics.command_types import DagUpsert
 from topics.messages import Result
 from topics.names import Settings, TopicKind
 
@@ -175,18 +174,18 @@ async def _run_result(settings: Settings, partition: int, query: ResultQuery) ->
 
 
 def run_clear(args: argparse.Namespace) -> int:
-    command = {
-        "v": 1,
-        "type": "dag.clear",
-        "id": args.dag_id,
-        "run_id": args.run_id,
-        "task": args.task,
-    }
     try:
-        record = encode(command, int(time.time() * 1000))
-    except ValueError as exc:
+        record = dag_clear(args.run_id, args.task)
+    except InvalidCommand as exc:
         return output.fail("dag clear", str(exc), 2)
-    return produce("dag clear", Settings.from_env(), [record])
+    if record.id != args.dag_id:
+        return output.fail(
+            "dag clear",
+            f"run_id: {args.run_id!r} is not a run of {args.dag_id!r}; a run id looks like "
+            f"'{args.dag_id}@2026-10-10T00:00:00.000Z'",
+            2,
+        )
+    return produce("dag clear", Settings.from_env(), [(record.key, record.value)])
 
 
 def run_upsert(args: argparse.Namespace) -> int:
@@ -211,14 +210,13 @@ def run_upsert(args: argparse.Namespace) -> int:
             "(other commands go through `kafkron submit`)",
             2,
         )
-    now_ms = int(time.time() * 1000)
     try:
-        record = encode(body, now_ms)
-    except ValueError as exc:
+        record = validated(body)
+    except InvalidCommand as exc:
         return output.fail("dag upsert", str(exc), 2)
-    decoded = decode_command(*record, now_ms)
-    assert isinstance(decoded, DagUpsert)  # encode() accepted it
-    code = produce("dag upsert", Settings.from_env(), [record])
+    decoded = record.decoded
+    assert isinstance(decoded, DagUpsert)  # its type was checked above
+    code = produce("dag upsert", Settings.from_env(), [(record.key, record.value)])
     if code == 0:
         print(
             f"{decoded.id}: {len(decoded.tasks)} tasks, in order {' -> '.join(decoded.topo_order)}"

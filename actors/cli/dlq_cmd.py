@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
 from typing import Any
 
 from actors.cli import output
 from actors.cli.submit_cmd import produce
-from actors.sending import encode
 from actors.views.tail import TailError, read_to_end
 from topics import messages
+from topics.command_builders import InvalidCommand, dlq_replay
 from topics.names import Settings, TopicKind
 
 _EPILOG = """\
@@ -127,7 +126,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_replay(args: argparse.Namespace) -> int:
     try:
-        schedule_id, _, _ = messages.parse_run_id(args.run_id)
+        messages.parse_run_id(args.run_id)
     except ValueError as exc:
         return output.fail("dlq replay", f"{exc}; copy the run id from `kafkron dlq list`", 2)
     settings = Settings.from_env()
@@ -142,9 +141,8 @@ def run_replay(args: argparse.Namespace) -> int:
                 f"run {args.run_id!r} is not in {settings.topic(TopicKind.DLQ)}; "
                 "`kafkron dlq list` shows the dead runs",
             )
-    command = {"v": 1, "type": "dlq.replay", "id": schedule_id, "run_id": args.run_id}
     try:
-        record = encode(command, time.time_ns() // 1_000_000)
-    except ValueError as exc:
+        record = dlq_replay(args.run_id)
+    except InvalidCommand as exc:
         return output.fail("dlq replay", str(exc), 2)
-    return produce("dlq replay", settings, [record])
+    return produce("dlq replay", settings, [(record.key, record.value)])

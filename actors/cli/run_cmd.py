@@ -11,13 +11,12 @@ run that already ended is reported on ``{ns}.rejected`` ("nothing to cancel").
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 from actors.cli import output
 from actors.cli.submit_cmd import produce
-from actors.sending import encode
-from topics import messages
+from topics.command_builders import InvalidCommand
+from topics.command_builders import run_cancel as run_cancel_command
 from topics.names import Settings
 
 _EPILOG = """\
@@ -55,19 +54,10 @@ def register(subparsers: Any) -> None:
     cancel.set_defaults(func=run_cancel)
 
 
-def cancel_command(run_id: str, reason: str | None) -> dict[str, Any]:
-    """The ``run.cancel`` command object for ``run_id``; ``ValueError`` if it is no run id."""
-    schedule_id, _, _ = messages.parse_run_id(run_id)
-    command: dict[str, Any] = {"v": 1, "type": "run.cancel", "id": schedule_id, "run_id": run_id}
-    if reason is not None:
-        command["reason"] = reason
-    return command
-
-
 def run_cancel(args: argparse.Namespace) -> int:
     try:
-        command = cancel_command(args.run_id, args.reason)
-        record = encode(command, time.time_ns() // 1_000_000)
-    except ValueError as exc:
-        return output.fail("run cancel", f"{exc}; copy the run id from `kafkron history`", 2)
-    return produce("run cancel", Settings.from_env(), [record])
+        record = run_cancel_command(args.run_id, args.reason)
+    except InvalidCommand as exc:
+        hint = "; copy the run id from `kafkron history`" if exc.field == "run_id" else ""
+        return output.fail("run cancel", f"{exc}{hint}", 2)
+    return produce("run cancel", Settings.from_env(), [(record.key, record.value)])

@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
+from collections.abc import Callable
 from typing import Any
 
 from actors.cli import output
 from actors.cli.submit_cmd import produce
-from actors.sending import encode
 from topics import codec
+from topics.command_builders import (
+    CommandRecord,
+    schedule_delete,
+    schedule_pause,
+    schedule_resume,
+    schedule_trigger,
+    schedule_upsert,
+)
+from topics.command_parts import At, Cron, Dst, Every, Misfire, Retry, Spec
 from topics.commands import MISFIRE_POLICIES, OVERLAP_POLICIES
 from topics.names import Settings
 from topics.vocabulary import DstFold, DstGap, JitterMode
@@ -104,12 +112,10 @@ def _register_add(actions: Any) -> None:
     add.set_defaults(func=run_add)
 
 
-def _pick(**fields: Any) -> dict[str, Any]:
-    return {name: value for name, value in fields.items() if value is not None}
-
-
-def build_upsert(args: argparse.Namespace) -> dict[str, Any]:
-    """The schedule.upsert object of ``args``; ``ValueError`` on a bad --args."""
+def build_upsert(args: argparse.Namespace) -> CommandRecord:
+    """The schedule.upsert of ``args``, built and checked by the one builder of
+    commands (`topics.command_builders`); ``ValueError`` on a bad flag, `InvalidCommand`
+    naming the field the shard would reject."""
     job_args: Any = {}
     if args.args is not None:
         try:
@@ -124,58 +130,59 @@ def build_upsert(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--tz applies to --cron only (--every and --at are instants)")
     if args.anchor is not None and args.every is None:
         raise ValueError("--anchor applies to --every only")
-    spec = _pick(cron=args.cron, tz=args.tz, every=args.every, anchor=args.anchor, at=args.at)
-    command: dict[str, Any] = {
-        "v": 1,
-        "type": "schedule.upsert",
-        "id": args.id,
-        "spec": spec,
-        "job": {"name": args.job, "args": job_args},
-    }
-    misfire = _pick(policy=args.misfire, grace_s=args.grace_s, catch_up_max=args.catch_up_max)
-    dst = _pick(gap=args.dst_gap, fold=args.dst_fold)
-    retry = _pick(
-        max_attempts=args.max_attempts,
-        initial_s=args.initial_s,
-        coefficient=args.coefficient,
-        max_interval_s=args.max_interval_s,
-        jitter=args.jitter,
-        non_retryable=args.non_retryable,
+    spec: Spec
+    if args.cron is not None:
+        spec = Cron(args.cron, tz=args.tz)
+    elif args.every is not None:
+        spec = Every(args.every, anchor=args.anchor)
+    else:
+        spec = At(args.at)
+    return schedule_upsert(
+        args.id,
+        spec,
+        args.job,
+        args=job_args,
+        misfire=Misfire(args.misfire, grace_s=args.grace_s, catch_up_max=args.catch_up_max),
+        overlap=args.overlap,
+        dst=Dst(gap=args.dst_gap, fold=args.dst_fold),
+        spread_s=args.spread_s,
+        retry=Retry(
+            max_attempts=args.max_attempts,
+            initial_s=args.initial_s,
+            coefficient=args.coefficient,
+            max_interval_s=args.max_interval_s,
+            jitter=args.jitter,
+            non_retryable=args.non_retryable,
+        ),
+        timeout_s=args.timeout_s,
+        start=args.start,
+        end=args.end,
     )
-    command.update(
-        _pick(
-            misfire=misfire or None,
-            overlap=args.overlap,
-            dst=dst or None,
-            spread={"window_s": args.spread_s} if args.spread_s is not None else None,
-            retry=retry or None,
-            timeout_s=args.timeout_s,
-            start=args.start,
-            end=args.end,
-        )
-    )
-    return command
 
 
-def _send_or_print(command_name: str, command: dict[str, Any], print_only: bool) -> int:
+_SIMPLE_BUILDERS: dict[str, Callable[[str], CommandRecord]] = {
+    "rm": schedule_delete,
+    "pause": schedule_pause,
+    "resume": schedule_resume,
+    "trigger": schedule_trigger,
+}
+
+
+def _send_or_print(command_name: str, build: Callable[[], CommandRecord], print_only: bool) -> int:
     try:
-        record = encode(command, int(time.time() * 1000))
-    except ValueError as exc:
+        record = build()
+    except ValueError as exc:  # InvalidCommand included: it names the field
         return output.fail(command_name, str(exc), 2)
     if print_only:
-        sys.stdout.write(record[1].decode("utf-8") + "\n")
+        sys.stdout.write(record.value.decode("utf-8") + "\n")
         return 0
-    return produce(command_name, Settings.from_env(), [record])
+    return produce(command_name, Settings.from_env(), [(record.key, record.value)])
 
 
 def run_add(args: argparse.Namespace) -> int:
-    try:
-        command = build_upsert(args)
-    except ValueError as exc:
-        return output.fail("schedule add", str(exc), 2)
-    return _send_or_print("schedule add", command, args.print)
+    return _send_or_print("schedule add", lambda: build_upsert(args), args.print)
 
 
 def run_simple(args: argparse.Namespace) -> int:
-    command = {"v": 1, "type": args.command_type, "id": args.id}
-    return _send_or_print(f"schedule {args.schedule_action}", command, args.print)
+    build = _SIMPLE_BUILDERS[args.schedule_action]
+    return _send_or_print(f"schedule {args.schedule_action}", lambda: build(args.id), args.print)

@@ -1,0 +1,478 @@
+"""`Client`: everything the CLI does, from an asyncio program.
+
+One client holds one Kafka producer (commands) and one consumer (results, dead
+letters and the changelog, `kafkron.reading`) for its life, both made from the
+same `Settings` and security settings as every kafkron client
+(`topics.clients`). Commands are built and validated by the one builder of
+commands (`topics.command_builders`): a mistake raises `InvalidCommand` naming the
+field before anything is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from actors.sending import produce_commands, started_producer
+from actors.views.tail import Record
+from kafkron.outcomes import OutcomeTracker, RunOutcome
+from kafkron.reading import Reader, ReadError, Subscription
+from kafkron.schedules import DEFAULT_FIRES, Schedule, next_fires, schedules_of
+from topics import command_builders as build
+from topics.closing import stop_producer
+from topics.command_builders import CommandRecord, InvalidCommand
+from topics.command_fields import FieldError, instant
+from topics.command_parts import Dst, Instant, Misfire, OverlapName, Retry, Spec, Task, instant_text
+from topics.messages import PROGRESS_STATUS, Result, parse_dlq, parse_result, parse_run_id
+from topics.names import Settings, TopicKind
+from topics.partitioner import murmur2_partition
+
+LOOK_BACK_MS = 10 * 60_000
+"""`Client.wait_for` reads results stamped from this long before the run's instant:
+a worker's clock may be behind the shard's by that much."""
+
+
+def _instant_ms(value: Instant, path: str) -> int:
+    try:
+        return instant(instant_text(value, path), path)
+    except FieldError as error:
+        raise InvalidCommand(str(error)) from None
+
+
+class Client:
+    """kafkron from asyncio: schedules, DAGs, runs, results and dead letters.
+
+    Made from ``Settings.from_env()`` unless given settings (``KAFKRON_NAMESPACE``,
+    ``KAFKRON_BOOTSTRAP``, and the ``KAFKRON_SECURITY_PROTOCOL``/``SASL``/``SSL``
+    settings every kafkron client reads). Use it as an async context manager: it
+    connects on entry and closes its producer and consumer on exit.
+
+    Example::
+
+        async with Client() as client:
+            await client.create_schedule("fx-rates", Every("5m"), "billing.fx_rates")
+            await client.trigger("fx-rates")
+    """
+
+    def __init__(self, settings: Settings | None = None, *, client_id: str | None = None) -> None:
+        self.settings = settings or Settings.from_env()
+        """The namespace and brokers this client talks to."""
+        self._client_id = client_id or f"{self.settings.namespace}-client"
+        self._producer: AIOKafkaProducer | None = None
+        self._reader = Reader(self.settings, self._client_id)
+
+    async def __aenter__(self) -> Client:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Connect (done by ``async with``); `SendError` or `ReadError` if Kafka cannot be
+        reached or the namespace's topics are missing.
+
+        Example: ``client = Client(); await client.start()`` (then ``await client.close()``).
+        """
+        if self._producer is None:
+            self._producer = await started_producer(self.settings, self._client_id)
+        try:
+            await self._reader.start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Close the producer and the consumer (bounded; done by ``async with``).
+
+        Example: ``await client.close()``.
+        """
+        await self._reader.close()
+        if self._producer is not None:
+            await stop_producer(self._producer, "stopping the client's producer")
+            self._producer = None
+
+    # --- commands -------------------------------------------------------------------
+
+    async def send(self, *commands: CommandRecord) -> None:
+        """Produce built commands (`topics.command_builders`) and wait for Kafka's acks.
+
+        Example::
+
+            await client.send(schedule_pause("a"), schedule_pause("b"))
+        """
+        if self._producer is None:
+            raise RuntimeError("the client is not started; use `async with Client() as client`")
+        records = [(command.key, command.value) for command in commands]
+        await produce_commands(self._producer, self.settings, records)
+
+    async def create_schedule(
+        self,
+        schedule_id: str,
+        spec: Spec,
+        job: str,
+        *,
+        args: Mapping[str, Any] | None = None,
+        misfire: Misfire | None = None,
+        overlap: OverlapName | None = None,
+        dst: Dst | None = None,
+        spread_s: int | None = None,
+        retry: Retry | None = None,
+        timeout_s: int | None = None,
+        start: Instant | None = None,
+        end: Instant | None = None,
+    ) -> str:
+        """Create (or replace) a schedule: ``schedule.upsert``. Returns its id.
+
+        The keyword arguments are the command's fields (`topics.command_builders.
+        schedule_upsert` says each); None leaves a field to its default.
+
+        Example::
+
+            await client.create_schedule(
+                "invoice-nightly", Cron("0 0 * * *", tz="Europe/London"),
+                "billing.invoice_nightly", args={"region": "eu"},
+                retry=Retry(max_attempts=3), timeout_s=1800)
+        """
+        await self.send(
+            build.schedule_upsert(
+                schedule_id,
+                spec,
+                job,
+                args=args,
+                misfire=misfire,
+                overlap=overlap,
+                dst=dst,
+                spread_s=spread_s,
+                retry=retry,
+                timeout_s=timeout_s,
+                start=start,
+                end=end,
+            )
+        )
+        return schedule_id
+
+    async def update(
+        self,
+        schedule_id: str,
+        *,
+        spec: Spec | None = None,
+        job: str | None = None,
+        args: Mapping[str, Any] | None = None,
+        misfire: Misfire | None = None,
+        overlap: OverlapName | None = None,
+        dst: Dst | None = None,
+        spread_s: int | None = None,
+        retry: Retry | None = None,
+        timeout_s: int | None = None,
+        start: Instant | None = None,
+        end: Instant | None = None,
+    ) -> None:
+        """Change some fields of an existing schedule; the others keep their values.
+
+        Reads the definition its shard keeps in the changelog, replaces the fields
+        given (a part such as ``retry`` replaces the whole part) and sends the result
+        as a ``schedule.upsert``. `LookupError` if there is no such schedule. Two
+        updates racing each other: the later upsert wins whole.
+
+        Example: ``await client.update("fx-rates", spec=Every("10m"), timeout_s=120)``.
+        """
+        current = await self.get_schedule(schedule_id)
+        if current is None:
+            raise LookupError(f"no schedule {schedule_id!r} in {self._changelog}")
+        if current.kind != "schedule":
+            raise InvalidCommand(
+                f"id: {schedule_id!r} is a DAG; change it with upsert_dag (the whole DAG)"
+            )
+        body = dict(current.definition)
+        body["spread"] = {"window_s": body.pop("spread_window_s", 0)}
+        try:
+            when = {
+                "start": None if start is None else instant_text(start, "start"),
+                "end": None if end is None else instant_text(end, "end"),
+                "spec": None if spec is None else spec.json(),
+            }
+        except FieldError as error:
+            raise InvalidCommand(str(error)) from None
+        changes = {
+            **when,
+            "misfire": None if misfire is None else misfire.json(),
+            "overlap": overlap,
+            "dst": None if dst is None else dst.json(),
+            "spread": None if spread_s is None else {"window_s": spread_s},
+            "retry": None if retry is None else retry.json(),
+            "timeout_s": timeout_s,
+        }
+        body.update({name: value for name, value in changes.items() if value is not None})
+        old_job = dict(body["job"])
+        body["job"] = {
+            "name": old_job["name"] if job is None else job,
+            "args": old_job.get("args", {}) if args is None else dict(args),
+        }
+        await self.send(
+            build.validated({"v": 1, "type": "schedule.upsert", "id": schedule_id, **body})
+        )
+
+    async def pause(self, schedule_id: str) -> None:
+        """Stop a schedule (or DAG) firing until `resume`: ``schedule.pause``.
+
+        The command schema has no note and no end time for a pause, so neither has
+        this method: a pause lasts until resumed, and what happened is in the history.
+
+        Example: ``await client.pause("invoice-nightly")``.
+        """
+        await self.send(build.schedule_pause(schedule_id))
+
+    async def resume(self, schedule_id: str) -> None:
+        """Fire again from the next occurrence after now: ``schedule.resume``.
+
+        Example: ``await client.resume("invoice-nightly")``.
+        """
+        await self.send(build.schedule_resume(schedule_id))
+
+    async def trigger(self, schedule_id: str) -> None:
+        """Fire once now, besides the spec: ``schedule.trigger``.
+
+        Example: ``await client.trigger("invoice-nightly")``.
+        """
+        await self.send(build.schedule_trigger(schedule_id))
+
+    async def delete(self, schedule_id: str) -> None:
+        """Forget a schedule (or DAG); its pending retries stop: ``schedule.delete``.
+
+        Example: ``await client.delete("invoice-nightly")``.
+        """
+        await self.send(build.schedule_delete(schedule_id))
+
+    async def cancel(self, run_id: str, reason: str | None = None) -> None:
+        """Stop a run in flight: ``run.cancel``. Its attempt ends ``cancelled`` with
+        ``reason`` as the error message and is never retried.
+
+        Example: ``await client.cancel("invoice-nightly@2026-10-10T00:00:00.000Z", "bad file")``.
+        """
+        await self.send(build.run_cancel(run_id, reason))
+
+    async def replay(self, run_id: str) -> None:
+        """Run a dead-lettered run again, attempts afresh: ``dlq.replay``.
+
+        Example: ``await client.replay(outcome.run_id)`` after fixing what failed.
+        """
+        await self.send(build.dlq_replay(run_id))
+
+    async def upsert_dag(
+        self,
+        dag_id: str,
+        spec: Spec,
+        tasks: Mapping[str, Task],
+        *,
+        max_active_runs: int | None = None,
+        misfire: Misfire | None = None,
+        dst: Dst | None = None,
+        spread_s: int | None = None,
+        retry: Retry | None = None,
+        timeout_s: int | None = None,
+        start: Instant | None = None,
+        end: Instant | None = None,
+    ) -> str:
+        """Create or replace a DAG: ``dag.upsert``. Returns its id.
+
+        Example::
+
+            await client.upsert_dag("nightly-etl", Cron("0 2 * * *"), {
+                "extract": Task("etl.extract"),
+                "load": Task("etl.load", after=["extract"]),
+            })
+        """
+        await self.send(
+            build.dag_upsert(
+                dag_id,
+                spec,
+                tasks,
+                max_active_runs=max_active_runs,
+                misfire=misfire,
+                dst=dst,
+                spread_s=spread_s,
+                retry=retry,
+                timeout_s=timeout_s,
+                start=start,
+                end=end,
+            )
+        )
+        return dag_id
+
+    async def clear_dag(self, run_id: str, task: str) -> None:
+        """Run ``task`` of a DAG run again, and what runs after it: ``dag.clear``.
+
+        Example: ``await client.clear_dag("nightly-etl@2026-10-10T02:00:00.000Z", "load")``.
+        """
+        await self.send(build.dag_clear(run_id, task))
+
+    # --- reading --------------------------------------------------------------------
+
+    @property
+    def _changelog(self) -> str:
+        return self.settings.topic(TopicKind.SCHEDULES)
+
+    async def list_schedules(self, fires: int = DEFAULT_FIRES) -> list[Schedule]:
+        """Every schedule and DAG as the changelog holds it, by id, each with its next
+        ``fires`` fires (what ``kafkron ls`` shows).
+
+        Example::
+
+            for schedule in await client.list_schedules():
+                print(schedule.id, schedule.next_fire, schedule.last_outcome)
+        """
+        return list((await self._schedules(None, fires)).values())
+
+    async def get_schedule(self, schedule_id: str, fires: int = DEFAULT_FIRES) -> Schedule | None:
+        """One schedule or DAG from the changelog (only its partition is read), None if
+        there is none.
+
+        Example: ``schedule = await client.get_schedule("invoice-nightly")``.
+        """
+        partitions = self._reader.partition_count(TopicKind.SCHEDULES)
+        partition = murmur2_partition(schedule_id.encode("utf-8"), partitions)
+        return (await self._schedules(partition, fires)).get(schedule_id)
+
+    async def _schedules(self, partition: int | None, fires: int) -> dict[str, Schedule]:
+        read = await self._reader.read_changelog(partition)
+        return schedules_of(
+            [Record(p, offset, 0, key, value) for p, offset, key, value in read], fires
+        )
+
+    @staticmethod
+    def next_fires(
+        spec: Spec,
+        n: int = DEFAULT_FIRES,
+        *,
+        after: Instant | None = None,
+        schedule_id: str = "next-fires",
+        dst: Dst | None = None,
+        spread_s: int | None = None,
+    ) -> list[datetime]:
+        """The next ``n`` fires of ``spec`` after ``after`` (default now), by the
+        schedulers' own code, as ``kafkron next`` prints them (`kafkron.next_fires`).
+
+        Example: ``Client.next_fires(Cron("0 9 * * MON-FRI", tz="Europe/Paris"), 3)``.
+        """
+        return next_fires(spec, n, after=after, schedule_id=schedule_id, dst=dst, spread_s=spread_s)
+
+    def _partition_of(self, kind: TopicKind, schedule_id: str) -> int:
+        return murmur2_partition(schedule_id.encode("utf-8"), self._reader.partition_count(kind))
+
+    async def wait_for(
+        self, run_id: str, timeout: float | None = None, *, since: Instant | None = None
+    ) -> RunOutcome:
+        """Wait until the run ``run_id`` has ended for good and return how (`RunOutcome`):
+        its final result, with its dead letter if it was dead-lettered. A DAG run's id
+        (``{dag}@{instant}``) waits for the DAG run's own result.
+
+        Reads results (read_committed) from ``since`` (default: 10 minutes before the
+        run's instant), so a run that ended before the call is found too.
+        `TimeoutError` after ``timeout`` seconds (None: no limit).
+
+        Example::
+
+            outcome = await client.wait_for("fx-rates@2026-10-10T00:05:00.000Z", timeout=60)
+            print(outcome.status, outcome.error)
+        """
+        try:
+            schedule_id, scheduled_ms, _ = parse_run_id(run_id)
+        except ValueError as error:
+            raise InvalidCommand(f"run_id: {error}") from None
+        since_ms = scheduled_ms - LOOK_BACK_MS if since is None else _instant_ms(since, "since")
+        tracker = OutcomeTracker(run_id)
+        done: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
+
+        def deliver(kind: TopicKind, value: bytes) -> None:
+            if done.done():
+                return
+            try:
+                if kind is TopicKind.RESULTS:
+                    outcome = tracker.on_result(parse_result(value))
+                else:
+                    outcome = tracker.on_dead_letter(parse_dlq(value))
+            except ValueError:
+                return  # not a record of ours to judge; the history shows it raw
+            if outcome is not None:
+                done.set_result(outcome)
+
+        tps = [
+            self._reader.topic_partition(kind, self._partition_of(kind, schedule_id))
+            for kind in (TopicKind.RESULTS, TopicKind.DLQ)
+        ]
+        starts = await self._reader.offsets_at(tps, since_ms)
+        subscription = await self._reader.subscribe(starts, deliver, on_failure=_fail(done))
+        try:
+            async with asyncio.timeout(timeout):
+                return await done
+        finally:
+            self._reader.unsubscribe(subscription)
+
+    async def results(
+        self,
+        schedule: str | None = None,
+        since: Instant | None = None,
+        *,
+        progress: bool = False,
+    ) -> AsyncGenerator[Result, None]:
+        """Every result (read_committed) of ``schedule`` (default: of every schedule)
+        written from ``since`` on (default: from now), as it comes, in each partition's
+        order; progress reports only with ``progress=True``. Runs until the loop
+        breaks.
+
+        Example::
+
+            async for result in client.results(schedule="fx-rates"):
+                print(result.run_id, result.attempt, result.status)
+        """
+        kind = TopicKind.RESULTS
+        partitions = (
+            range(self._reader.partition_count(kind))
+            if schedule is None
+            else [self._partition_of(kind, schedule)]
+        )
+        tps = [self._reader.topic_partition(kind, p) for p in partitions]
+        since_ms = None if since is None else _instant_ms(since, "since")
+        queue: asyncio.Queue[Result | BaseException] = asyncio.Queue()
+
+        def deliver(_: TopicKind, value: bytes) -> None:
+            try:
+                result = parse_result(value)
+            except ValueError:
+                return
+            if schedule is not None and result.schedule_id != schedule:
+                return
+            if (result.status == PROGRESS_STATUS) == progress:
+                queue.put_nowait(result)
+
+        starts = await self._reader.offsets_at(tps, since_ms)
+        subscription: Subscription = await self._reader.subscribe(
+            starts, deliver, on_failure=queue.put_nowait
+        )
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise ReadError(f"the client's reader stopped: {item}")
+                yield item
+        finally:
+            self._reader.unsubscribe(subscription)
+
+
+def _fail(done: asyncio.Future[RunOutcome]) -> Any:
+    def fail(error: BaseException) -> None:
+        if not done.done():
+            done.set_exception(ReadError(f"the client's reader stopped: {error}"))
+
+    return fail

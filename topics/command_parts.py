@@ -1,0 +1,247 @@
+"""The typed parts of a command a program writes: specs, policies and DAG tasks.
+
+`topics.command_builders` assembles them into commands; `kafkron` re-exports both,
+so a program writes ``Cron("0 0 * * *", tz="Europe/London")`` or
+``Retry(max_attempts=3)`` and a type checker sees every field. Each part holds only
+what its author gave: a field left ``None`` is left out of the command, and the shard
+applies the default documented in `topics.command_types` (as ``null`` would). No part
+validates anything itself: the command they make is validated whole by the shard's
+own decoder (`topics.commands.decode_command`), so there is one set of rules.
+
+Instants are aware `datetime`s or RFC 3339 text; durations are `timedelta`s (whole
+seconds) or the wire's text (``"90s"``, ``"1h30m"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from topics.command_fields import FieldError
+from topics.timefmt import format_ms
+from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
+
+OverlapName = OverlapPolicy | Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other"]
+"""``overlap``: a `topics.vocabulary.OverlapPolicy` or its wire string."""
+MisfireName = MisfireMode | Literal["run_once", "catch_up", "skip"]
+"""``misfire.policy``: a `topics.vocabulary.MisfireMode` or its wire string."""
+JitterName = JitterMode | Literal["full", "none"]
+"""``retry.jitter``: a `topics.vocabulary.JitterMode` or its wire string."""
+DstGapName = DstGap | Literal["shift", "skip"]
+"""``dst.gap``: a `topics.vocabulary.DstGap` or its wire string."""
+DstFoldName = DstFold | Literal["once", "twice"]
+"""``dst.fold``: a `topics.vocabulary.DstFold` or its wire string."""
+Instant = datetime | str
+"""An aware `datetime`, or RFC 3339 text such as ``"2026-12-04T14:05:00Z"``."""
+Duration = timedelta | str
+"""A `timedelta` of whole seconds, or the wire's text such as ``"90s"`` or ``"1h30m"``."""
+
+
+def instant_text(value: Instant, path: str) -> str:
+    """``value`` as the wire writes an instant; a naive `datetime` is refused, naming
+    ``path``, since it names no instant. Text is passed on for the decoder to judge.
+
+    Example: ``instant_text(datetime(2026, 12, 4, 14, 5, tzinfo=UTC), "spec.at")``
+    is ``"2026-12-04T14:05:00.000Z"``.
+    """
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise FieldError(
+                f"{path}: the datetime {value.isoformat()} has no time zone, so it names no "
+                "instant; give an aware datetime, such as datetime(..., tzinfo=timezone.utc)"
+            )
+        return format_ms(round(value.timestamp() * 1000))
+    return value
+
+
+def duration_text(value: Duration, path: str) -> str:
+    """``value`` as the wire writes a duration (``timedelta(minutes=90)`` is ``"5400s"``);
+    a `timedelta` that is not whole seconds is refused, naming ``path``.
+
+    Example: ``duration_text(timedelta(seconds=90), "spec.every")`` is ``"90s"``.
+    """
+    if isinstance(value, timedelta):
+        seconds, rest = divmod(value, timedelta(seconds=1))
+        if rest:
+            raise FieldError(
+                f"{path}: {value} is not a whole number of seconds; intervals are counted "
+                "in seconds (the shortest is 1s)"
+            )
+        return f"{seconds}s"
+    return value
+
+
+def _pick(**fields: Any) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class Cron:
+    """``{"cron": expr, "tz": zone}``: fire at the wall times ``expr`` matches in ``tz``.
+
+    Five fields (or six, seconds first), names, ``L``, ``@daily`` and Jenkins' ``H``
+    (a stable per-id spread). ``tz`` is an IANA zone, UTC when None.
+
+    Example: ``Cron("0 0 * * *", tz="Europe/London")`` fires at every London midnight.
+    """
+
+    expr: str
+    """The cron expression, as ``kafkron next`` takes it."""
+    tz: str | None = None
+    """IANA time zone of the wall times; None for UTC."""
+
+    def json(self) -> dict[str, Any]:
+        """The ``spec`` object: ``{"cron": "0 0 * * *", "tz": "Europe/London"}``."""
+        return _pick(cron=self.expr, tz=self.tz)
+
+
+@dataclass(frozen=True, slots=True)
+class Every:
+    """``{"every": interval, "anchor": instant}``: fire every ``interval`` from ``anchor``.
+
+    Occurrences are ``anchor + k * interval`` (the epoch when no anchor is given), so
+    they do not drift and every shard computes the same ones.
+
+    Example: ``Every(timedelta(minutes=5))`` or ``Every("5m", anchor="2026-01-01T00:02:00Z")``.
+    """
+
+    interval: Duration
+    """How often: a `timedelta` of whole seconds or text such as ``"90s"``."""
+    anchor: Instant | None = None
+    """The instant occurrences count from; None for the epoch."""
+
+    def json(self) -> dict[str, Any]:
+        """The ``spec`` object: ``{"every": "300s"}``."""
+        return _pick(
+            every=duration_text(self.interval, "spec.every"),
+            anchor=None if self.anchor is None else instant_text(self.anchor, "spec.anchor"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class At:
+    """``{"at": instant}``: fire once, at ``instant`` (a one-off schedule).
+
+    The instant may be no older than ``misfire.grace_s`` (300 s by default) and at
+    most ten years ahead.
+
+    Example: ``At(datetime.now(timezone.utc) + timedelta(seconds=30))``.
+    """
+
+    instant: Instant
+    """When to fire: an aware `datetime` or RFC 3339 text."""
+
+    def json(self) -> dict[str, Any]:
+        """The ``spec`` object: ``{"at": "2026-12-04T14:05:00.000Z"}``."""
+        return {"at": instant_text(self.instant, "spec.at")}
+
+
+Spec = Cron | Every | At
+"""When a schedule or a DAG fires: one of `Cron`, `Every`, `At`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Misfire:
+    """``misfire``: what to do with occurrences that came due while no shard owned the
+    schedule (default ``run_once`` with a grace of 300 s).
+
+    Example: ``Misfire("catch_up", grace_s=3600, catch_up_max=24)``.
+    """
+
+    policy: MisfireName | None = None
+    """``run_once``, ``catch_up`` or ``skip`` (`topics.command_types.MISFIRE_POLICIES`)."""
+    grace_s: int | None = None
+    """How late an occurrence may still fire, in seconds."""
+    catch_up_max: int | None = None
+    """``catch_up`` fires at most this many missed occurrences."""
+
+    def json(self) -> dict[str, Any]:
+        """The ``misfire`` object, with only the fields given."""
+        return _pick(policy=self.policy, grace_s=self.grace_s, catch_up_max=self.catch_up_max)
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """``retry``: how a failed or timed-out attempt is retried (default 5 attempts,
+    1 s, ×2, capped at 100 s, full jitter); a run out of attempts is dead-lettered.
+
+    Example: ``Retry(max_attempts=3, initial_s=2, non_retryable=["AccountDeleted"])``.
+    """
+
+    max_attempts: int | None = None
+    """Attempts in total, the first included; 1 means never retry."""
+    initial_s: float | None = None
+    """Wait before the second attempt, in seconds."""
+    coefficient: float | None = None
+    """Growth of the wait from one retry to the next (>= 1)."""
+    max_interval_s: float | None = None
+    """Cap of the wait between attempts, in seconds."""
+    jitter: JitterName | None = None
+    """``full`` (uniform in [0, wait]) or ``none``."""
+    non_retryable: Sequence[str] | None = None
+    """Error types (a result's ``error.type``) that go straight to the dead letters."""
+
+    def json(self) -> dict[str, Any]:
+        """The ``retry`` object, with only the fields given."""
+        return _pick(
+            max_attempts=self.max_attempts,
+            initial_s=self.initial_s,
+            coefficient=self.coefficient,
+            max_interval_s=self.max_interval_s,
+            jitter=self.jitter,
+            non_retryable=None if self.non_retryable is None else list(self.non_retryable),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Dst:
+    """``dst``: what a fixed-time cron does at daylight saving changes (default
+    ``shift`` and ``once``, cronie's rule; docs/DESIGN.md §5.3).
+
+    Example: ``Dst(gap="skip", fold="twice")``.
+    """
+
+    gap: DstGapName | None = None
+    """A wall time the clocks skip: fire just after it (``shift``) or not (``skip``)."""
+    fold: DstFoldName | None = None
+    """A wall time the clocks pass twice: fire on the first pass (``once``) or both."""
+
+    def json(self) -> dict[str, Any]:
+        """The ``dst`` object, with only the fields given."""
+        return _pick(gap=self.gap, fold=self.fold)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One task of a DAG: a job, the tasks it runs after, its own retry and timeout
+    (the DAG's when None).
+
+    Example::
+
+        tasks = {
+            "extract": Task("etl.extract"),
+            "load": Task("etl.load", args={"table": "sales"}, after=["extract"]),
+        }
+    """
+
+    job: str
+    """The registered job name (``@job("etl.extract")``)."""
+    args: Mapping[str, Any] | None = None
+    """The job's keyword arguments, any JSON object."""
+    after: Sequence[str] = field(default=())
+    """Names of the tasks that must succeed first; empty for a root."""
+    retry: Retry | None = None
+    """The task's own retry policy; the DAG's when None."""
+    timeout_s: int | None = None
+    """The task's own attempt timeout in seconds; the DAG's when None."""
+
+    def json(self) -> dict[str, Any]:
+        """The task's object in ``tasks``."""
+        return _pick(
+            job={"name": self.job, "args": dict(self.args or {})},
+            after=list(self.after) or None,
+            retry=None if self.retry is None else self.retry.json(),
+            timeout_s=self.timeout_s,
+        )
