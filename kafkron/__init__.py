@@ -34,7 +34,7 @@ the field.
 from actors import CANCELLED_ERROR, NonRetryable, RunCancelled, RunContext, job
 from actors.sending import SendError
 from kafkron.client import Client
-from kafkron.outcomes import RunOutcome
+from kafkron.outcomes import RunOutcome, run_id
 from kafkron.reading import ReadError
 from kafkron.schedules import Schedule, next_fires
 from kafkron.sync import SyncClient
@@ -93,6 +93,7 @@ __all__ = [
     "job",
     "next_fires",
     "run_cancel",
+    "run_id",
     "schedule_delete",
     "schedule_pause",
     "schedule_resume",

@@ -20,7 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from topics.messages import DeadLetter, Result, covers_of, parse_run_id
+from topics.command_builders import InvalidCommand
+from topics.command_fields import FieldError, instant
+from topics.command_parts import Instant, instant_text
+from topics.messages import DeadLetter, Result, covers_of, parse_run_id, run_id_for
 from topics.timefmt import to_datetime
 from topics.vocabulary import RunStatus
 
@@ -36,6 +39,21 @@ ENDS_A_RUN = frozenset(
 """Statuses after which a run has no further attempt."""
 RETRIED_UNLESS_DEAD = frozenset((RunStatus.FAILED, RunStatus.TIMED_OUT))
 """Statuses that end a run only when the shard dead-letters it."""
+
+
+def run_id(schedule_id: str, scheduled_at: Instant, task: str | None = None) -> str:
+    """The id of the run of ``schedule_id`` at ``scheduled_at`` (plus ``/{task}`` for a
+    DAG task), as the shards name it: every attempt of an occurrence shares it, so it
+    is known before the run fires (``At(t)`` runs as ``run_id(id, t)``).
+
+    Example: ``run_id("remind-42", "2026-12-04T14:05:00Z")`` is
+    ``"remind-42@2026-12-04T14:05:00.000Z"``.
+    """
+    try:
+        scheduled_ms = instant(instant_text(scheduled_at, "scheduled_at"), "scheduled_at")
+    except FieldError as error:
+        raise InvalidCommand(str(error)) from None
+    return run_id_for(schedule_id, scheduled_ms, task)
 
 
 @dataclass(frozen=True, slots=True)
