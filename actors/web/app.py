@@ -39,12 +39,18 @@ import orjson
 from aiohttp import web
 
 from actors.history.store import HistoryError
-from actors.sending import SendError, encode, send_commands
+from actors.sending import SendError, send_commands
 from actors.timespec import SpecError
 from actors.views.dag_view import ViewError, counts_text, dag_view, result_query
 from actors.web import data
 from actors.web.drawing import bar_chart, dag_graph
-from topics.messages import parse_run_id
+from topics.command_builders import (
+    CommandRecord,
+    dlq_replay,
+    schedule_pause,
+    schedule_resume,
+    schedule_trigger,
+)
 from topics.names import Settings, TopicKind
 from topics.timefmt import format_ms
 
@@ -58,6 +64,12 @@ _ACTIONS = {
     "resume": "schedule.resume",
     "trigger": "schedule.trigger",
     "replay": "dlq.replay",
+}
+_BUILDERS: dict[str, Callable[[str], CommandRecord]] = {
+    "schedule.pause": schedule_pause,
+    "schedule.resume": schedule_resume,
+    "schedule.trigger": schedule_trigger,
+    "dlq.replay": dlq_replay,
 }
 
 
@@ -332,20 +344,14 @@ class Console:
             raise web.HTTPNotFound(text=f"no action {name!r}; actions: {', '.join(_ACTIONS)}")
         form = await request.post()
         back = _local_path(str(form.get("next", "/")))
-        command: dict[str, Any] = {"v": 1, "type": kind}
-        try:
-            if kind == "dlq.replay":
-                run_id = str(form.get("run_id", ""))
-                command["id"], _, _ = parse_run_id(run_id)
-                command["run_id"] = run_id
-            else:
-                command["id"] = str(form.get("id", ""))
-            record = encode(command, time.time_ns() // 1_000_000)
-            await send_commands(self.settings, [record])
+        field = "run_id" if kind == "dlq.replay" else "id"
+        subject = str(form.get(field, ""))
+        try:  # built and checked by the one builder of commands, as the CLI's
+            record = _BUILDERS[kind](subject)
+            await send_commands(self.settings, [(record.key, record.value)])
         except (ValueError, SendError) as exc:
             raise web.HTTPSeeOther(_with_note(back, "failed", f"{kind}: {exc}")) from None
         self.changelog.forget()
-        subject = command.get("run_id") or command["id"]
         raise web.HTTPSeeOther(_with_note(back, "sent", f"{kind} {subject}"))
 
 
