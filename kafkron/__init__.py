@@ -52,7 +52,18 @@ from topics.command_builders import (
     schedule_upsert,
     validated,
 )
-from topics.command_parts import At, Cron, Dst, Every, Misfire, Retry, Spec, Task
+from topics.command_parts import (
+    At,
+    Cron,
+    Dst,
+    Every,
+    HttpTarget,
+    KafkaTarget,
+    Misfire,
+    Retry,
+    Spec,
+    Task,
+)
 from topics.messages import DeadLetter, Result
 from topics.names import Settings
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy, RunStatus
@@ -68,8 +79,10 @@ __all__ = [
     "DstFold",
     "DstGap",
     "Every",
+    "HttpTarget",
     "InvalidCommand",
     "JitterMode",
+    "KafkaTarget",
     "Misfire",
     "MisfireMode",
     "NonRetryable",

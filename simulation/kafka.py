@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from topics.names import TopicKind
 from topics.partitioner import murmur2_partition
@@ -142,15 +143,14 @@ class SimKafka:
         create_time: frozenset[TopicKind] = frozenset({TopicKind.COMMANDS}),
     ) -> None:
         self.partitions = dict(partitions)
-        # Topics whose records keep the producer's timestamp (CreateTime); the others
-        # are stamped by the broker (LogAppendTime: runs, as kafkron creates it).
+        # CreateTime topics (the producer's stamp); the others are LogAppendTime (runs).
         self.create_time = create_time
         # Topics whose batches the broker refuses right now (the `refuse` fault: a
         # produce error that outlived the client's retries, NOT_ENOUGH_REPLICAS say).
         self.refusing: frozenset[TopicKind] = frozenset()
-        # Topics the schedulers may not Write right now (the `runs_denied` fault: the
-        # scheduler principal's ACL revoked): refused as above, as an authorization error.
+        # Topics refused as unauthorized now (`runs_denied`: the scheduler's ACL revoked).
         self.denying: frozenset[TopicKind] = frozenset()
+        self.target_records: list[Any] = []  # (txn, topic, partition, key, value): `targets`
         self.logs = {kind: [Log(kind, p) for p in range(n)] for kind, n in partitions.items()}
         self.fencing = fencing
         self.available = True

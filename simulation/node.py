@@ -60,6 +60,7 @@ from actors.shard import ShardCore
 from simulation.clock import NodeClock
 from simulation.host import Host, exact_bytes
 from simulation.kafka import BrokerUnavailable, ProducerFenced, Txn
+from simulation.targets import send_target
 from topics.messages import is_cancel, parse_run, result_value
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
@@ -337,8 +338,9 @@ class SchedulerNode:
         tx_id = host.settings.shard_transactional_id(p)
         try:
             if isinstance(action, Fence):
-                # As the runtime's fence: the id's other form first (topics/fencing.py).
-                kafka.init_transactions(host.settings.fenced_ids("shard", p)[1], true_ms)
+                # As the runtime's fence: an upgrade mode's other form first (topics/fencing.py).
+                for other in host.settings.fenced_ids("shard", p)[1:]:
+                    kafka.init_transactions(other, true_ms)
                 epoch = kafka.init_transactions(tx_id, true_ms)
                 self.producers[p] = _Producer(token, epoch)
                 return machine.fence_done(p, token)
@@ -436,12 +438,17 @@ class SchedulerNode:
                 tx_id = host.settings.shard_transactional_id(p)
                 txn = kafka.begin(tx_id, producer.epoch, true_ms)
                 for r in write.records:
-                    if outside and r.topic is TopicKind.SCHEDULES:
-                        kafka.append(r.topic, r.key, r.value, r.partition, true_ms)
+                    kind = r.topic
+                    if not isinstance(kind, TopicKind):  # a Kafka target's own topic
+                        assert r.partition is not None  # the shard always chooses it
+                        send_target(kafka, txn, kind, r.key, r.value, r.partition)
+                        continue
+                    if outside and kind is TopicKind.SCHEDULES:
+                        kafka.append(kind, r.key, r.value, r.partition, true_ms)
                         continue
                     value = None if r.value is None else exact_bytes(r.value)
-                    kafka.send(txn, r.topic, r.key, value, r.partition, true_ms, r.timestamp_ms)
-                    if r.topic is TopicKind.RUNS:
+                    kafka.send(txn, kind, r.key, value, r.partition, true_ms, r.timestamp_ms)
+                    if kind is TopicKind.RUNS:
                         runs_append_ms = true_ms
                 group = host.settings.scheduler_group
                 offsets = {(kind, p): (pos, None) for kind, pos in write.offsets.items()}

@@ -424,10 +424,10 @@ class WorkerNode:
             if "worker-txn-timeout-default" in host.broken:
                 # The fix undone: the producer keeps the client default.
                 timeout_ms = CLIENT_DEFAULT_TRANSACTION_TIMEOUT_MS
-            other = host.settings.fenced_ids("worker", p)[1]
             try:
-                # As the runtime: the id's other form is fenced first (topics/fencing.py).
-                host.kafka.init_for_adoption(other, host.time.true_ms, timeout_ms)
+                # As the runtime: an upgrade mode's other form first (topics/fencing.py).
+                for other in host.settings.fenced_ids("worker", p)[1:]:
+                    host.kafka.init_for_adoption(other, host.time.true_ms, timeout_ms)
                 epoch = host.kafka.init_for_adoption(tx_id, host.time.true_ms, timeout_ms)
             except (BrokerUnavailable, CoordinatorBusy) as exc:
                 self._adoption_failed(p, lease, str(exc), now_ms)
@@ -538,8 +538,10 @@ class WorkerNode:
         try:
             txn = kafka.begin(tx_id, epoch, true_ms)
             for i, r in enumerate(results):
+                kind = r.topic
+                assert isinstance(kind, TopicKind)  # a worker writes kafkron's results only
                 try:
-                    kafka.send_result(txn, r.topic, r.key, r.value, r.partition, true_ms)
+                    kafka.send_result(txn, kind, r.key, r.value, r.partition, true_ms)
                 except RecordRefused as exc:
                     refused[i] = exc
             kafka.send_offsets(

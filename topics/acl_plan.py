@@ -17,33 +17,11 @@ A reserved-suffix rule would have refused existing namespaces, and literal ids p
 partition would tie the grants to a partition count that ``kafka-topics --alter``
 can change.
 
-`migration` gives the grants of an upgrade from the ``-`` ids: each process fences
-both forms on adoption (`topics.names.Settings.fenced_ids`), so the role needs the
-new prefix before the first upgraded process starts, and the old prefix goes only
-once no process commits with it (README, "Upgrading the transactional ids").
-
-========== ============================================================================
-role       what its clients do
-========== ============================================================================
-scheduler  reads commands, results and the schedules changelog (group
-           ``{ns}-schedulers``), writes schedules, runs, dlq, rejected, forwarded
-           commands and the results of oversize runs inside ``{ns}.shard.*``
-           transactions, reads ``max.message.bytes`` of the topics it writes
-worker     reads runs (group ``{ns}-workers``), writes results inside
-           ``{ns}.worker.*`` transactions (which also commit the group's offsets)
-recorder   reads runs, results, dlq and rejected (group ``{ns}-recorder``)
-submitter  writes commands, reads rejected (no group: it reads by assignment)
-viewer     reads every topic of the namespace and describes its groups (lag)
-========== ============================================================================
-
-Kafka lets Read, Write and DescribeConfigs imply Describe, and since Kafka 3.0 an
-idempotent producer needs Write on one topic rather than IdempotentWrite on the
-cluster, so no role holds a cluster ACL. Creating topics and users is the super
-user's job (``admin``).
-
-`plan` gives the ACLs of one role, `commands` the Kafka tool invocations that apply
-them, and `granting_roles` answers "which role would have allowed this?" for the
-error message of a refused request.
+`migration` gives the grants of the upgrade from the ``-`` ids: in its two middle
+steps each process also fences the other form (`topics.names.TxnIds`), so a
+principal needs the new prefix before its first 0.2 process starts, and loses the
+old one only once no process commits with it or fences it (README, "Upgrading the
+transactional ids").
 """
 
 from __future__ import annotations

@@ -26,7 +26,18 @@ from typing import Any
 
 from topics import codec
 from topics.command_fields import FieldError
-from topics.command_parts import Dst, Instant, Misfire, OverlapName, Retry, Spec, Task, instant_text
+from topics.command_parts import (
+    Dst,
+    HttpTarget,
+    Instant,
+    KafkaTarget,
+    Misfire,
+    OverlapName,
+    Retry,
+    Spec,
+    Task,
+    instant_text,
+)
 from topics.command_types import Command, Rejection
 from topics.commands import decode_command
 from topics.messages import parse_run_id
@@ -159,9 +170,10 @@ def _timing(
 def schedule_upsert(
     schedule_id: str,
     spec: Spec,
-    job: str,
+    job: str | None = None,
     *,
     args: Mapping[str, Any] | None = None,
+    target: KafkaTarget | HttpTarget | None = None,
     misfire: Misfire | None = None,
     overlap: OverlapName | None = None,
     dst: Dst | None = None,
@@ -175,7 +187,8 @@ def schedule_upsert(
     """``schedule.upsert``: create or replace the schedule ``schedule_id``.
 
     ``job`` is the registered job name and ``args`` its keyword arguments (a JSON
-    object). Every other argument is a field of the command, left out when None
+    object); or, instead of a job, ``target`` (a `KafkaTarget` or `HttpTarget`).
+    Every other argument is a field of the command, left out when None
     (the shard's default applies): ``misfire``, ``overlap``, ``dst``, ``spread_s``
     (the spread window in seconds), ``retry``, ``timeout_s`` (an attempt's limit),
     ``start`` and ``end`` (no occurrence before or after). ``now_ms`` is the instant
@@ -200,9 +213,12 @@ def schedule_upsert(
             start=start,
             end=end,
         ),
-        "job": {"name": job, "args": dict(args or {})},
         "overlap": overlap,
     }
+    if target is not None:
+        body["target"] = target.json()
+    if job is not None or target is None:  # neither: the shard's validation names it
+        body["job"] = {"name": job, "args": dict(args or {})}
     return _build(body, now_ms)
 
 

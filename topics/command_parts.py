@@ -14,6 +14,7 @@ seconds) or the wire's text (``"90s"``, ``"1h30m"``).
 
 from __future__ import annotations
 
+from base64 import b64encode
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -196,6 +197,70 @@ class Retry:
 
 
 @dataclass(frozen=True, slots=True)
+class KafkaTarget:
+    """``target.kafka``: the shard writes a record to ``topic`` in the fire's own
+    transaction, exactly once per occurrence, with no worker (`topics.targets`).
+
+    ``value`` is any JSON (written as its JSON bytes), or ``raw`` bytes instead;
+    ``key`` text or None. Strings may hold placeholders such as ``{scheduled_at}``
+    (``{{`` for a literal brace). The topic must be allowed (``--target-topic``).
+
+    Example: ``KafkaTarget("orders.due", key="{schedule_id}", value={"order": "o-1"})``.
+    """
+
+    topic: str
+    """The target topic, one the schedulers allow."""
+    key: str | None = None
+    """The record's key (text, placeholders rendered); None: keyless."""
+    value: Any = None
+    """Any JSON value; strings in it may hold placeholders."""
+    raw: bytes | None = None
+    """Raw bytes for the value instead of JSON (never rendered)."""
+    headers: Mapping[str, str] | None = None
+    """Extra headers (kafkron adds the run id, scheduled instant, attempt and key)."""
+
+    def json(self) -> dict[str, Any]:
+        """The ``target`` object."""
+        value = self.value if self.raw is None else {"base64": b64encode(self.raw).decode()}
+        kafka = {"topic": self.topic, "key": self.key, "value": value}
+        if self.headers:
+            kafka["headers"] = dict(self.headers)
+        return {"kafka": kafka}
+
+
+@dataclass(frozen=True, slots=True)
+class HttpTarget:
+    """``target.http``: a worker calls ``url`` for each attempt, with the run's
+    ``Idempotency-Key``; 2xx succeeds, 408/429/5xx and network errors are retried by
+    the schedule's retry policy, other 4xx fail for good.
+
+    Example: ``HttpTarget("https://billing.example/charge", body={"run": "{run_id}"},
+    headers={"Authorization": {"secret": "billing-api"}})``.
+    """
+
+    url: str
+    """An http:// or https:// URL; placeholders rendered."""
+    method: str | None = None
+    """GET, POST (the default), PUT, PATCH or DELETE."""
+    headers: Mapping[str, Any] | None = None
+    """Header values: text, or ``{"secret": NAME}`` resolved by the worker."""
+    body: Any = None
+    """Any JSON value, sent as JSON; strings may hold placeholders."""
+    timeout_s: int | None = None
+    """One request's limit in seconds (default 10)."""
+
+    def json(self) -> dict[str, Any]:
+        """The ``target`` object, with only the fields given."""
+        http = {"url": self.url} | _pick(
+            method=self.method,
+            headers=None if self.headers is None else dict(self.headers),
+            body=self.body,
+            timeout_s=self.timeout_s,
+        )
+        return {"http": http}
+
+
+@dataclass(frozen=True, slots=True)
 class Dst:
     """``dst``: what a fixed-time cron does at daylight saving changes (default
     ``shift`` and ``once``, cronie's rule; docs/DESIGN.md §5.3).
@@ -226,10 +291,12 @@ class Task:
         }
     """
 
-    job: str
-    """The registered job name (``@job("etl.extract")``)."""
+    job: str | None = None
+    """The registered job name (``@job("etl.extract")``); or give ``target``."""
     args: Mapping[str, Any] | None = None
     """The job's keyword arguments, any JSON object."""
+    target: HttpTarget | None = None
+    """An HTTP call instead of a job (a DAG task's target is http only)."""
     after: Sequence[str] = field(default=())
     """Names of the tasks that must succeed first; empty for a root."""
     retry: Retry | None = None
@@ -239,8 +306,12 @@ class Task:
 
     def json(self) -> dict[str, Any]:
         """The task's object in ``tasks``."""
+        job = None
+        if self.job is not None or self.target is None:  # neither: the shard names it
+            job = {"name": self.job, "args": dict(self.args or {})}
         return _pick(
-            job={"name": self.job, "args": dict(self.args or {})},
+            job=job,
+            target=None if self.target is None else self.target.json(),
             after=list(self.after) or None,
             retry=None if self.retry is None else self.retry.json(),
             timeout_s=self.timeout_s,

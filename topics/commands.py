@@ -74,6 +74,7 @@ from topics.command_types import (
 )
 from topics.dag_graph import MAX_TASKS, GraphError, topological_order
 from topics.spec_compiler import CompiledSpec, NoSpecCompiler, SpecError
+from topics.targets import KAFKA_JOB, RESERVED_JOB_PREFIX, target_job
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
 
 __all__ = [
@@ -126,9 +127,9 @@ COMMAND_TYPES = (
 )
 _ENVELOPE = ("v", "type", "id")
 _SCHEDULE_FIELDS = ("spec", "misfire", "dst", "spread", "start", "end", "retry", "timeout_s")
-_UPSERT_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "job", "overlap"))
+_UPSERT_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "job", "target", "overlap"))
 _DAG_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "tasks", "max_active_runs"))
-_TASK_KEYS = frozenset(("job", "after", "retry", "timeout_s"))
+_TASK_KEYS = frozenset(("job", "target", "after", "retry", "timeout_s"))
 _SPEC_KINDS = ("cron", "every", "at")
 _SPEC_KEYS = frozenset((*_SPEC_KINDS, "tz", "anchor"))
 _SPEC_ALIASES = {"timezone": "tz", "time_zone": "tz", "zone": "tz", "interval": "every"}
@@ -317,7 +318,7 @@ def _schedule_upsert(body: dict[str, Any], schedule_id: str, now_ms: int | None)
             'args: belongs inside job, as "job": {"name": "billing.invoice_nightly", "args": {...}}'
         )
     check_keys(body, "", _UPSERT_KEYS)
-    job = _job(body.get("job"), "job")
+    job = _job_or_target(body)
     overlap = _optional(body, "overlap")
     when = _When(body, schedule_id, now_ms)
     return ScheduleUpsert(
@@ -358,7 +359,7 @@ def _dag_upsert(body: dict[str, Any], schedule_id: str, now_ms: int | None) -> D
         check_keys(task, path, _TASK_KEYS)
         after = task.get("after")
         tasks[name] = DagTask(
-            job=_job(task.get("job"), f"{path}.job"),
+            job=_task_job(task, path),
             after=()
             if after is None
             else tuple(dict.fromkeys(string_list(after, f"{path}.after"))),
@@ -490,12 +491,50 @@ def _compile(
         raise FieldError(message if named else f"spec: {message}") from None
 
 
+def _job_or_target(body: Mapping[str, Any]) -> Job:
+    """The job, or the carrier job of a target (`topics.targets`): exactly one is given."""
+    job, target = body.get("job"), body.get("target")
+    if job is not None and target is not None:
+        raise FieldError(
+            "target: a schedule carries either job (a worker runs Python) or target"
+            " (a Kafka record or an HTTP call), not both"
+        )
+    if target is not None:
+        name, args = target_job(target)
+        return Job(name, args)
+    if job is None:
+        raise FieldError(
+            f'job: missing; say what runs, such as "job": {_EXAMPLE_JOB}, or give a target,'
+            ' such as "target": {"kafka": {"topic": "orders.due", "value": {}}}'
+        )
+    return _job(job, "job")
+
+
+def _task_job(task: Mapping[str, Any], path: str) -> Job:
+    """A DAG task's job or HTTP target (a worker runs both); a Kafka target is refused."""
+    try:
+        job = _job_or_target(task)
+    except FieldError as error:
+        raise FieldError(f"{path}.{error}") from None
+    if job.name == KAFKA_JOB:
+        raise FieldError(
+            f"{path}.target: a DAG task's target may be http; a kafka target is for a"
+            " schedule (schedule.upsert) in this release"
+        )
+    return job
+
+
 def _job(value: Any, path: str) -> Job:
     if value is None:
         raise FieldError(f'{path}: missing; say what runs, such as "job": {_EXAMPLE_JOB}')
     job = obj(value, path, _EXAMPLE_JOB)
     check_keys(job, path, ("name", "args"))
     name = string(job.get("name"), f"{path}.name", max_chars=200)
+    if name.startswith(RESERVED_JOB_PREFIX):
+        raise FieldError(
+            f"{path}.name: {name!r}: job names starting {RESERVED_JOB_PREFIX!r} are kafkron's"
+            ' own; to write a Kafka record or call a URL, give "target" instead of "job"'
+        )
     args = job.get("args")
     return Job(name, {} if args is None else obj(args, f"{path}.args", '{"customer": "c-42"}'))
 

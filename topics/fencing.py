@@ -2,24 +2,21 @@
 
 A scheduler adopting shard p commits with one transactional id, and before it reads
 anything it must bump the epoch of every id an earlier owner of p may still hold.
-Since 0.2 a partition has two ids, ``{ns}.shard.{p}`` and the ``{ns}-shard-{p}`` of
-earlier releases (`topics.names.Settings.fenced_ids`): during a rolling restart the
-previous owner, or a paused zombie of it, may hold either. So every adoption starts a
-throwaway transactional producer with the other id: its ``InitProducerId`` aborts that
-id's open transaction and refuses the holder's next one, exactly as the adopting
-producer's own start does for its id. The same holds for a worker's runs partition.
+During an upgrade from 0.1 a partition has two (`topics.names.TxnIds`): the
+``{ns}-shard-{p}`` of 0.1 and ``{ns}.shard.{p}``, and the previous owner, or a paused
+zombie of it, may hold either. So in the upgrade modes every adoption first starts a
+throwaway transactional producer with the other id: its ``InitProducerId`` aborts
+that id's open transaction and refuses the holder's next one (the coordinator
+answers only once the abort is complete), exactly as the adopting producer's own
+start does for its id. The same holds for a worker's runs partition.
 
-An authorization refusal of the other id is not a failure: the grants name the
-transactional ids a role's principal may use, and every scheduler (worker) of a
-namespace runs with its role's grants, so an id this principal may not use is one
-no holder of the role can commit with either (the broker checks the id's Write on
-every ``AddPartitionsToTxn``, ``TxnOffsetCommit`` and ``EndTxn``). That is the state
-after the upgrade's last step removes the old prefix (`topics.acl_plan.migration`).
+A refusal of the other id is a failed adoption, never a skipped fence: ACLs are per
+principal, so that this principal may not use the id says nothing of what another
+principal of the fleet (a 0.1 host's user) can still commit with it. The adoption
+is retried as any other; the error says which grant is missing.
 """
 
 from __future__ import annotations
-
-import logging
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import TransactionalIdAuthorizationFailed
@@ -28,16 +25,17 @@ from topics.clients import transactional_producer_kwargs
 from topics.closing import stop_producer
 from topics.names import Settings
 
-log = logging.getLogger("kafkron")
+
+class FenceRefused(Exception):
+    """This principal may not use the other form of an id, so it cannot fence it."""
 
 
-async def fence_id(settings: Settings, transactional_id: str, client_id: str) -> bool:
-    """Bump `transactional_id`'s epoch, aborting its open transaction; False if this
-    principal may not use it (then nobody of its role can, see the module docstring).
+async def fence_id(settings: Settings, transactional_id: str, client_id: str) -> None:
+    """Bump `transactional_id`'s epoch, aborting its open transaction.
 
-    Raises what the producer's start raises otherwise (the coordinator loading or
-    moving, a broker down): the adoption fails and is tried again, as when the
-    adopting producer's own start fails.
+    Raises `FenceRefused` if this principal may not use the id, else what the
+    producer's start raises (the coordinator loading or moving, a broker down): the
+    adoption fails and is tried again, as when the adopting producer's start fails.
     """
     producer = AIOKafkaProducer(
         **transactional_producer_kwargs(settings, client_id, transactional_id)
@@ -45,12 +43,18 @@ async def fence_id(settings: Settings, transactional_id: str, client_id: str) ->
     try:
         await producer.start()
     except TransactionalIdAuthorizationFailed:
-        log.info(
-            "%s: not fenced, this principal may not use it (the upgrade's grants were"
-            " removed, so no process of this role can commit with it either)",
-            transactional_id,
-        )
-        return False
+        raise FenceRefused(
+            f"{transactional_id}: KAFKRON_TRANSACTIONAL_IDS={settings.txn_ids.value} fences"
+            " this form too, and this principal may not use it; grant it (kafkron acl plan"
+            " --migrate --role ROLE --principal USER prints the grants) or, once no process"
+            " commits with it any more, finish the upgrade with KAFKRON_TRANSACTIONAL_IDS=tenant"
+        ) from None
     finally:
         await stop_producer(producer, f"stopping the fencing producer of {transactional_id}")
-    return True
+
+
+async def fence_others(settings: Settings, role: str, partition: int) -> None:
+    """Fence every id of `role`'s `partition` but the one it commits with (none in the
+    default mode)."""
+    for other in settings.fenced_ids(role, partition)[1:]:
+        await fence_id(settings, other, f"{other}-fence")

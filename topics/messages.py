@@ -349,6 +349,10 @@ class Result:
     """A folded ``missed``/``skipped`` result only: the occurrences it stands for
     (`topics.covers`); None for a result that stands for its own occurrence. Read it
     with `covers_of`, which also understands results written before the field."""
+    target: Mapping[str, Any] | None = None
+    """A target's attempt only (`topics.targets`): ``{"kafka": {"topic", "partition"}}``
+    where the shard wrote the record, or ``{"http": {"status", "duration_ms", "body"}}``
+    of the worker's call (the body's first KiB)."""
 
 
 def result_value(
@@ -366,10 +370,11 @@ def result_value(
     counts: Mapping[str, int] | None = None,
     progress: tuple[Any, int] | None = None,
     covers: Covers | None = None,
+    target: Mapping[str, Any] | None = None,
 ) -> bytes:
     """The ``{ns}.results`` value of one attempt (or, with ``counts``, of a DAG run as a
-    whole; with ``progress`` = (details, at_ms), a ``running`` progress report);
-    ``ValueError`` on an unknown status."""
+    whole; with ``progress`` = (details, at_ms), a ``running`` progress report; with
+    ``target``, what a target's attempt did); ``ValueError`` on an unknown status."""
     if status not in _STATUS_OF:
         raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
     record: dict[str, Any] = {
@@ -393,6 +398,8 @@ def result_value(
         record["progress"] = {"details": bounded_details(progress[0]), "at": _format(progress[1])}
     if covers is not None:
         record["covers"] = covers_json(covers)
+    if target is not None:
+        record["target"] = dict(target)
     return orjson.dumps(record)
 
 
@@ -437,6 +444,7 @@ def _parse_result_fast(data: Any) -> Result:
         and "counts" not in data
         and "progress" not in data
         and "covers" not in data
+        and "target" not in data
     ):
         raise _Unusual
     return Result(
@@ -475,7 +483,19 @@ def _parse_result_strict(value: bytes) -> Result:
         counts=_counts(fields.optional_object("counts")),
         covers=None if covers is None else parse_covers(covers, "result.covers"),
         progress=_progress(fields.optional_object("progress")),
+        target=_target(fields.optional_object("target")),
     )
+
+
+def _target(value: dict[str, Any] | None) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if len(value) != 1 or not isinstance(next(iter(value.values())), dict):
+        raise ValueError(
+            'result.target: expected one object, {"kafka": {...}} or {"http": {...}},'
+            f" got {sorted(value)}"
+        )
+    return value
 
 
 def _progress(value: dict[str, Any] | None) -> Mapping[str, Any] | None:

@@ -7,10 +7,9 @@ namespace so they never see each other's records.
 Transactional ids are ``{ns}.shard.{p}`` and ``{ns}.worker.{p}``: the ``.`` after the
 namespace is a character no namespace may contain, so the prefix ACL
 ``{ns}.worker.`` names one tenant's ids and nobody else's (topics/acl_plan.py says
-why the ``-`` of earlier releases did not). `KAFKRON_TRANSACTIONAL_IDS=legacy` keeps
-the earlier ``{ns}-shard-{p}`` form for the first step of an upgrade; either way a
-new owner fences both forms (`Settings.fenced_ids`), so a fleet mixing the two never
-has two live owners of a partition (README, "Upgrading the transactional ids").
+why the ``-`` of 0.1 did not). `KAFKRON_TRANSACTIONAL_IDS` (`TxnIds`) carries a
+fleet from 0.1's ``{ns}-shard-{p}`` to these in rolling restarts that never have two
+live owners of a partition (README, "Upgrading the transactional ids").
 """
 
 from __future__ import annotations
@@ -24,12 +23,24 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 class TxnIds(StrEnum):
-    """Which form of transactional id a process commits with (both are fenced)."""
+    """Which form of transactional id a process commits with, and which it also fences.
+
+    ===========  ======================  =================================================
+    mode         commits with            fences on adoption
+    ===========  ======================  =================================================
+    ``tenant``   ``{ns}.shard.{p}``      that id (the default, and the end of an upgrade)
+    ``legacy``   ``{ns}-shard-{p}``      both forms (step 1: beside 0.1 processes)
+    ``migrate``  ``{ns}.shard.{p}``      both forms (step 2: beside ``legacy`` ones)
+    ===========  ======================  =================================================
+
+    In the two upgrade modes a fence of the other form that the broker refuses fails
+    the adoption (`topics.fencing`): ACLs are per principal, so one principal's
+    refusal says nothing of what another may still commit with.
+    """
 
     TENANT = "tenant"
-    """``{ns}.shard.{p}``: a prefix ACL on it reaches one namespace only (the default)."""
     LEGACY = "legacy"
-    """``{ns}-shard-{p}``, the form of releases before 0.2: the first step of an upgrade."""
+    MIGRATE = "migrate"
 
 
 class TopicKind(StrEnum):
@@ -77,19 +88,20 @@ class Settings:
         """The id the worker transactions of runs partition `partition` commit with."""
         return self.fenced_ids("worker", partition)[0]
 
-    def fenced_ids(self, role: str, partition: int) -> tuple[str, str]:
-        """(the id to commit with, the other form): a new owner fences both.
+    def fenced_ids(self, role: str, partition: int) -> tuple[str, ...]:
+        """(the id to commit with, *the other ids a new owner fences first).
 
-        `role` is ``"shard"`` or ``"worker"``. Fencing the other form too is what
-        makes a rolling restart between the forms safe: whichever form the previous
-        owner (or a paused zombie of it) holds, the new owner's adoption bumps its
-        epoch before anything is read.
+        `role` is ``"shard"`` or ``"worker"``. In the upgrade modes the other form is
+        fenced too, so whichever form the previous owner (or a paused zombie of it)
+        holds, the new owner's adoption bumps its epoch before anything is read.
         """
         tenant = f"{self.namespace}.{role}.{partition}"
         legacy = f"{self.namespace}-{role}-{partition}"
         if self.txn_ids is TxnIds.LEGACY:
             return legacy, tenant
-        return tenant, legacy
+        if self.txn_ids is TxnIds.MIGRATE:
+            return tenant, legacy
+        return (tenant,)
 
     @classmethod
     def from_env(cls, namespace: str | None = None, bootstrap: str | None = None) -> Settings:
@@ -101,12 +113,12 @@ class Settings:
 
 
 def txn_ids_from_env() -> TxnIds:
-    """`KAFKRON_TRANSACTIONAL_IDS` (``tenant``, the default, or ``legacy``)."""
+    """`KAFKRON_TRANSACTIONAL_IDS`: ``tenant`` (the default), ``legacy`` or ``migrate``."""
     word = os.environ.get("KAFKRON_TRANSACTIONAL_IDS") or TxnIds.TENANT.value
     try:
         return TxnIds(word)
     except ValueError:
         raise ValueError(
-            f"KAFKRON_TRANSACTIONAL_IDS={word!r}: expected 'tenant' (the default) or 'legacy'"
-            " (the first step of an upgrade from a release before 0.2)"
+            f"KAFKRON_TRANSACTIONAL_IDS={word!r}: expected 'tenant' (the default), 'legacy'"
+            " or 'migrate' (the steps of an upgrade from 0.1)"
         ) from None

@@ -36,8 +36,18 @@ class OutRecord:
     (how far in the past a new schedule's first occurrence may lie) counts from there.
     """
 
-    topic: TopicKind
+    topic: TopicKind | str
+    """One of kafkron's topics, or (a `TargetRecord`'s) a target topic's own name."""
     key: bytes | None
     value: bytes | None
     partition: int | None = None
     timestamp_ms: int | None = None
+
+
+@dataclass(slots=True)
+class TargetRecord(OutRecord):
+    """A Kafka target's record (`topics.targets`): ``topic`` is the target topic's own
+    name (a ``str``, never a `TopicKind`), ``partition`` is always chosen, and it
+    carries headers."""
+
+    headers: tuple[tuple[str, bytes], ...] = ()

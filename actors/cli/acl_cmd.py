@@ -16,13 +16,11 @@ examples:
   kafkron acl plan --namespace billing --json
   kafkron acl plan --namespace billing --migrate
 
---migrate prints the ACL changes of an upgrade from the transactional ids of
-releases before 0.2 ({ns}-shard-N, {ns}-worker-N) to {ns}.shard.N and {ns}.worker.N:
-the grants to add before the first upgraded process starts, and the grants to remove
-once every scheduler and worker runs with the new ids.
-
-Topics and groups are literal names, transactional ids prefixes; nothing else is
-granted (the broker runs with allow.everyone.if.no.acl.found=false).
+--migrate prints the ACL changes of the upgrade from 0.1's transactional ids
+({ns}-shard-N, {ns}-worker-N) to {ns}.shard.N and {ns}.worker.N for one principal
+(--role and --principal are required: grants are per principal, so run it for every
+scheduler and worker user): the grants to add before the first 0.2 process starts,
+and those to remove once every process runs with KAFKRON_TRANSACTIONAL_IDS=tenant.
 """
 
 
@@ -59,6 +57,13 @@ def run_plan(args: argparse.Namespace) -> int:
         return fail("acl plan", str(exc), 2)
     roles = [Role(args.role)] if args.role else list(Role)
     if args.migrate:
+        if not args.role or not args.principal:
+            return fail(
+                "acl plan",
+                "--migrate needs --role and --principal: grants are per principal, so print"
+                " the migration once for every scheduler and worker user",
+                2,
+            )
         return _print_migration(roles, namespace, args.principal, settings.bootstrap)
     if args.json:
         print_json(
@@ -88,13 +93,11 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_migration(
-    roles: list[Role], namespace: str, principal: str | None, bootstrap: str
-) -> int:
+def _print_migration(roles: list[Role], namespace: str, principal: str, bootstrap: str) -> int:
     """Two steps, each a list of kafka-acls commands per role that holds transactional ids."""
     steps = (
-        ("1. before the first upgraded process starts: add", False),
-        ("2. once every process runs with the new ids: remove", True),
+        ("before the first 0.2 process starts: add", False),
+        ("once every process runs with KAFKRON_TRANSACTIONAL_IDS=tenant: remove", True),
     )
     for title, remove in steps:
         print(f"# {title}")
@@ -103,7 +106,6 @@ def _print_migration(
             acls = change.remove if remove else change.add
             if not acls:
                 continue
-            who = principal or f"User:{role.value}"
-            for line in shell_commands(role, namespace, who, bootstrap, acls, remove=remove):
+            for line in shell_commands(role, namespace, principal, bootstrap, acls, remove=remove):
                 print(line)
     return 0

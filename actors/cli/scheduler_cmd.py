@@ -17,6 +17,7 @@ from actors.observe.collectors import SchedulerCollector
 from actors.observe.exposition import MetricsError
 from actors.observe.lag import LagSampler
 from actors.scheduler.runtime import RuntimeOptions, SchedulerRuntime
+from actors.scheduler.target_table import patterns_from_env
 from topics.admin import TopicsError, shard_count
 from topics.names import Settings, TopicKind
 
@@ -32,7 +33,7 @@ examples:
 
 Joins the consumer group {ns}-schedulers on {ns}.commands and {ns}.results.
 Partition p assigned to this process = this process owns shard p: it fences any
-earlier owner (transactional id {ns}-shard-{p}), restores the shard from
+earlier owner (transactional id {ns}.shard.{p}), restores the shard from
 {ns}.schedules[p], then fires what is due, writing runs, the changelog and the
 consumed offsets in one transaction per batch. Start several for failover: when
 one dies, its shards move after --session-timeout-ms.
@@ -109,6 +110,15 @@ def register(subparsers: Any) -> None:
         " catches up instead of restoring; each holds a shard's state in memory"
         f" (default {defaults.max_standbys})",
     )
+    parser.add_argument(
+        "--target-topic",
+        action="append",
+        default=[],
+        metavar="NAME|PREFIX*",
+        help="a topic Kafka targets may write to (repeatable; with KAFKRON_TARGET_TOPICS,"
+        " comma separated); give every scheduler of the namespace the same ones. None:"
+        " Kafka targets are refused",
+    )
     observe_args.add_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -129,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
     if args.standbys < 0:
         return output.fail("scheduler", "--standbys must be >= 0", 2)
     try:
+        target_topics = patterns_from_env(tuple(args.target_topic))
+    except ValueError as exc:
+        return output.fail("scheduler", str(exc), 2)
+    try:
         port = observe_args.metrics_port(args)
         # aiokafka logs every refused reconnect while a broker is away; the runtime
         # says what matters (failed transactions, lost shards) itself.
@@ -143,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         skew_bound_ms=args.skew_bound_ms,
         figures_interval_s=args.figures_interval_s,
         max_standbys=args.standbys,
+        target_topics=target_topics,
     )
     settings = Settings.from_env()
     if not guard("scheduler", settings):

@@ -45,7 +45,7 @@ event carrying an old token is answered by closing what it opened)::
 
 Why each rule:
 
-- **Fence before anything is read.** ``init_transactions`` of ``{ns}-shard-{p}``
+- **Fence before anything is read.** ``init_transactions`` of ``{ns}.shard.{p}``
   bumps the epoch: every earlier owner's open transaction is aborted and its
   later ones refused. Only then are the changelog's end and the committed
   offsets final.
@@ -112,6 +112,7 @@ from actors.scheduler.skew import DEFAULT_BOUND_MS, SkewEstimator
 from actors.scheduler.warm import MAX_STALENESS_MS, Watch, standby_partitions
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
+from topics.targets import TargetTopics
 
 INPUTS = (TopicKind.COMMANDS, TopicKind.RESULTS)
 REBUILD_BACKOFF_MS = 1_000
@@ -145,6 +146,7 @@ class CoreLike(Protocol):
     def apply(self, record: InRecord, now_ms: int) -> list[OutRecord]: ...
     def advance(self, now_ms: int, max_fires: int | None = None) -> list[OutRecord]: ...
     def next_due_ms(self) -> int | None: ...
+    def set_target_topics(self, targets: TargetTopics) -> None: ...
     @property
     def stats(self) -> Mapping[str, Any]: ...
 

@@ -82,6 +82,8 @@ from actors.scheduler.restore import make_restore_consumer, read_to_end
 from actors.scheduler.shard_runner import ShardFenced, ShardRunner, ShardWriteFailed
 from actors.scheduler.skew import DEFAULT_BOUND_MS
 from actors.scheduler.standby import StandbyTailer
+from actors.scheduler.target_table import REFRESH_S as TARGETS_REFRESH_S
+from actors.scheduler.target_table import TargetTable, refused_target
 from actors.scheduler.warm import WarmShard
 from actors.scheduler.writer import Partitioner
 from topics.clients import admin_kwargs, consumer_kwargs
@@ -137,6 +139,8 @@ class RuntimeOptions:
     figures_interval_s: float = 30.0
     commit_timeout_s: float = 15.0
     max_standbys: int = 0
+    target_topics: tuple[str, ...] = ()
+    """The Kafka target topics this namespace allows (`actors.scheduler.target_table`)."""
 
 
 def collect_frozen_garbage() -> None:
@@ -214,7 +218,9 @@ class SchedulerRuntime:
         self._collect_pending = False  # a collection of dropped shards is scheduled
         self._tasks: set[asyncio.Task[Any]] = set()
         self._partitions = 0
-        self._limits: dict[TopicKind, int] | None = None
+        self._limits: dict[TopicKind | str, int] | None = None
+        self._targets = TargetTable(settings.namespace, self.options.target_topics)
+        self._targets_due_s = 0.0  # when the target topics are read again
         self._partitioner: Partitioner | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._restore_consumer: AIOKafkaConsumer | None = None
@@ -235,6 +241,7 @@ class SchedulerRuntime:
         self._partitions = await shard_count(self.settings)
         self.machine.shard_count = self._partitions
         await self._refresh_limits()
+        await self._refresh_targets()
         if self._core_factory is None:
             self._core_factory = default_core_factory(self.settings)
         consumer = AIOKafkaConsumer(
@@ -346,14 +353,43 @@ class SchedulerRuntime:
         except Exception as exc:  # keep what we knew; the next refusal asks again
             log.warning("could not read the topics' max.message.bytes: %s", exc)
             return
-        self._limits = limits
+        if self._limits is None:
+            self._limits = {}
+        for kind, limit in limits.items():  # in place: the shards' runners hold this dict
+            self._limits[kind] = limit
         self.machine.runs_limit_bytes = limits[TopicKind.RUNS]
+
+    async def _refresh_targets(self) -> None:
+        """Read the allowed target topics again and hand every core the new view."""
+        self._targets_due_s = time.monotonic() + TARGETS_REFRESH_S
+        if not self._targets.allowed:
+            return
+        try:
+            await self._targets.refresh(self.settings)
+        except Exception as exc:  # keep what we knew; the next refresh asks again
+            log.warning("could not read the target topics: %s", exc)
+        if self._limits is None:
+            self._limits = {}
+        for name, topic in self._targets.known.items():
+            if topic.max_message_bytes is not None:
+                self._limits[name] = topic.max_message_bytes
+        self._hand_targets()
+
+    def _hand_targets(self) -> None:
+        snapshot = self._targets.snapshot(time.monotonic())
+        for core in self.machine.live().values():
+            core.set_target_topics(snapshot)
+        for warm in self._warm.values():
+            warm.core.set_target_topics(snapshot)
 
     async def _loop(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
         next_figures = time.monotonic() + self.options.figures_interval_s
         max_records = self.options.max_batch
         machine = self.machine
         while not stop.is_set():
+            if self._targets.allowed and time.monotonic() >= self._targets_due_s:
+                self._targets_due_s = time.monotonic() + TARGETS_REFRESH_S
+                self._spawn(self._refresh_targets())
             async with self._lock:
                 self._execute(machine.tick(self._mono()))
             timeout_ms = machine.wake_in_ms(self.clock.now_ms(), self._mono())
@@ -400,6 +436,10 @@ class SchedulerRuntime:
                 else:
                     metrics.shard_transaction_failed(write.partition)
                 refused_seen |= isinstance(outcome, ShardWriteFailed) and "refused" in str(outcome)
+                target = refused_target(outcome)
+                if target is not None:  # before the rebuild: its re-fire must see it
+                    self._targets.refuse(target[0], target[1], time.monotonic())
+                    self._hand_targets()
                 self._execute(
                     machine.write_failed(
                         write.partition,
@@ -415,6 +455,8 @@ class SchedulerRuntime:
         if refused_seen:
             # A topic may have been changed under us: learn its limits before rebuilding.
             self._spawn(self._refresh_limits())
+        if any(isinstance(o, BaseException) for o in outcomes) and self._targets.allowed:
+            self._spawn(self._refresh_targets())  # a target topic may have gone
 
     async def _write(self, write: Write) -> Any:
         runner = self._runners.get(write.partition)
@@ -593,6 +635,7 @@ class SchedulerRuntime:
         started = time.monotonic()
         now = self.machine.now_ms
         core = self._core_factory(runner.partition, self._partitions, now(self.clock.now_ms()))
+        core.set_target_topics(self._targets.snapshot(time.monotonic()))
         tp = TopicPartition(self.settings.topic(TopicKind.SCHEDULES), runner.partition)
         result = await read_to_end(self._restore_consumer, tp, core.restore)
         unwritten = list(core.finish_restore(now(self.clock.now_ms())))
@@ -646,7 +689,9 @@ class SchedulerRuntime:
         if isinstance(action, Tail):
             assert self._core_factory is not None
             now_ms = self.machine.now_ms(self.clock.now_ms())
-            self._warm[p] = WarmShard(p, self._core_factory(p, self._partitions, now_ms))
+            warm_core = self._core_factory(p, self._partitions, now_ms)
+            warm_core.set_target_topics(self._targets.snapshot(time.monotonic()))
+            self._warm[p] = WarmShard(p, warm_core)
             self._warm_logged.discard(p)
         elif self._warm.pop(p, None) is None:
             return

@@ -3,7 +3,7 @@
 A `ShardRunner` carries out, on aiokafka, the producer actions the lifecycle
 machine decides for one build attempt of shard p (the machine decides when):
 
-- ``fence``: start a producer with ``transactional.id = {ns}-shard-{p}``. Its
+- ``fence``: start a producer with ``transactional.id = {ns}.shard.{p}``. Its
   ``init_transactions`` bumps the id's epoch: every earlier producer with this id
   (a previous owner, alive, dead or paused) is fenced from then on, and its open
   transaction is aborted.
@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -52,7 +52,7 @@ from actors.scheduler.writer import (
 )
 from topics.clients import transactional_producer_kwargs
 from topics.closing import bounded, stop_producer, within
-from topics.fencing import fence_id
+from topics.fencing import fence_others
 from topics.names import Settings, TopicKind
 from topics.records import OutRecord
 
@@ -82,7 +82,7 @@ class ShardRunner:
         clock: Clock,
         partitioner: Partitioner,
         commit_timeout_s: float,
-        limits: dict[TopicKind, int] | None = None,
+        limits: Mapping[TopicKind | str, int] | None = None,
         mono: Mono = monotonic_ms,
     ) -> None:
         self.partition = partition
@@ -106,12 +106,11 @@ class ShardRunner:
     async def fence(self) -> None:
         """Start this shard's producer: its ``init_transactions`` fences every earlier owner.
 
-        The other form of the shard's transactional id is fenced first
-        (`topics.fencing`): an owner from before a rolling restart between the forms
-        may hold it.
+        During an upgrade from 0.1 the other form of the shard's transactional id is
+        fenced first (`topics.fencing`): an owner from before the rolling restart may
+        hold it.
         """
-        other = self._settings.fenced_ids("shard", self.partition)[1]
-        await fence_id(self._settings, other, f"{other}-fence")
+        await fence_others(self._settings, "shard", self.partition)
         producer = AIOKafkaProducer(
             **transactional_producer_kwargs(
                 self._settings,

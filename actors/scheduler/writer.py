@@ -15,8 +15,11 @@ the caller's to handle before planning (`actors.scheduler.oversize`).
 
 Partition choice is Kafka's default partitioner (murmur2 of the key), computed
 here so it does not depend on the producer's configuration; a record with an
-explicit partition (changelog, forwards) keeps it; a keyless record (a rejected
-command that had no key) goes round-robin.
+explicit partition (changelog, forwards, a Kafka target's record) keeps it; a
+keyless record (a rejected command that had no key) goes round-robin.
+
+A Kafka target's record (`topics.records.TargetRecord`) names its topic itself and
+carries headers; it is batched like the others, under its topic's name.
 """
 
 from __future__ import annotations
@@ -33,21 +36,25 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from actors.scheduler.oversize import BATCH_OVERHEAD_BYTES
 from topics.names import Settings, TopicKind
 from topics.partitioner import murmur2_partition
-from topics.records import OutRecord
+from topics.records import OutRecord, TargetRecord
 
 _SCHEDULES = TopicKind.SCHEDULES
 _CACHE_MAX = 1_000_000
 # Below the broker's default message.max.bytes (1 MiB) with room for batch overhead.
 MAX_BATCH_BYTES = 900 * 1024
 
-Planned = tuple[bytes | None, bytes | None, int | None]  # key, value, timestamp_ms
+# key, value, timestamp_ms, headers (a target record's; else empty)
+Planned = tuple[bytes | None, bytes | None, int | None, tuple[tuple[str, bytes], ...]]
+Destination = tuple[TopicKind | str, int]  # (kafkron topic or a target's name, partition)
+_NO_HEADERS: tuple[tuple[str, bytes], ...] = ()
+_NO_HEADER_LIST: list[tuple[str, bytes]] = []  # never changed: aiokafka only reads it
 
 
 @dataclass(slots=True)
 class WritePlan:
     """Records grouped per destination, in the order the shard returned them."""
 
-    groups: dict[tuple[TopicKind, int], list[Planned]] = field(default_factory=dict)
+    groups: dict[Destination, list[Planned]] = field(default_factory=dict)
     records: int = 0
 
     def count(self, kind: TopicKind) -> int:
@@ -67,16 +74,19 @@ class Partitioner:
     def partition_for(self, record: OutRecord) -> int:
         if record.partition is not None:
             return record.partition
+        kind = record.topic
+        if not isinstance(kind, TopicKind):
+            raise ValueError(f"a record for topic {kind!r} must name its partition")
         key = record.key
         if key is None:
             self._cursor += 1
-            return self._cursor % self._counts[record.topic]
-        cache_key = (record.topic, key)
+            return self._cursor % self._counts[kind]
+        cache_key = (kind, key)
         partition = self._cache.get(cache_key)
         if partition is None:
             if len(self._cache) >= _CACHE_MAX:
                 self._cache.clear()
-            partition = self._cache[cache_key] = murmur2_partition(key, self._counts[record.topic])
+            partition = self._cache[cache_key] = murmur2_partition(key, self._counts[kind])
         return partition
 
     def plan(self, records: list[OutRecord]) -> WritePlan:
@@ -100,7 +110,8 @@ class Partitioner:
             bucket = groups.get(dest)
             if bucket is None:
                 bucket = groups[dest] = []
-            bucket.append((record.key, record.value, record.timestamp_ms))
+            headers = record.headers if type(record) is TargetRecord else _NO_HEADERS
+            bucket.append((record.key, record.value, record.timestamp_ms, headers))
             n += 1
         plan.records = n
         return plan
@@ -108,14 +119,20 @@ class Partitioner:
 
 @dataclass(frozen=True, slots=True)
 class SentBatch:
-    topic: TopicKind
+    topic: TopicKind | str
+    """One of kafkron's topics, or a Kafka target's own topic name."""
     partition: int
     records: int
     future: asyncio.Future[Any]
 
 
-def batch_bytes(limits: Mapping[TopicKind, int] | None, kind: TopicKind) -> int:
-    """The largest batch to build for ``kind``: the topic's limit, at most `MAX_BATCH_BYTES`."""
+def batch_bytes(limits: Mapping[TopicKind | str, int] | None, kind: TopicKind | str) -> int:
+    """The largest batch to build for ``kind``: the topic's limit, at most `MAX_BATCH_BYTES`.
+
+    A target topic's limit is the one its records were checked against
+    (`actors.shard.delivery`, from `topics.targets.TargetTopics`), so a record that
+    fits its topic is never refused for the company it keeps in a batch.
+    """
     if limits is None or kind not in limits:
         return MAX_BATCH_BYTES
     return max(1, min(MAX_BATCH_BYTES, limits[kind] - BATCH_OVERHEAD_BYTES))
@@ -125,7 +142,7 @@ async def send_plan(
     producer: AIOKafkaProducer,
     settings: Settings,
     plan: WritePlan,
-    limits: Mapping[TopicKind, int] | None = None,
+    limits: Mapping[TopicKind | str, int] | None = None,
 ) -> list[SentBatch]:
     """Append every planned record to batches and submit them; one await per batch.
 
@@ -135,13 +152,14 @@ async def send_plan(
     """
     sent: list[SentBatch] = []
     for (kind, partition), items in plan.groups.items():
-        topic = settings.topic(kind)
+        topic = settings.topic(kind) if isinstance(kind, TopicKind) else kind
         size_bytes = batch_bytes(limits, kind)
         new_batch = producer.create_batch if limits is None else partial(_new_batch, size_bytes)
         batch = new_batch()
         in_batch = 0
-        for key, value, stamp in items:
-            if batch.append(key=key, value=value, timestamp=stamp) is None:
+        for key, value, stamp, headers in items:
+            listed = list(headers) if headers else _NO_HEADER_LIST  # the builder takes lists
+            if batch.append(key=key, value=value, timestamp=stamp, headers=listed) is None:
                 fut = await producer.send_batch(batch, topic, partition=partition)
                 sent.append(SentBatch(kind, partition, in_batch, fut))
                 batch = new_batch()
@@ -149,7 +167,7 @@ async def send_plan(
                 # The first record of a batch is always taken, whatever its size; one
                 # larger than the topic accepts is refused by the broker, whose error
                 # then fails the whole transaction (see `refused`).
-                batch.append(key=key, value=value, timestamp=stamp)
+                batch.append(key=key, value=value, timestamp=stamp, headers=listed)
             in_batch += 1
         if in_batch:
             fut = await producer.send_batch(batch, topic, partition=partition)
@@ -170,7 +188,7 @@ class BatchRefused(Exception):
         self.batch = batch
         self.error = error
         super().__init__(
-            f"{batch.topic.value}[{batch.partition}]: a batch of {batch.records} records was"
+            f"{batch.topic}[{batch.partition}]: a batch of {batch.records} records was"
             f" refused ({type(error).__name__}: {error})"
         )
 

@@ -44,6 +44,8 @@ COUNTERS = (
     "results_applied_total",
     "results_ignored_total",
     "errors_total",
+    "target_delivered_total",
+    "target_refused_total",
 )
 """The counters of `ShardCore.stats`, in the order it lists them."""
 

@@ -194,6 +194,7 @@ from topics.commands import (
 from topics.messages import PROGRESS_STATUS, parse_result
 from topics.names import DEFAULT_NAMESPACE, TopicKind
 from topics.records import InRecord, OutRecord
+from topics.targets import TargetTopics
 from topics.vocabulary import SHARD_DECIDED, RunStatus
 
 __all__ = ["CHANGELOG_MAX_BYTES", "SHARD_STATUSES", "TIMEOUT_MARGIN_MS", "ShardCore"]
@@ -222,6 +223,7 @@ class ShardCore:
         now_ms: int,
         namespace: str = DEFAULT_NAMESPACE,
         tick_ms: int = 10,
+        targets: TargetTopics | None = None,
     ) -> None:
         self.partition = partition
         self.partitions = partitions
@@ -237,6 +239,7 @@ class ShardCore:
         # The parts, wired once: each takes the batch and its collaborators; the run
         # book and the cancels also call the parts built after them (`wire`).
         self._runs = runs = RunBook(batch, wheel, worker=f"shard-{partition}")
+        runs.targets = targets or TargetTopics(own_prefix=f"{namespace}.")
         self._cancels = cancels = RunCancels(batch, runs)
         self._dags = dags = DagRuns(batch, schedules, runs, cancels)
         runs.wire(dags, cancels)
@@ -255,6 +258,11 @@ class ShardCore:
         self._last_error = ""
 
     # --- the I/O boundary -------------------------------------------------------
+
+    def set_target_topics(self, targets: TargetTopics) -> None:
+        """What the runtime now knows of the allowed Kafka target topics (an input like
+        time: the next fire of a Kafka target is checked against it)."""
+        self._runs.targets = targets
 
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Apply one changelog record (offset order: the last record of a key wins,
@@ -529,7 +537,10 @@ class ShardCore:
         if isinstance(command, Rejection):
             self._batch.reject(record, command.reason)
         elif isinstance(command, ScheduleUpsert):
-            if not dags.kind_clash(record, command):
+            refused = self._runs.target_refusal(command.job)
+            if refused is not None:
+                self._batch.reject(record, refused)
+            elif not dags.kind_clash(record, command):
                 commands.upsert(command, now_ms, record.timestamp_ms)
         elif isinstance(command, DagUpsert):
             if not dags.kind_clash(record, command):

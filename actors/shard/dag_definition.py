@@ -99,15 +99,20 @@ class DagDefinition(Definition):
         Airflow run does. With no previous occurrence (an ``at`` spec) the interval
         is empty, ``[T, T]``, as for Airflow's ``@once``.
         """
-        spec = self.unbounded
-        end_ms = scheduled_ms
-        if spec.next_after(scheduled_ms - 1) != scheduled_ms:  # a trigger
-            last_ms = previous_occurrence(spec, scheduled_ms)
-            if last_ms is None:
-                return scheduled_ms, scheduled_ms
-            end_ms = last_ms
-        start_ms = previous_occurrence(spec, end_ms)
-        return (end_ms if start_ms is None else start_ms), end_ms
+        return data_interval(self.unbounded, scheduled_ms)
+
+
+def data_interval(spec: CompiledSpec, scheduled_ms: int) -> tuple[int, int]:
+    """`DagDefinition.data_interval` by ``spec`` (a Kafka target's placeholders use it
+    with the schedule's own spec)."""
+    end_ms = scheduled_ms
+    if spec.next_after(scheduled_ms - 1) != scheduled_ms:  # a trigger
+        last_ms = previous_occurrence(spec, scheduled_ms)
+        if last_ms is None:
+            return scheduled_ms, scheduled_ms
+        end_ms = last_ms
+    start_ms = previous_occurrence(spec, end_ms)
+    return (end_ms if start_ms is None else start_ms), end_ms
 
 
 def previous_occurrence(spec: CompiledSpec, before_ms: int) -> int | None:

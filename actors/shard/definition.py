@@ -24,6 +24,7 @@ import orjson
 
 from actors.timespec import CompiledSpec, compile_spec
 from topics.commands import Job, MisfirePolicy, RetryPolicy, ScheduleUpsert
+from topics.targets import KAFKA_JOB, KafkaDelivery
 from topics.timefmt import format_ms, parse_instant
 from topics.vocabulary import JitterMode, MisfireMode, OverlapPolicy
 
@@ -39,6 +40,7 @@ class Definition:
         "_job_json",
         "_job_text",
         "compiled",
+        "delivery",
         "grace_ms",
         "is_at",
         "job",
@@ -69,6 +71,8 @@ class Definition:
         self.timeout_ms = timeout_s * 1000
         self.grace_ms = misfire.grace_s * 1000
         self.is_at = is_at  # a one-off: created late (within grace), it still fires
+        # A Kafka target's record, made ready once: the shard writes it instead of a run.
+        self.delivery = KafkaDelivery.of(job.args) if job.name == KAFKA_JOB else None
         self._job_json: orjson.Fragment | None = None
         self._job_text: str | None = None
         self._fire_parts: FireParts | None = None

@@ -26,7 +26,9 @@ from typing import Protocol
 
 from actors.shard import overlap
 from actors.shard.batch import Batch
+from actors.shard.dag_definition import data_interval
 from actors.shard.definition import Definition, cached_definition
+from actors.shard.delivery import REFUSED_ERROR, Occurrence, target_record
 from actors.shard.misfire import Backlog, MissedRange, plan_backlog
 from actors.shard.overlap import Decision
 from actors.shard.retry import backoff_ms, is_final_failure
@@ -38,6 +40,7 @@ from topics.deadlines import TIMEOUT_MARGIN_MS as TIMEOUT_MARGIN_MS
 from topics.messages import dlq_value, result_value, run_id_for, run_value
 from topics.names import TopicKind
 from topics.records import OutRecord
+from topics.targets import KAFKA_JOB, KafkaDelivery, TargetTopics, refusal_of
 from topics.timefmt import format_ms
 from topics.vocabulary import MisfireMode, OverlapPolicy, RunStatus
 
@@ -127,6 +130,8 @@ class RunBook:
         self.partition = batch.partition
         self.worker = worker  # the name on the results the shard writes itself
         self.in_flight = 0  # runs in flight over all schedules
+        # The allowed Kafka target topics as the runtime last saw them (`delivery`).
+        self.targets = TargetTopics()
 
     def wire(self, dags: DagTasks, cancels: Cancels) -> None:
         self._dags = dags
@@ -286,6 +291,9 @@ class RunBook:
             return
         if definition is None:
             definition = state.definition
+        if definition.delivery is not None:  # a Kafka target: the shard writes it now
+            self._deliver(state, run_id, scheduled_ms, 1, now_ms, definition.delivery)
+            return
         parts = definition._fire_parts  # `fire_parts`, inline: once per definition and tick
         if parts is None or parts.now_ms != now_ms:
             parts = definition.fire_parts(now_ms)
@@ -345,10 +353,104 @@ class RunBook:
 
     def start_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
         """Put ``run`` in flight at its attempt (a replay, a DAG task); the attempt is
-        emitted first: if that raises, nothing changed."""
+        emitted first: if that raises, nothing changed. (A Kafka target's attempt is
+        written and ended at once: it never is in flight.)"""
+        delivery = state.definition.delivery if run.task is None else None
+        if delivery is not None:
+            self._deliver(state, run.run_id, run.scheduled_ms, run.attempt, now_ms, delivery)
+            return
         self._emit_attempt(state, run, now_ms)
         state.runs[run.run_id] = run
         self.in_flight += 1
+
+    def target_refusal(self, job: Job) -> str | None:
+        """Why an upsert of ``job`` is refused for its Kafka target, else None: a topic
+        the namespace does not allow (known at once, unlike a missing topic, which a
+        fire reports: it may be created before then)."""
+        if job.name != KAFKA_JOB:
+            return None
+        topic = str(job.args.get("topic"))
+        if self.targets.allows(topic):
+            return None
+        return "target.kafka.topic: " + refusal_of(
+            topic, self.targets.allowed, self.targets.own_prefix
+        )
+
+    def _deliver(
+        self,
+        state: ScheduleState,
+        run_id: str,
+        scheduled_ms: int,
+        attempt: int,
+        now_ms: int,
+        delivery: KafkaDelivery,
+    ) -> None:
+        """A Kafka target's occurrence: its record and ``succeeded`` result, or a
+        ``failed`` result and a dead letter saying why it could not be written."""
+        definition = state.definition
+        occurrence = Occurrence(
+            schedule_id=state.id,
+            run_id=run_id,
+            scheduled_ms=scheduled_ms,
+            fired_ms=now_ms,
+            attempt=attempt,
+            idempotency_key=run_key(run_id),
+            interval=(lambda: data_interval(definition.compiled, scheduled_ms))
+            if delivery.uses_interval
+            else None,
+        )
+        made = target_record(delivery, occurrence, self.targets)
+        last_ms = state.last_fired_ms
+        if last_ms is None or scheduled_ms > last_ms:
+            state.last_fired_ms = scheduled_ms
+        self._counts["fired_total"] += 1
+        run = RunState(state, run_id, scheduled_ms, None, attempt, attempt)
+        run.fired_ms = now_ms
+        if isinstance(made, str):
+            error = {"type": REFUSED_ERROR, "message": made}
+            self.run_result(run, RunStatus.FAILED, now_ms, error)
+            self.outcome(run, RunStatus.FAILED, now_ms, error, self.worker)
+            self._out.append(
+                OutRecord(
+                    _DLQ,
+                    state.key,
+                    dlq_value(
+                        run_id=run_id,
+                        schedule_id=state.id,
+                        task=None,
+                        job=definition.job,
+                        last_error=error,
+                        attempts=run.outcomes,
+                        dead_at_ms=now_ms,
+                    ),
+                )
+            )
+            self._counts["dead_total"] += 1
+            self._counts["target_refused_total"] += 1
+            state.remember_dead(run_id, attempt)
+            return
+        self._out.append(made)
+        self._out.append(
+            OutRecord(
+                _RESULTS,
+                state.key,
+                result_value(
+                    run_id=run_id,
+                    schedule_id=state.id,
+                    task=None,
+                    attempt=attempt,
+                    status=RunStatus.SUCCEEDED,
+                    scheduled_ms=scheduled_ms,
+                    started_ms=now_ms,
+                    finished_ms=now_ms,
+                    worker=self.worker,
+                    error=None,
+                    target={"kafka": {"topic": made.topic, "partition": made.partition}},
+                ),
+                self.partition,
+            )
+        )
+        self._counts["target_delivered_total"] += 1
 
     def forget_runs(self, state: ScheduleState) -> None:
         """The schedule is going away: its runs' timers are cancelled, their count

@@ -2,7 +2,7 @@
 
 The membership machine (``membership.py``) decides what to write and when; this
 module carries out one ``Write`` with the transactional producer of that partition
-(``transactional.id = {ns}-worker-{p}``, started, and so fencing the previous owner,
+(``transactional.id = {ns}.worker.{p}``, started, and so fencing the previous owner,
 at adoption) and says how it ended:
 
 - ``done``: the results (to ``{ns}.results``, partitioned by murmur2 of the schedule

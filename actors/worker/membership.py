@@ -46,7 +46,7 @@ and a run delivered again under a new lease is a new ``RunKey``.
 
 Rules:
 - **Fence first, then read, then fetch.** ``StartProducer`` (``init_transactions``
-  of ``{ns}-worker-{p}``) fences the previous owner; only then is the committed
+  of ``{ns}.worker.{p}``) fences the previous owner; only then is the committed
   offset read (``ReadCommitted``), so it includes every transaction the previous
   owner completed. The core learns of ``p`` at ``committed_read`` and the same call
   returns ``Seek(p, where the core wants the next record)``: the executor applies it
@@ -221,7 +221,7 @@ NEVER_MS = 1 << 62
 
 @dataclass(frozen=True, slots=True)
 class StartProducer:
-    """Start ``{ns}-worker-{partition}``'s producer (``init_transactions``: fences the
+    """Start ``{ns}.worker.{partition}``'s producer (``init_transactions``: fences the
     previous holder); answer ``producer_started`` or ``adoption_failed``."""
 
     partition: int

@@ -89,7 +89,7 @@ from actors.worker.registry import Registry
 from topics.clients import admin_kwargs, consumer_kwargs, transactional_producer_kwargs
 from topics.closing import bounded, stop_producer, within
 from topics.committed import fetch_committed
-from topics.fencing import fence_id
+from topics.fencing import fence_others
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
 
@@ -482,11 +482,10 @@ class WorkerRuntime:
     async def _start_producer(self, partition: int, lease: int) -> None:
         """``init_transactions`` of ``{ns}.worker.{partition}``: fences the previous owner.
 
-        The other form of the id (``{ns}-worker-{partition}``, or the reverse under
-        ``KAFKRON_TRANSACTIONAL_IDS=legacy``) is fenced first, as part of the same
-        step (`topics.fencing`): an owner from before a rolling restart may hold it.
+        During an upgrade from 0.1 (``KAFKRON_TRANSACTIONAL_IDS=legacy`` or
+        ``migrate``) the other form of the id is fenced first, in the same bounded
+        step (`topics.fencing`): an owner from before the rolling restart may hold it.
         """
-        other = self.settings.fenced_ids("worker", partition)[1]
         producer = AIOKafkaProducer(
             **transactional_producer_kwargs(
                 self.settings,
@@ -501,7 +500,9 @@ class WorkerRuntime:
         )
         self._producers[(partition, lease)] = producer
         try:
-            await within(_fence_then_start(self.settings, other, producer), ADOPT_STEP_TIMEOUT_S)
+            await within(
+                _fence_then_start(self.settings, partition, producer), ADOPT_STEP_TIMEOUT_S
+            )
         except Exception as exc:  # the coordinator loading or moving, a timeout, ...
             self._apply(self.machine.adoption_failed(partition, lease, _describe(exc), self._now()))
             return
@@ -598,6 +599,6 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-async def _fence_then_start(settings: Settings, other: str, producer: AIOKafkaProducer) -> None:
-    await fence_id(settings, other, f"{other}-fence")
+async def _fence_then_start(settings: Settings, partition: int, producer: AIOKafkaProducer) -> None:
+    await fence_others(settings, "worker", partition)
     await producer.start()

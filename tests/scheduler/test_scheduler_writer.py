@@ -43,13 +43,13 @@ def test_plan_keeps_the_last_changelog_record_of_each_key_and_every_run() -> Non
     ]
     plan = partitioner.plan(records)
     assert plan.groups[(TopicKind.SCHEDULES, 2)] == [
-        (b"a", b"state-a-2", None),
-        (b"b", None, None),
+        (b"a", b"state-a-2", None, ()),
+        (b"b", None, None, ()),
     ]
     runs_partition = murmur2_partition(b"a", 4)
     assert plan.groups[(TopicKind.RUNS, runs_partition)] == [
-        (b"a", b"run-a-1", None),
-        (b"a", b"run-a-2", None),
+        (b"a", b"run-a-1", None, ()),
+        (b"a", b"run-a-2", None, ()),
     ]
     assert plan.records == 4
     assert plan.count(TopicKind.RUNS) == 2
@@ -92,7 +92,7 @@ def test_a_forwarded_command_keeps_its_authors_timestamp_in_the_plan() -> None:
     plan = Partitioner(COUNTS).plan(
         [OutRecord(TopicKind.COMMANDS, b"a", b"{}", partition=1, timestamp_ms=1_700_000_000_000)]
     )
-    assert plan.groups[(TopicKind.COMMANDS, 1)] == [(b"a", b"{}", 1_700_000_000_000)]
+    assert plan.groups[(TopicKind.COMMANDS, 1)] == [(b"a", b"{}", 1_700_000_000_000, ())]
 
 
 def test_batches_are_sized_for_their_topic_not_for_the_producer() -> None:

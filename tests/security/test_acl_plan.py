@@ -166,9 +166,7 @@ def _resources(ns: str) -> list[tuple[ResourceType, str]]:
     """Every topic, group and transactional id (both forms) namespace `ns` uses."""
     s = Settings(namespace=ns)
     out = [(T, s.topic(kind)) for kind in TopicKind]
-    out += [
-        (ResourceType.GROUP, g) for g in (s.scheduler_group, s.worker_group, s.recorder_group)
-    ]
+    out += [(ResourceType.GROUP, g) for g in (s.scheduler_group, s.worker_group, s.recorder_group)]
     for mode in TxnIds:
         form = Settings(namespace=ns, txn_ids=mode)
         for p in (0, 1, 10):
@@ -196,12 +194,13 @@ def test_no_role_reaches_a_look_alike_namespace(ns: str) -> None:
 
 def test_each_transactional_role_holds_its_own_ids_in_both_modes_only_by_the_new_prefix() -> None:
     for role, kind in TXN_ROLES.items():
-        tenant = Settings(namespace=NS).fenced_ids(kind, 3)
-        assert tenant == (f"{NS}.{kind}.3", f"{NS}-{kind}-3")
-        assert Settings(namespace=NS, txn_ids=TxnIds.LEGACY).fenced_ids(kind, 3) == tenant[::-1]
-        assert allowed(role, ResourceType.TRANSACTIONAL_ID, tenant[0], WRITE)
+        new, old = f"{NS}.{kind}.3", f"{NS}-{kind}-3"
+        assert Settings(namespace=NS).fenced_ids(kind, 3) == (new,)  # no other form fenced
+        assert Settings(namespace=NS, txn_ids=TxnIds.LEGACY).fenced_ids(kind, 3) == (old, new)
+        assert Settings(namespace=NS, txn_ids=TxnIds.MIGRATE).fenced_ids(kind, 3) == (new, old)
+        assert allowed(role, ResourceType.TRANSACTIONAL_ID, new, WRITE)
         # The old form is granted only while an upgrade runs (`acl plan --migrate`).
-        assert not allowed(role, ResourceType.TRANSACTIONAL_ID, tenant[1], WRITE)
+        assert not allowed(role, ResourceType.TRANSACTIONAL_ID, old, WRITE)
 
 
 def test_the_migration_adds_the_new_prefix_and_then_removes_the_old() -> None:
@@ -221,7 +220,7 @@ def test_an_unknown_transactional_id_mode_names_the_choices(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("KAFKRON_TRANSACTIONAL_IDS", "old")
-    with pytest.raises(ValueError, match=r"'tenant' .* or 'legacy'"):
+    with pytest.raises(ValueError, match=r"'tenant' .*, 'legacy' or 'migrate'"):
         Settings.from_env()
     monkeypatch.setenv("KAFKRON_TRANSACTIONAL_IDS", "legacy")
     assert Settings.from_env().txn_ids is TxnIds.LEGACY

@@ -34,6 +34,22 @@ def test_acl_plan_json_and_a_bad_namespace(capsys: pytest.CaptureFixture[str]) -
     assert "no '.'" in err
 
 
+def test_acl_plan_migrate_is_per_principal_and_adds_before_it_removes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = cli(capsys, "acl", "plan", "--namespace", "shop", "--migrate")
+    assert code == 2 and "--role and --principal" in err
+    argv = ("acl", "plan", "--namespace", "shop", "--migrate", "--role", "worker")
+    code, out, _ = cli(capsys, *argv, "--principal", "User:w-eu1")
+    assert code == 0
+    add, remove = out.split("# once every process")
+    assert "--add --allow-principal User:w-eu1" in add and "--transactional-id shop.worker." in add
+    assert "--remove --force --allow-principal User:w-eu1" in remove
+    assert "--transactional-id shop-worker- " in remove and "shop.worker." not in remove
+    code, out, _ = cli(capsys, *argv[:-1], "submitter", "--principal", "User:s")
+    assert code == 0 and "kafka-acls.sh" not in out  # a role without transactional ids
+
+
 def test_a_missing_password_file_is_made_private_and_random(tmp_path: Path) -> None:
     path = tmp_path / "alice.pw"
     password, created = _password(path)

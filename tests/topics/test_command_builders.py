@@ -76,7 +76,8 @@ def _every_field_upsert() -> kafkron.CommandRecord:
 
 def test_every_field_of_an_upsert_is_written_and_decoded_as_given() -> None:
     record = _every_field_upsert()
-    missing = commands._UPSERT_KEYS - set(record.body)
+    # ``target`` is the other way to say what runs: its own test below.
+    missing = commands._UPSERT_KEYS - set(record.body) - {"target"}
     assert not missing, f"schedule_upsert cannot write {sorted(missing)}: give it a parameter"
     decoded = decode_command(record.key, record.value, NOW)
     assert isinstance(decoded, ScheduleUpsert) and decoded.raw == record.body
@@ -111,7 +112,7 @@ def test_every_field_of_a_dag_and_of_its_tasks_is_written() -> None:
     )
     missing = commands._DAG_KEYS - set(record.body)
     assert not missing, f"dag_upsert cannot write {sorted(missing)}: give it a parameter"
-    missing = commands._TASK_KEYS - set(record.body["tasks"]["load"])
+    missing = commands._TASK_KEYS - set(record.body["tasks"]["load"]) - {"target"}
     assert not missing, f"Task cannot write {sorted(missing)}: give it a field"
     decoded = record.decoded
     assert isinstance(decoded, DagUpsert)
@@ -255,3 +256,40 @@ def test_field_of_reads_the_path_before_the_first_colon() -> None:
         field_of("tasks.load.retry.jitter: expected one of full | none")
         == "tasks.load.retry.jitter"
     )
+
+
+def test_a_target_replaces_the_job_and_is_decoded_as_given() -> None:
+    kafka = kafkron.KafkaTarget(
+        "orders.due", key="{schedule_id}", value={"due": "{scheduled_at}"}, headers={"a": "b"}
+    )
+    record = schedule_upsert("o", Cron("0 * * * *"), target=kafka, now_ms=NOW)
+    assert "job" not in record.body
+    assert record.body["target"] == {
+        "kafka": {
+            "topic": "orders.due",
+            "key": "{schedule_id}",
+            "value": {"due": "{scheduled_at}"},
+            "headers": {"a": "b"},
+        }
+    }
+    decoded = decode_command(record.key, record.value, NOW)
+    assert isinstance(decoded, ScheduleUpsert) and decoded.job.name == "kafkron.kafka"
+    raw = schedule_upsert("o", Cron("0 * * * *"), target=kafkron.KafkaTarget("t", raw=b"\x00"))
+    assert raw.body["target"]["kafka"]["value"] == {"base64": "AA=="}
+    http = kafkron.HttpTarget("https://example.com/x", body={"r": "{run_id}"}, timeout_s=5)
+    decoded = schedule_upsert("h", Cron("0 * * * *"), target=http, now_ms=NOW).decoded
+    assert isinstance(decoded, ScheduleUpsert) and decoded.job.name == "kafkron.http"
+    assert decoded.job.args["timeout_s"] == 5 and decoded.job.args["method"] == "POST"
+    with pytest.raises(kafkron.InvalidCommand) as bad:
+        schedule_upsert("o", Cron("0 * * * *"), "a.job", target=kafka, now_ms=NOW)
+    assert bad.value.field == "target"
+
+
+def test_a_dag_task_may_call_a_url_instead_of_running_a_job() -> None:
+    tasks = {"notify": Task(target=kafkron.HttpTarget("https://example.com/done"))}
+    record = dag_upsert("d", Cron("0 * * * *"), tasks, now_ms=NOW)
+    assert record.body["tasks"]["notify"] == {
+        "target": {"http": {"url": "https://example.com/done"}}
+    }
+    decoded = record.decoded
+    assert isinstance(decoded, DagUpsert) and decoded.tasks["notify"].job.name == "kafkron.http"

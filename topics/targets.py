@@ -1,0 +1,363 @@
+"""Targets: what an occurrence does when it is not a Python job.
+
+A ``schedule.upsert`` carries either ``job`` or ``target``, never both::
+
+    "target": {"kafka": {"topic": "orders.due", "key": "{schedule_id}",
+                         "value": {"order": "o-1", "due": "{scheduled_at}"},
+                         "headers": {"source": "kafkron"}}}
+    "target": {"http": {"url": "https://billing.example/charge", "method": "POST",
+                        "headers": {"Authorization": {"secret": "billing-api"}},
+                        "body": {"run": "{run_id}"}, "timeout_s": 10}}
+
+**kafka**: the owning shard writes the record to ``topic`` inside the fire's own
+transaction, with a ``succeeded`` result naming the topic and partition: a
+read_committed consumer of the topic sees each occurrence's record exactly once,
+with no worker in the path. ``value`` is any JSON (written as its JSON bytes) or
+``{"base64": "..."}`` for raw bytes; ``key`` is text or null (null: the partition
+is chosen from the run id, so an occurrence always lands on the same one).
+Headers `RUN_ID_HEADER`, `SCHEDULED_AT_HEADER`, `ATTEMPT_HEADER` and
+`IDEMPOTENCY_KEY_HEADER` are always added. The topic must be allowed for the
+namespace (`TargetTopics`); the shard refuses the upsert otherwise.
+
+**http**: run by a worker as the built-in job `HTTP_JOB` (`kafkron worker` serves
+it with no job module); every attempt carries ``Idempotency-Key``, the run's key.
+Secrets are named, never written: a header value ``{"secret": NAME}`` is resolved
+by the worker when it sends.
+
+The carrier. A decoded target is a `Job` whose name is `KAFKA_JOB` or `HTTP_JOB`
+and whose args are the target's normalised fields, so the changelog, the restore,
+the DLQ records and every view handle a target as the job they already know, and
+a dead letter names the target (its ``job.args`` hold the topic or the URL). Job
+names starting ``kafkron.`` are reserved: a ``job`` naming one is refused.
+
+Placeholders (one rule for key, value strings and header values): ``{name}`` is
+replaced by the run's `PLACEHOLDERS` value; ``{{`` and ``}}`` are a literal brace.
+Any other brace is refused at upsert, naming the field. Object keys and base64
+values are never rendered.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from topics.command_fields import FieldError, check_keys, clip, describe, integer, obj, string
+
+KAFKA_JOB = "kafkron.kafka"
+HTTP_JOB = "kafkron.http"
+RESERVED_JOB_PREFIX = "kafkron."
+
+RUN_ID_HEADER = "kafkron-run-id"
+SCHEDULE_ID_HEADER = "kafkron-schedule-id"
+SCHEDULED_AT_HEADER = "kafkron-scheduled-at"
+ATTEMPT_HEADER = "kafkron-attempt"
+IDEMPOTENCY_KEY_HEADER = "kafkron-idempotency-key"
+
+PLACEHOLDERS: Mapping[str, str] = {
+    "run_id": "the run id, {schedule_id}@{scheduled_at}",
+    "schedule_id": "the schedule id",
+    "scheduled_at": "the occurrence, RFC 3339 UTC with milliseconds",
+    "fired_at": "when the shard fired it",
+    "attempt": "the attempt number (1 for a Kafka target)",
+    "idempotency_key": "the run's idempotency key (64 hex), the same on every attempt",
+    "logical_date": "Airflow's logical date: the start of the data interval",
+    "data_interval_start": "the previous occurrence (the occurrence itself if none)",
+    "data_interval_end": "the occurrence",
+}
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+MAX_HTTP_TIMEOUT_S = 300
+DEFAULT_HTTP_TIMEOUT_S = 10
+MAX_HEADERS = 32
+# Kafka topic names: 1-249 of these characters, not "." or "..".
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([a-z_]*)\}|[{}]")
+_EXAMPLE_KAFKA = '{"kafka": {"topic": "orders.due", "value": {"order": "o-1"}}}'
+_EXAMPLE_HTTP = '{"http": {"url": "https://example.com/hook", "method": "POST"}}'
+
+
+def target_job(value: Any, path: str = "target") -> tuple[str, dict[str, Any]]:
+    """(carrier job name, normalised args) of a command's ``target``; `FieldError` naming
+    the field otherwise."""
+    body = obj(value, path, _EXAMPLE_KAFKA)
+    kinds = [k for k in ("kafka", "http") if k in body]
+    check_keys(body, path, ("kafka", "http"))
+    if len(kinds) != 1:
+        raise FieldError(
+            f"{path}: say exactly one of kafka or http, as {_EXAMPLE_KAFKA} or {_EXAMPLE_HTTP}"
+        )
+    if kinds[0] == "kafka":
+        return KAFKA_JOB, _kafka_args(body["kafka"], f"{path}.kafka")
+    return HTTP_JOB, _http_args(body["http"], f"{path}.http")
+
+
+def _kafka_args(value: Any, path: str) -> dict[str, Any]:
+    spec = obj(value, path, _EXAMPLE_KAFKA)
+    check_keys(spec, path, ("topic", "key", "value", "headers"))
+    topic = string(spec.get("topic"), f"{path}.topic", max_chars=249)
+    if not _TOPIC.fullmatch(topic) or topic in (".", ".."):
+        raise FieldError(
+            f"{path}.topic: {describe(topic)} is not a Kafka topic name"
+            " (letters, digits, '.', '_' and '-')"
+        )
+    key = spec.get("key")
+    if key is not None:
+        key = string(key, f"{path}.key", max_chars=1000, allow_empty=True)
+        check_template(key, f"{path}.key")
+    raw = spec.get("value")
+    if isinstance(raw, dict) and set(raw) == {"base64"}:
+        try:
+            base64.b64decode(string(raw["base64"], f"{path}.value.base64"), validate=True)
+        except (binascii.Error, ValueError):
+            raise FieldError(f"{path}.value.base64: not valid base64") from None
+    else:
+        _check_strings(raw, f"{path}.value")
+    return {
+        "topic": topic,
+        "key": key,
+        "value": raw,
+        "headers": _headers(spec.get("headers"), f"{path}.headers", secrets=False),
+    }
+
+
+def _http_args(value: Any, path: str) -> dict[str, Any]:
+    spec = obj(value, path, _EXAMPLE_HTTP)
+    check_keys(spec, path, ("url", "method", "headers", "body", "timeout_s"))
+    url = string(spec.get("url"), f"{path}.url", max_chars=2000)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise FieldError(f"{path}.url: {describe(url)} is not an http:// or https:// URL")
+    check_template(url, f"{path}.url")
+    method = spec.get("method")
+    method = "POST" if method is None else string(method, f"{path}.method", max_chars=10)
+    if method.upper() not in HTTP_METHODS:
+        raise FieldError(f"{path}.method: {describe(method)}; one of {', '.join(HTTP_METHODS)}")
+    body = spec.get("body")
+    _check_strings(body, f"{path}.body")
+    timeout = spec.get("timeout_s")
+    return {
+        "url": url,
+        "method": method.upper(),
+        "headers": _headers(spec.get("headers"), f"{path}.headers", secrets=True),
+        "body": body,
+        "timeout_s": DEFAULT_HTTP_TIMEOUT_S
+        if timeout is None
+        else integer(timeout, f"{path}.timeout_s", low=1, high=MAX_HTTP_TIMEOUT_S, unit="s"),
+    }
+
+
+def _headers(value: Any, path: str, *, secrets: bool) -> dict[str, Any]:
+    if value is None:
+        return {}
+    headers = obj(value, path, '{"source": "kafkron"}')
+    if len(headers) > MAX_HEADERS:
+        raise FieldError(f"{path}: {len(headers)} headers; at most {MAX_HEADERS}")
+    out: dict[str, Any] = {}
+    for name, text in headers.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise FieldError(f"{path}: {describe(name)} is not a header name")
+        if name.lower().startswith("kafkron-"):
+            raise FieldError(f"{path}.{name}: headers starting kafkron- are kafkron's own")
+        if secrets and isinstance(text, dict):
+            check_keys(text, f"{path}.{name}", ("secret",))
+            out[name] = {"secret": string(text.get("secret"), f"{path}.{name}.secret")}
+            continue
+        out[name] = string(text, f"{path}.{name}", max_chars=4000, allow_empty=True)
+        check_template(out[name], f"{path}.{name}")
+    return out
+
+
+def _check_strings(value: Any, path: str) -> None:
+    """Every string inside a JSON value is a valid template."""
+    if isinstance(value, str):
+        check_template(value, path)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_strings(item, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            _check_strings(item, f"{path}.{name}")
+
+
+def check_template(text: str, path: str) -> None:
+    """`FieldError` unless every brace in ``text`` is a known placeholder or doubled."""
+    for match in _PLACEHOLDER.finditer(text):
+        token = match.group(0)
+        if token in ("{{", "}}"):
+            continue
+        name = match.group(1)
+        if name is None or name not in PLACEHOLDERS:
+            raise FieldError(
+                f"{path}: {clip(token)} in {describe(text)} is no placeholder; known:"
+                f" {', '.join('{' + n + '}' for n in PLACEHOLDERS)}; write {{{{ or }}}}"
+                " for a literal brace"
+            )
+
+
+def render(text: str, values: Callable[[str], str]) -> str:
+    """``text`` with each placeholder replaced by ``values(name)``; ``{{``/``}}`` unbraced."""
+    if "{" not in text and "}" not in text:
+        return text
+
+    def one(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "{{":
+            return "{"
+        if token == "}}":
+            return "}"
+        return values(match.group(1) or "")
+
+    return _PLACEHOLDER.sub(one, text)
+
+
+def render_json(value: Any, values: Callable[[str], str]) -> Any:
+    """Every string of a JSON value rendered (object keys are left as written)."""
+    if isinstance(value, str):
+        return render(value, values)
+    if isinstance(value, list):
+        return [render_json(item, values) for item in value]
+    if isinstance(value, dict):
+        return {name: render_json(item, values) for name, item in value.items()}
+    return value
+
+
+def _has_placeholder(value: Any) -> bool:
+    if isinstance(value, str):
+        return "{" in value or "}" in value
+    if isinstance(value, list):
+        return any(_has_placeholder(item) for item in value)
+    if isinstance(value, dict):
+        return any(_has_placeholder(item) for item in value.values())
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaDelivery:
+    """A Kafka target's args made ready to render once per fire (shared by a definition)."""
+
+    topic: str
+    key: str | None
+    value: Any
+    headers: tuple[tuple[str, str], ...]
+    constant_value: bytes | None
+    """The value's bytes when no string in it has a placeholder (most targets)."""
+    uses_interval: bool
+    """Whether a template names the logical date or the data interval (computed per
+    fire only then: it walks the spec back)."""
+
+    @classmethod
+    def of(cls, args: Mapping[str, Any]) -> KafkaDelivery:
+        value = args.get("value")
+        constant: bytes | None = None
+        if isinstance(value, dict) and set(value) == {"base64"}:
+            constant = base64.b64decode(value["base64"])
+        elif not _has_placeholder(value):
+            constant = orjson.dumps(value)
+        headers = tuple((str(k), str(v)) for k, v in (args.get("headers") or {}).items())
+        texts = [args.get("key") or "", *(v for _, v in headers), orjson.dumps(value).decode()]
+        interval = ("logical_date", "data_interval_start", "data_interval_end")
+        return cls(
+            topic=str(args["topic"]),
+            key=args.get("key"),
+            value=value,
+            headers=headers,
+            constant_value=constant,
+            uses_interval=any("{" + n + "}" in t for t in texts for n in interval),
+        )
+
+    def value_bytes(self, values: Callable[[str], str]) -> bytes:
+        if self.constant_value is not None:
+            return self.constant_value
+        return orjson.dumps(render_json(self.value, values))
+
+
+@dataclass(frozen=True, slots=True)
+class TargetTopic:
+    """What the shard knows of one allowed target topic (from the runtime)."""
+
+    partitions: int
+    max_message_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetTopics:
+    """The namespace's allowed target topics and what the runtime last learnt of them.
+
+    ``allowed``: patterns, each a literal topic name or a prefix ending in ``*``
+    (the two pattern kinds Kafka's ACLs have, so `topics.acl_plan` grants exactly
+    them). ``known``: partitions and size limit of allowed topics that exist.
+    ``refused``: topic -> the broker's reason, for a topic whose records the broker
+    refused inside a transaction; the shard fails occurrences naming it, visibly,
+    instead of failing every turn (the runtime forgets the entry after a while).
+    """
+
+    allowed: tuple[str, ...] = ()
+    known: Mapping[str, TargetTopic] = field(default_factory=dict)
+    refused: Mapping[str, str] = field(default_factory=dict)
+    own_prefix: str = ""
+    """The namespace's own ``{ns}.`` topics are never a target (a confused deputy)."""
+
+    def allows(self, topic: str) -> bool:
+        return allowed(topic, self.allowed, self.own_prefix)
+
+    def why_not(self, topic: str) -> str | None:
+        """None if the shard may write to ``topic`` now, else the reason it may not."""
+        if not self.allows(topic):
+            return refusal_of(topic, self.allowed, self.own_prefix)
+        refused = self.refused.get(topic)
+        if refused is not None:
+            return f"target topic {topic} refused the last record written to it: {refused}"
+        if topic not in self.known:
+            return (
+                f"target topic {topic} does not exist (or this scheduler may not describe"
+                " it); create it, or grant the scheduler's principal Describe and Write on it"
+            )
+        return None
+
+
+def allowed(topic: str, patterns: tuple[str, ...], own_prefix: str) -> bool:
+    if topic.startswith("__") or (own_prefix and topic.startswith(own_prefix)):
+        return False
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            if topic.startswith(pattern[:-1]):
+                return True
+        elif topic == pattern:
+            return True
+    return False
+
+
+def refusal_of(topic: str, patterns: tuple[str, ...], own_prefix: str) -> str:
+    if topic.startswith("__") or (own_prefix and topic.startswith(own_prefix)):
+        return (
+            f"target topic {topic}: kafkron's own topics and Kafka's internal ones are never"
+            " a target"
+        )
+    if not patterns:
+        return (
+            f"target topic {topic} is not allowed: this namespace allows no target topics;"
+            " start the schedulers with --target-topic NAME (or PREFIX*), and grant them"
+            " Write on it (kafkron acl plan --target-topic)"
+        )
+    return (
+        f"target topic {topic} is not allowed; this namespace allows"
+        f" {', '.join(patterns)} (the schedulers' --target-topic)"
+    )
+
+
+def check_pattern(pattern: str) -> str:
+    """A ``--target-topic`` pattern if valid, else ValueError saying why."""
+    name = pattern[:-1] if pattern.endswith("*") else pattern
+    if not name or not _TOPIC.fullmatch(name) or "*" in name:
+        raise ValueError(
+            f"target topic pattern {pattern!r}: a topic name, or a prefix ending in '*'"
+            " (orders.due, orders.*)"
+        )
+    return pattern
