@@ -1,10 +1,14 @@
-"""Commands from a Faust agent, validated exactly as ``kafkron submit`` validates them.
+"""Commands from a Faust agent, built by the one builder of commands.
 
-`send_command` runs the shard's own decoder on the command first
-(`actors.sending.encode`, the function behind ``kafkron schedule``,
-``submit`` and ``dlq replay``), so a mistake raises ``ValueError`` with the
-shard's reason in the agent, at once, instead of landing in ``{ns}.rejected``.
-The record is keyed by the schedule id, so the owning shard reads it.
+`dlq_replay`, `schedule_trigger`, `schedule_pause` and `schedule_resume` are the
+builders of `topics.command_builders` (the ones ``kafkron.Client``, the command line
+and the web console use), so each command is checked by the shard's own decoder when
+it is made: a mistake raises ``InvalidCommand`` (a ``ValueError``) with the shard's
+reason in the agent, at once, instead of landing in ``{ns}.rejected``. They return
+the command object as a dict, so an agent may log or extend it; `send_command` checks
+a dict again before producing it (``kafkron submit``'s check), and takes a built
+``CommandRecord`` (``kafkron.schedule_upsert(...)`` and the others) as it is. The
+record is keyed by the schedule id, so the owning shard reads it.
 
 Sending is at least once, like everything a Faust agent produces: a crash after
 the send and before the commit of the agent's offset sends it again. Each command
@@ -15,49 +19,50 @@ fires once more (so trigger from an agent only where that is acceptable).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import faust
 
-from actors.sending import encode
-from topics.messages import parse_run_id
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+from topics import command_builders as build
+from topics.command_builders import CommandRecord
 
 
 def dlq_replay(run_id: str) -> dict[str, Any]:
     """The ``dlq.replay`` command of a dead run (``ValueError`` if it is not a run id)."""
-    schedule_id, _, _ = parse_run_id(run_id)
-    return {"v": 1, "type": "dlq.replay", "id": schedule_id, "run_id": run_id}
+    return dict(build.dlq_replay(run_id).body)
 
 
 def schedule_trigger(schedule_id: str) -> dict[str, Any]:
-    """Fire ``schedule_id`` once, now."""
-    return {"v": 1, "type": "schedule.trigger", "id": schedule_id}
+    """Fire ``schedule_id`` once, now: ``schedule.trigger``."""
+    return dict(build.schedule_trigger(schedule_id).body)
 
 
 def schedule_pause(schedule_id: str) -> dict[str, Any]:
-    return {"v": 1, "type": "schedule.pause", "id": schedule_id}
+    """Stop ``schedule_id`` firing until resumed: ``schedule.pause``."""
+    return dict(build.schedule_pause(schedule_id).body)
 
 
 def schedule_resume(schedule_id: str) -> dict[str, Any]:
-    return {"v": 1, "type": "schedule.resume", "id": schedule_id}
+    """Fire ``schedule_id`` again from its next occurrence: ``schedule.resume``."""
+    return dict(build.schedule_resume(schedule_id).body)
 
 
 def validated(command: Mapping[str, Any], now: int | None = None) -> tuple[bytes, bytes]:
-    """(key, value) of ``command``; ``ValueError`` with the shard's reason if it is invalid."""
-    return encode(command, now_ms() if now is None else now)
+    """(key, value) of ``command``, checked at ``now`` (epoch ms, default now) by
+    `topics.command_builders.validated`; ``ValueError`` with the shard's reason if it
+    is invalid."""
+    record = build.validated(command, now_ms=now)
+    return record.key, record.value
 
 
-async def send_command(commands: faust.TopicT, command: Mapping[str, Any]) -> None:
+async def send_command(commands: faust.TopicT, command: CommandRecord | Mapping[str, Any]) -> None:
     """Validate ``command`` and produce it to ``commands`` (`NamespaceTopics.commands`).
 
     Returns once the broker acknowledged it.
     """
-    key, value = validated(command)
+    key, value = (
+        (command.key, command.value) if isinstance(command, CommandRecord) else validated(command)
+    )
     pending = await commands.send(key=key, value=value)
     await pending  # the broker's acknowledgement, not just the producer's buffer

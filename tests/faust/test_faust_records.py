@@ -5,8 +5,9 @@ into its model and writes back to the same JSON; unknown fields are tolerated,
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import faust
 import orjson
@@ -24,7 +25,10 @@ from actors.faust import (
     declare_topics,
     dlq_replay,
     kafkron_app,
+    schedule_pause,
+    schedule_resume,
     schedule_trigger,
+    send_command,
     validated,
 )
 from actors.faust.serializers import (
@@ -43,7 +47,10 @@ from actors.faust.serializers import (
 )
 from actors.faust.transport import ISOLATION_LEVEL, ReadCommittedConsumerThread, Transport
 from actors.sending import encode
+from topics import command_builders as build
 from topics import messages
+from topics.command_builders import InvalidCommand
+from topics.command_parts import Every
 from topics.command_types import Job
 from topics.covers import Covers
 from topics.names import Settings
@@ -335,6 +342,36 @@ def test_commands_go_through_the_same_validation_as_the_command_line() -> None:
         validated(schedule_trigger("a/b"), now)
     with pytest.raises(ValueError, match="unknown field"):
         validated({**schedule_trigger("pay"), "force": True}, now)
+
+
+def test_the_helpers_are_the_one_builder_of_commands() -> None:
+    assert dlq_replay(RUN_ID) == dict(build.dlq_replay(RUN_ID).body)
+    assert schedule_trigger("pay") == dict(build.schedule_trigger("pay").body)
+    assert schedule_pause("pay") == dict(build.schedule_pause("pay").body)
+    assert schedule_resume("pay") == dict(build.schedule_resume("pay").body)
+    with pytest.raises(InvalidCommand) as raised:
+        schedule_pause("a/b")
+    assert raised.value.field == "id"
+
+
+async def test_send_command_takes_a_dict_or_a_built_command() -> None:
+    sent: list[tuple[bytes, bytes]] = []
+
+    class Topic:
+        async def send(self, *, key: bytes, value: bytes) -> asyncio.Future[None]:
+            sent.append((key, value))
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+
+    topic = cast(faust.TopicT, Topic())
+    built = build.schedule_upsert("pay", Every("5m"), "billing.fx_rates")
+    await send_command(topic, built)
+    await send_command(topic, dlq_replay(RUN_ID))
+    assert sent == [(built.key, built.value), encode(dlq_replay(RUN_ID), T0)]
+    with pytest.raises(InvalidCommand, match="unknown field"):
+        await send_command(topic, {**schedule_trigger("pay"), "force": True})
+    assert len(sent) == 2
 
 
 # --- the app and its transport ----------------------------------------------------------
