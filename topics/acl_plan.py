@@ -62,8 +62,9 @@ class Operation(StrEnum):
     DESCRIBE_CONFIGS = "DescribeConfigs"
 
 
-# Operations that imply Describe on the same resource (Kafka's AclAuthorizer rule).
-_IMPLIES_DESCRIBE = frozenset({Operation.READ, Operation.WRITE, Operation.DESCRIBE_CONFIGS})
+# Operations of the plan that imply Describe on the same resource (Kafka's rule:
+# Read, Write, Delete and Alter do; DescribeConfigs implies nothing).
+_IMPLIES_DESCRIBE = frozenset({Operation.READ, Operation.WRITE})
 
 
 @dataclass(frozen=True, slots=True, order=True)

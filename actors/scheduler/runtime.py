@@ -436,7 +436,7 @@ class SchedulerRuntime:
                 else:
                     metrics.shard_transaction_failed(write.partition)
                 refused_seen |= isinstance(outcome, ShardWriteFailed) and "refused" in str(outcome)
-                target = refused_target(outcome)
+                target = refused_target(outcome, self.settings.namespace)
                 if target is not None:  # before the rebuild: its re-fire must see it
                     self._targets.refuse(target[0], target[1], time.monotonic())
                     self._hand_targets()

@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass, field
 
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import TopicAuthorizationFailedError
 
 from actors.scheduler.limits import BROKER_DEFAULT_BYTES, MAX_MESSAGE_BYTES
 from actors.scheduler.writer import BatchRefused
@@ -103,8 +104,11 @@ class TargetTable:
         self.known = {name: TargetTopic(n, limits[name]) for name, n in counts.items()}
 
 
-def refused_target(exc: BaseException) -> tuple[str, str] | None:
-    """(target topic, the broker's reason) if ``exc`` is a target batch's refusal."""
+def refused_target(exc: BaseException, namespace: str) -> tuple[str, str] | None:
+    """(target topic, the broker's reason) if ``exc`` is a refusal naming a target topic:
+    a batch to it refused, or the transaction refused Write on it (aiokafka fails the
+    whole transaction with the unauthorized topics when it adds their partitions)."""
+    own = f"{namespace}."
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, BatchRefused):
@@ -112,5 +116,17 @@ def refused_target(exc: BaseException) -> tuple[str, str] | None:
             if isinstance(topic, TopicKind):
                 return None
             return topic, f"{type(seen.error).__name__}: {seen.error}"
+        if isinstance(seen, TopicAuthorizationFailedError):
+            named = [a for arg in seen.args for a in _names(arg) if not a.startswith(own)]
+            if named:
+                return named[0], "not authorized: the scheduler's principal may not Write it"
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _names(arg: object) -> list[str]:
+    if isinstance(arg, str):
+        return [arg]
+    if isinstance(arg, set | frozenset | list | tuple):
+        return sorted(a for a in arg if isinstance(a, str))
+    return []

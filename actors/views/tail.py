@@ -39,6 +39,8 @@ class Record:
     timestamp_ms: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    """Only `read_to_end` fills them (a Kafka target's records carry kafkron's)."""
 
 
 async def _started(settings: Settings) -> AIOKafkaConsumer:
@@ -93,7 +95,9 @@ async def read_to_end(
                 batches = await consumer.getmany(*remaining, timeout_ms=POLL_TIMEOUT_MS)
                 for tp, batch in batches.items():
                     records.extend(
-                        Record(tp.partition, r.offset, r.timestamp, r.key, r.value)
+                        Record(
+                            tp.partition, r.offset, r.timestamp, r.key, r.value, tuple(r.headers)
+                        )
                         for r in batch
                         if r.offset < ends[tp]
                     )
