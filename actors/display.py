@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from topics.targets import HTTP_JOB, KAFKA_JOB
 from topics.timefmt import format_ms
 from topics.vocabulary import RunStatus
 
@@ -64,6 +65,44 @@ def duration(value_ms: int | None) -> str:
         return f"{sign}{minutes} m {seconds:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{sign}{hours} h {minutes:02d} m"
+
+
+def target_text(job_name: str | None, args: Mapping[str, Any] | None) -> str | None:
+    """``kafka:TOPIC`` or ``METHOD URL`` when ``job_name`` is a target's carrier job
+    (`topics.targets`), else None. A target travels as a job whose args are its
+    fields; people should see where it goes, not the carrier's name."""
+    args = args or {}
+    if job_name == KAFKA_JOB:
+        return f"kafka:{args.get('topic', '?')}"
+    if job_name == HTTP_JOB:
+        return f"{args.get('method') or 'POST'} {args.get('url', '?')}"
+    return None
+
+
+def job_text(job_name: str | None, args: Mapping[str, Any] | None = None) -> str:
+    """What every view shows for a job: ``→ kafka:TOPIC``, ``→ POST URL``, or the job's
+    name (``-`` for none)."""
+    target = target_text(job_name, args)
+    if target is not None:
+        return f"→ {target}"
+    return job_name or "-"
+
+
+def delivered_text(target: Mapping[str, Any] | None) -> str:
+    """A result's ``target`` (what a target's attempt did) for people: ``orders.due[3]``
+    (topic and partition written) or ``HTTP 200 in 41 ms``; ``-`` for none."""
+    if not target:
+        return "-"
+    kafka = target.get("kafka")
+    if isinstance(kafka, Mapping):
+        return f"{kafka.get('topic', '?')}[{kafka.get('partition', '?')}]"
+    http = target.get("http")
+    if isinstance(http, Mapping):
+        status = http.get("status")
+        took = http.get("duration_ms")
+        text = f"HTTP {status}" if status is not None else "HTTP, no response"
+        return text + (f" in {duration(int(took))}" if isinstance(took, int) else "")
+    return orjson.dumps(target).decode()
 
 
 def print_json(value: Any, stream: TextIO | None = None) -> None:

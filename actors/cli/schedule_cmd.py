@@ -13,18 +13,29 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from actors.cli import output
+from actors.cli import output, target_args
 from actors.cli.submit_cmd import produce
 from topics import codec
 from topics.command_builders import (
     CommandRecord,
+    InvalidCommand,
     schedule_delete,
     schedule_pause,
     schedule_resume,
     schedule_trigger,
     schedule_upsert,
 )
-from topics.command_parts import At, Cron, Dst, Every, Misfire, Retry, Spec
+from topics.command_parts import (
+    At,
+    Cron,
+    Dst,
+    Every,
+    HttpTarget,
+    KafkaTarget,
+    Misfire,
+    Retry,
+    Spec,
+)
 from topics.commands import MISFIRE_POLICIES, OVERLAP_POLICIES
 from topics.names import Settings
 from topics.vocabulary import DstFold, DstGap, JitterMode
@@ -36,6 +47,10 @@ examples:
   kafkron schedule add fx-rates --every 5m --job billing.fx_rates --overlap skip
   kafkron schedule add remind-42 --at 2026-12-04T14:05:00Z --job billing.remind
   kafkron schedule add charge --every 1h --job billing.charge --max-attempts 3 --print
+  kafkron schedule add order-due --cron '0 9 * * *' --to-topic orders.due \\
+      --key '{schedule_id}' --value '{"order": "o-1", "due": "{scheduled_at}"}'
+  kafkron schedule add charge-hook --every 1h --http-post https://billing.example/charge \\
+      --body '{"run": "{run_id}"}' --http-header Authorization=secret:billing-api
   kafkron schedule pause invoice-nightly
   kafkron schedule trigger invoice-nightly    # fire once, now
   kafkron schedule rm invoice-nightly
@@ -85,8 +100,10 @@ def _register_add(actions: Any) -> None:
     when.add_argument("--at", metavar="T", help="once, at an RFC 3339 instant")
     add.add_argument("--tz", metavar="ZONE", help="IANA time zone of --cron (default UTC)")
     add.add_argument("--anchor", metavar="T", help="instant --every counts from (default epoch)")
-    add.add_argument("--job", required=True, metavar="NAME", help="registered job name")
+    what = add.add_mutually_exclusive_group(required=True)
+    what.add_argument("--job", metavar="NAME", help="registered job name")
     add.add_argument("--args", metavar="JSON", help="job arguments, a JSON object")
+    target_args.add_arguments(add, what)
     add.add_argument("--misfire", choices=MISFIRE_POLICIES, help="after downtime (run_once)")
     add.add_argument("--grace-s", type=int, metavar="N", help="misfire grace in seconds (300)")
     add.add_argument("--catch-up-max", type=int, metavar="N", help="catch_up fires at most N")
@@ -116,6 +133,9 @@ def build_upsert(args: argparse.Namespace) -> CommandRecord:
     """The schedule.upsert of ``args``, built and checked by the one builder of
     commands (`topics.command_builders`); ``ValueError`` on a bad flag, `InvalidCommand`
     naming the field the shard would reject."""
+    target = target_args.target_of(args)
+    if target is not None and args.args is not None:
+        raise ValueError("--args applies to --job only")
     job_args: Any = {}
     if args.args is not None:
         try:
@@ -137,11 +157,24 @@ def build_upsert(args: argparse.Namespace) -> CommandRecord:
         spec = Every(args.every, anchor=args.anchor)
     else:
         spec = At(args.at)
+    try:
+        return _upsert(args, spec, job_args, target)
+    except InvalidCommand as error:
+        raise InvalidCommand(target_args.flag_of(error.reason)) from None
+
+
+def _upsert(
+    args: argparse.Namespace,
+    spec: Spec,
+    job_args: Any,
+    target: KafkaTarget | HttpTarget | None,
+) -> CommandRecord:
     return schedule_upsert(
         args.id,
         spec,
         args.job,
-        args=job_args,
+        args=job_args if target is None else None,
+        target=target,
         misfire=Misfire(args.misfire, grace_s=args.grace_s, catch_up_max=args.catch_up_max),
         overlap=args.overlap,
         dst=Dst(gap=args.dst_gap, fold=args.dst_fold),
