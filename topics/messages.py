@@ -46,6 +46,13 @@ PROGRESS_INTERVAL_MS = 10_000
 PROGRESS_DETAILS_MAX_BYTES = 4_096
 """Larger ``details`` are replaced by a note saying how large they were (a progress
 report must never be refused by the results topic)."""
+RETRY_AFTER_FIELD = "retry_after_s"
+"""An optional field of a failed result's ``error``: the least number of seconds
+(decimal text) before the next attempt, an HTTP target's ``Retry-After``. The shard
+waits the larger of it and its backoff (`retry_after_ms`)."""
+RETRY_AFTER_MAX_S = 3600
+"""A longer ``retry_after_s`` counts as this: a run waiting a day in the changelog
+because one server said so would look lost."""
 
 # The member each wire string names: membership test and conversion in one lookup,
 # on the reading hot path.
@@ -391,7 +398,7 @@ def result_value(
     if task is not None:
         record["task"] = task
     if error is not None:
-        record["error"] = {"type": error["type"], "message": error["message"]}
+        record["error"] = _error_json(error)
     if counts is not None:
         record["counts"] = dict(counts)
     if progress is not None:
@@ -401,6 +408,30 @@ def result_value(
     if target is not None:
         record["target"] = dict(target)
     return orjson.dumps(record)
+
+
+def _error_json(error: Mapping[str, str]) -> dict[str, str]:
+    out = {"type": error["type"], "message": error["message"]}
+    after = error.get(RETRY_AFTER_FIELD)
+    if after is not None:
+        out[RETRY_AFTER_FIELD] = after
+    return out
+
+
+def retry_after_ms(error: Mapping[str, str] | None) -> int:
+    """The floor a failed result's error puts under the next retry's delay, in ms
+    (0 without one, or when it is not a non-negative number), at most
+    `RETRY_AFTER_MAX_S`."""
+    text = None if error is None else error.get(RETRY_AFTER_FIELD)
+    if text is None:
+        return 0
+    try:
+        seconds = float(text)
+    except (TypeError, ValueError):
+        return 0
+    if not 0 < seconds < float("inf"):  # NaN, negative, zero and infinity alike
+        return 0
+    return int(min(seconds, RETRY_AFTER_MAX_S) * 1000)
 
 
 def bounded_details(details: Any) -> Any:
@@ -737,4 +768,8 @@ class _Fields:
         if value is None:
             return None
         inner = _Fields.of(value, f"{self._what}.{name}")
-        return {"type": inner.string("type"), "message": inner.string("message")}
+        error = {"type": inner.string("type"), "message": inner.string("message")}
+        after = inner.optional_string(RETRY_AFTER_FIELD)
+        if after is not None:
+            error[RETRY_AFTER_FIELD] = after
+        return error

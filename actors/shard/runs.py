@@ -37,7 +37,7 @@ from actors.wheel import TimingWheel
 from topics.commands import Job, RetryPolicy
 from topics.covers import Covers
 from topics.deadlines import TIMEOUT_MARGIN_MS as TIMEOUT_MARGIN_MS
-from topics.messages import dlq_value, result_value, run_id_for, run_value
+from topics.messages import dlq_value, result_value, retry_after_ms, run_id_for, run_value
 from topics.names import TopicKind
 from topics.records import OutRecord
 from topics.targets import KAFKA_JOB, KafkaDelivery, TargetTopics, refusal_of
@@ -500,8 +500,11 @@ class RunBook:
             state.remember_dead(run.run_id, run.attempt)
             self.end_run(state, run, now_ms)
             return
-        delay_ms = backoff_ms(
-            retry, run_id=run.run_id, attempt=run.attempt, failures_in_series=failures
+        # A server's Retry-After (an HTTP target's, carried in the error) is a floor:
+        # retrying sooner would only be refused again.
+        delay_ms = max(
+            backoff_ms(retry, run_id=run.run_id, attempt=run.attempt, failures_in_series=failures),
+            retry_after_ms(error),
         )
         run.retry_ms = retry_ms = now_ms + delay_ms
         self._wheel.arm(run, retry_ms)  # moves the deadline's
