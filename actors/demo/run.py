@@ -5,8 +5,8 @@
 2. Create the namespace's topics: a fresh ``demo-<hex>`` namespace per run unless
    one is given, so a demo never sees an earlier demo's schedules.
 3. Start the recorder, a scheduler and two workers as child processes.
-4. Submit the billing example (`catalog`), validated like `kafkron submit`, plus
-   one broken command for the shard to reject.
+4. Submit the billing example (`catalog`), built by the one builder of commands,
+   plus one broken command for the shard to reject.
 5. Show the outcome topics live until ``--duration`` passes or Ctrl-C.
 6. Stop the scheduler, then the workers, let the recorder read to the end, stop it,
    and print a summary from the history database.
@@ -40,10 +40,11 @@ from actors.demo.view import LiveView, PlainView, totals_line
 from actors.history.recorder import HISTORY_KINDS, caught_up, partitions_of
 from actors.history.store import HistoryError, HistoryStore
 from actors.observe.logs import silence_to_file
-from actors.sending import encode, send_commands
+from actors.sending import send_commands
 from topics.admin import create_topics
 from topics.clients import consumer_kwargs, producer_kwargs
 from topics.closing import bounded, stop_producer
+from topics.command_builders import CommandRecord
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
 
@@ -112,20 +113,18 @@ def importable(modules: tuple[str, ...], say: Any) -> list[str]:
     return found
 
 
-def shard_accepts(command: dict[str, Any]) -> bool:
+def shard_accepts(command: CommandRecord) -> bool:
     """Whether the shard core applies ``command`` (asked of the real core, in process)."""
     from actors.shard import ShardCore
-    from topics import codec
 
-    key = str(command["id"]).encode()
     core = ShardCore(partition=0, partitions=1, now_ms=int(time.time() * 1000))
-    record = InRecord(TopicKind.COMMANDS, 0, 0, key, codec.dumps(command))
+    record = InRecord(TopicKind.COMMANDS, 0, 0, command.key, command.value)
     out = core.apply(record, int(time.time() * 1000))
     return not any(r.topic is TopicKind.REJECTED for r in out)
 
 
 def demo_commands(now_ms: int, say: Any) -> list[tuple[bytes, bytes]]:
-    """The catalog's commands whose jobs are registered, validated and encoded."""
+    """The catalog's commands whose jobs are registered, as (key, value) records."""
     from actors.worker.registry import REGISTRY
 
     commands = catalog.schedules(now_ms)
@@ -138,9 +137,9 @@ def demo_commands(now_ms: int, say: Any) -> list[tuple[bytes, bytes]]:
     for command in commands:
         missing = sorted(n for n in catalog.job_names([command]) if n not in REGISTRY)
         if missing:
-            say(f"note: {command['id']} left out: no job {', '.join(missing)} registered")
+            say(f"note: {command.id} left out: no job {', '.join(missing)} registered")
             continue
-        records.append(encode(command, now_ms))
+        records.append((command.key, command.value))
     return records
 
 

@@ -18,7 +18,7 @@ from actors.demo.feed import DemoFeed
 from actors.demo.view import event_line
 from actors.history.store import HistoryStore
 from tests.kit.cli import cli
-from topics import codec, messages
+from topics import messages
 from topics.command_types import Job
 from topics.commands import Rejection, decode_command
 from topics.names import Settings, TopicKind
@@ -134,12 +134,12 @@ def test_demo_bad_usage(capsys: pytest.CaptureFixture[str]) -> None:
 def test_catalog_commands_are_valid_and_name_their_jobs() -> None:
     now_ms = int(time.time() * 1000)
     for command in [*catalog.schedules(now_ms), catalog.dag()]:
-        key = str(command["id"]).encode()
-        decoded = decode_command(key, codec.dumps(command), now_ms)
-        assert not isinstance(decoded, Rejection), (command["id"], decoded)
+        decoded = decode_command(command.key, command.value, now_ms)
+        assert not isinstance(decoded, Rejection), (command.id, decoded)
     broken = decode_command(*catalog.BROKEN_COMMAND, now_ms)
     assert isinstance(broken, Rejection) and "spec.cron" in broken.reason
     assert "billing.always_fails" in catalog.job_names(catalog.schedules(now_ms))
+    assert "billing.send_invoices" in catalog.job_names([catalog.dag()])
 
 
 def test_feed_counts_fires_retries_results_and_dead_letters() -> None:

@@ -81,7 +81,8 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         web = ChildProcess(settings, tmp, "web", ["web", "--port", str(WEB_PORT), "--db", db])
         children.append(web)
         console = Console(settings, f"http://127.0.0.1:{WEB_PORT}", children)
-        console.send(*catalog.schedules(time.time_ns() // 1_000_000), catalog.dag())
+        built = [*catalog.schedules(time.time_ns() // 1_000_000), catalog.dag()]
+        console.send(*(dict(command.body) for command in built))
         asyncio.run(send_broken_command(settings))  # the demo's typo, for the rejected page
         asyncio.run(web.wait_log("kafkron web: http://127.0.0.1", timeout_s=30))
         yield console
@@ -118,8 +119,8 @@ def _rows(browser: webdriver.Chrome, css: str, attribute: str) -> list[str]:
 def test_schedules_page_lists_the_demo_schedules(
     console: Console, browser: webdriver.Chrome
 ) -> None:
-    wanted = {c["id"] for c in catalog.schedules(0) if c["type"] == "schedule.upsert"}
-    wanted.add(catalog.dag()["id"])
+    wanted = {c.id for c in catalog.schedules(0) if c.type == "schedule.upsert"}
+    wanted.add(catalog.dag().id)
 
     def listed() -> set[str] | None:
         _open(browser, console, "/")
@@ -220,14 +221,14 @@ def test_a_dag_run_page_draws_the_graph_with_task_states(
     console: Console, browser: webdriver.Chrome
 ) -> None:
     dag = catalog.dag()
-    tasks = set(dag["tasks"])
-    _open(browser, console, "/dags/" + dag["id"])
+    tasks = set(dag.body["tasks"])
+    _open(browser, console, "/dags/" + dag.id)
     browser.find_element(By.CSS_SELECTOR, 'button[data-action="trigger"]').click()
     wait_for("the sent note", lambda: bool(browser.find_elements(By.ID, "sent")), 30)
     assert "schedule.trigger" in browser.find_element(By.ID, "sent").text
 
     def all_succeeded() -> dict[str, str] | None:
-        _open(browser, console, "/dags/" + dag["id"])
+        _open(browser, console, "/dags/" + dag.id)
         nodes = browser.find_elements(By.CSS_SELECTOR, "#dag-graph g.task")
         states = {
             n.get_attribute("data-task") or "": n.get_attribute("data-state") or "" for n in nodes
@@ -237,10 +238,10 @@ def test_a_dag_run_page_draws_the_graph_with_task_states(
     states = wait_for("a nightly-billing run with every task succeeded", all_succeeded, 90)
     assert set(states) == tasks
     edges = browser.find_elements(By.CSS_SELECTOR, "#dag-graph path[marker-end]")
-    assert len(edges) == sum(len(t.get("after", ())) for t in dag["tasks"].values())
+    assert len(edges) == sum(len(t.get("after", ())) for t in dag.body["tasks"].values())
 
     def run_result() -> str | None:  # the run's own result, once the recorder has it
-        _open(browser, console, "/dags/" + dag["id"])
+        _open(browser, console, "/dags/" + dag.id)
         found = browser.find_elements(By.ID, "dag-result")
         text = found[0].text if found else ""
         return text if text.startswith("run result:") else None
