@@ -67,35 +67,47 @@ def duration(value_ms: int | None) -> str:
     return f"{sign}{hours} h {minutes:02d} m"
 
 
-def target_text(job_name: str | None, args: Mapping[str, Any] | None) -> str | None:
-    """``kafka:TOPIC`` or ``METHOD URL`` when ``job_name`` is a target's carrier job
-    (`topics.targets`), else None. A target travels as a job whose args are its
-    fields; people should see where it goes, not the carrier's name."""
-    args = args or {}
+def carrier_target(job_name: str | None, args: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The target a carrier job stands for, in the wire's shape (``{"kafka": {...}}`` or
+    ``{"http": {...}}``, its normalised fields); None for a job (`topics.targets`)."""
     if job_name == KAFKA_JOB:
-        return f"kafka:{args.get('topic', '?')}"
+        return {"kafka": dict(args or {})}
     if job_name == HTTP_JOB:
-        return f"{args.get('method') or 'POST'} {args.get('url', '?')}"
+        return {"http": dict(args or {})}
+    return None
+
+
+def target_text(target: Mapping[str, Any] | None) -> str | None:
+    """``kafka:TOPIC`` or ``METHOD URL`` of a target in the wire's shape; None for none."""
+    if not target:
+        return None
+    kafka, http = target.get("kafka"), target.get("http")
+    if isinstance(kafka, Mapping):
+        return f"kafka:{kafka.get('topic', '?')}"
+    if isinstance(http, Mapping):
+        return f"{str(http.get('method') or 'POST').upper()} {http.get('url', '?')}"
     return None
 
 
 def job_text(job_name: str | None, args: Mapping[str, Any] | None = None) -> str:
-    """What every view shows for a job: ``→ kafka:TOPIC``, ``→ POST URL``, or the job's
-    name (``-`` for none)."""
-    target = target_text(job_name, args)
+    """What every view shows for a job: ``→ kafka:TOPIC``, ``→ POST URL`` for a target
+    (it travels as a carrier job; people should see where it goes, not the carrier's
+    name), or the job's name (``-`` for none)."""
+    target = target_text(carrier_target(job_name, args))
     if target is not None:
         return f"→ {target}"
     return job_name or "-"
 
 
 def delivered_text(target: Mapping[str, Any] | None) -> str:
-    """A result's ``target`` (what a target's attempt did) for people: ``orders.due[3]``
-    (topic and partition written) or ``HTTP 200 in 41 ms``; ``-`` for none."""
+    """A result's ``target`` (what a target's attempt did) for people:
+    ``kafka:orders.due[3]`` (topic and partition written) or ``HTTP 200 in 41 ms``;
+    ``-`` for none."""
     if not target:
         return "-"
     kafka = target.get("kafka")
     if isinstance(kafka, Mapping):
-        return f"{kafka.get('topic', '?')}[{kafka.get('partition', '?')}]"
+        return f"kafka:{kafka.get('topic', '?')}[{kafka.get('partition', '?')}]"
     http = target.get("http")
     if isinstance(http, Mapping):
         status = http.get("status")
@@ -103,6 +115,19 @@ def delivered_text(target: Mapping[str, Any] | None) -> str:
         text = f"HTTP {status}" if status is not None else "HTTP, no response"
         return text + (f" in {duration(int(took))}" if isinstance(took, int) else "")
     return orjson.dumps(target).decode()
+
+
+def target_cell(job_target: str | None, target_json: str | None) -> str:
+    """A run's target in a table: where it goes and, once a result says, what it did:
+    ``→ kafka:orders.due[3]``, ``→ POST https://... · HTTP 200 in 41 ms``; ``-`` for a job.
+    ``job_target`` is `target_text`'s; ``target_json`` a result's ``target`` as JSON."""
+    done = None if target_json is None else orjson.loads(target_json)
+    if isinstance(done, Mapping) and "kafka" in done:
+        return f"→ {delivered_text(done)}"
+    parts = [f"→ {job_target}"] if job_target else []
+    if done:
+        parts.append(delivered_text(done))
+    return " · ".join(parts) or "-"
 
 
 def print_json(value: Any, stream: TextIO | None = None) -> None:

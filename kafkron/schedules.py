@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from actors.display import carrier_target
 from actors.shard.state import ScheduleState, decode_schedule
 from actors.views.schedules import last_outcome, latest_states
 from actors.views.tail import Record
@@ -74,9 +75,23 @@ class Schedule:
 
     @property
     def job(self) -> str | None:
-        """The job name of a schedule; None for a DAG (its tasks each have one)."""
+        """The job name of a schedule; None for a DAG (its tasks each have one) and for
+        a target (see `target`)."""
         job = self.definition.get("job")
-        return job.get("name") if isinstance(job, Mapping) else None
+        if not isinstance(job, Mapping) or self.target is not None:
+            return None
+        name: str | None = job.get("name")
+        return name
+
+    @property
+    def target(self) -> Mapping[str, Any] | None:
+        """A target schedule's target, ``{"kafka": {...}}`` or ``{"http": {...}}`` with
+        its normalised fields (as `kafkron.KafkaTarget` and `kafkron.HttpTarget` write
+        them); None for a job or a DAG."""
+        job = self.definition.get("job")
+        if not isinstance(job, Mapping):
+            return None
+        return carrier_target(job.get("name"), job.get("args"))
 
     @property
     def next_fire(self) -> datetime | None:

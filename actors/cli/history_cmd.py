@@ -32,7 +32,9 @@ examples:
                                                                # (counts of task states), its tasks
 
 Columns: scheduled (the occurrence), fired/started/finished, duration (of the latest
-attempt), lateness (fired minus scheduled), status, attempts, worker, error.
+attempt), lateness (fired minus scheduled), status, attempts, worker, error; and,
+when a run is a target's, target: where it goes and what it did (→ kafka:TOPIC[PARTITION],
+→ POST URL · HTTP 200 in 41 ms; in --json "target" and "delivered").
 Statuses: succeeded, failed, timed_out, cancelled, skipped, missed, upstream_failed,
 running (fired, no result yet), dead_lettered (retries exhausted, see {ns}.dlq).
 """
@@ -111,7 +113,13 @@ def run_json(view: RunView) -> dict[str, Any]:
         "error": _error(view.error_type, view.error_message),
         "dead_at": _opt_instant(view.dead_at_ms),
         "covers": _covers(view.scheduled_ms, view.covers_to_ms, view.covers_count),
+        "target": view.job_target,
+        "delivered": _loads(view.target),
     }
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else orjson.loads(text)
 
 
 def attempt_json(view: AttemptView) -> dict[str, Any]:
@@ -134,6 +142,7 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
         "progress": _progress(view),
         "covers": _covers(view.scheduled_ms, view.covers_to_ms, view.covers_count),
         "counts": None if view.counts is None else orjson.loads(view.counts),
+        "delivered": _loads(view.target),
     }
 
 
@@ -212,8 +221,16 @@ def _run_row(view: RunView, columns: tuple[str, ...]) -> tuple[str, ...]:
         "attempts": str(view.attempts),
         "worker": view.worker or "-",
         "error": _error_text(view.error_type, view.error_message),
+        "target": output.target_cell(view.job_target, view.target),
     }
     return tuple(cells[column] for column in columns)
+
+
+def _with_targets(columns: tuple[str, ...], views: list[RunView]) -> tuple[str, ...]:
+    """``columns`` and, when any run is a target's, its target (before the error)."""
+    if not any(v.job_target or v.target for v in views):
+        return columns
+    return (*columns[:-1], "target", columns[-1])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -255,9 +272,10 @@ async def _show(args: argparse.Namespace, db: Any, since_ms: int | None) -> int:
         what = f"schedule {args.id!r}" if args.id else "any schedule"
         print(f"no runs of {what} in {db} yet (is `kafkron recorder` running?)")
         return 0
+    columns = _with_targets(_RUN_COLUMNS, views)
     output.print_table(
-        _RUN_COLUMNS,
-        [_run_row(v, _RUN_COLUMNS) for v in views],
+        columns,
+        [_run_row(v, columns) for v in views],
         title=title,
         status_column="status",
     )
@@ -282,6 +300,8 @@ async def _show_run(args: argparse.Namespace, store: HistoryStore) -> int:
     is_dag = bool(tasks) or any(a.counts is not None for a in attempts)
     if view is not None:
         columns = ["attempt", "fired", "started", "finished", "duration", "status", "worker"]
+        targeted = any(a.target for a in attempts)
+        columns += ["target"] if targeted else []
         columns += ["error", "tasks" if is_dag else "progress"]
         output.print_table(
             columns,
@@ -294,6 +314,7 @@ async def _show_run(args: argparse.Namespace, store: HistoryStore) -> int:
                     output.duration(attempt_json(a)["duration_ms"]),
                     a.status,
                     a.worker or "-",
+                    *([output.delivered_text(_loads(a.target))] if targeted else []),
                     _error_text(a.error_type, a.error_message),
                     _counts_text(a) if is_dag else _progress_text(a),
                 )
@@ -303,15 +324,17 @@ async def _show_run(args: argparse.Namespace, store: HistoryStore) -> int:
                 f"{view.run_id}: DAG run {view.status} after {view.attempts} end(s)"
                 if is_dag
                 else f"{view.run_id}: {view.status} after {view.attempts} attempt(s)"
+                + (f" (→ {view.job_target})" if view.job_target else "")
             ),
             status_column="status",
         )
     else:
         print(f"{args.id}: DAG run without a result of its own yet (still running?)")
     if tasks:
+        task_columns = _with_targets(_TASK_COLUMNS, tasks)
         output.print_table(
-            _TASK_COLUMNS,
-            [_run_row(t, _TASK_COLUMNS) for t in tasks],
+            task_columns,
+            [_run_row(t, task_columns) for t in tasks],
             title=f"tasks of {args.id}",
             status_column="status",
         )

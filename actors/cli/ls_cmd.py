@@ -14,6 +14,7 @@ import asyncio
 from typing import Any
 
 from actors.cli import output
+from actors.display import job_text, target_text
 from actors.shard.state import decode_schedule
 from actors.views.schedules import latest_states, schedule_json, spec_text
 from actors.views.tail import TailError, read_to_end
@@ -25,8 +26,10 @@ examples:
   kafkron ls --json | jq '.[] | select(.paused)'
   KAFKRON_NAMESPACE=staging kafkron ls
 
-Columns: id, spec, zone, job, next fire (UTC), paused, last fired (the latest
-occurrence fired), last outcome (running, retrying, dead_lettered, completed).
+Columns: id, spec, zone, job (a target shows where it goes: → kafka:TOPIC, → POST URL),
+next fire (UTC), paused, last fired (the latest occurrence fired), last outcome
+(running, retrying, dead_lettered, completed). --json gives a target as "target"
+({"kafka": {...}} or {"http": {...}}, its fields) and "job" null.
 """
 
 
@@ -77,12 +80,17 @@ def _table_row(row: dict[str, Any]) -> tuple[str, ...]:
         row["id"],
         spec_text(row["spec"]),
         row["zone"] or "-",
-        row["job"] or "-",
+        _job(row),
         _short(row["next_fire"]),
         "yes" if row["paused"] else "no",
         _short(row["last_fired"]),
         row["last_outcome"],
     )
+
+
+def _job(row: dict[str, Any]) -> str:
+    target = target_text(row.get("target"))
+    return f"→ {target}" if target is not None else job_text(row["job"])
 
 
 def _short(text: str | None) -> str:

@@ -37,6 +37,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
+from actors.display import carrier_target, target_text
 from actors.history.store import (
     AttemptFinished,
     AttemptFired,
@@ -73,6 +74,12 @@ def _error_fields(error: Mapping[str, Any] | None) -> tuple[str | None, str | No
     return (str(kind) if kind is not None else None, str(message) if message is not None else None)
 
 
+def _written_to(target: Mapping[str, Any] | None) -> str | None:
+    """``kafka:TOPIC`` of a Kafka target's result: no run record names its target."""
+    kafka = (target or {}).get("kafka")
+    return f"kafka:{kafka['topic']}" if isinstance(kafka, Mapping) and "topic" in kafka else None
+
+
 def to_row(
     kind: TopicKind,
     partition: int,
@@ -101,6 +108,7 @@ def to_row(
             scheduled_ms=run.scheduled_ms,
             fired_ms=run.fired_ms,
             deadline_ms=run.deadline_ms,
+            job_target=target_text(carrier_target(run.job.name, run.job.args)),
         )
     if kind is TopicKind.RESULTS:
         result = messages.parse_result(value)
@@ -135,6 +143,8 @@ def to_row(
             covers_to_ms=None if covers is None else covers.to_ms,
             covers_count=None if covers is None else covers.count,
             counts_json=None if result.counts is None else orjson.dumps(result.counts).decode(),
+            target_json=None if result.target is None else orjson.dumps(result.target).decode(),
+            job_target=_written_to(result.target),
         )
     if kind is TopicKind.DLQ:
         dead = messages.parse_dlq(value)
@@ -150,6 +160,7 @@ def to_row(
             error_message=error_message,
             attempts=len(dead.attempts),
             dead_at_ms=dead.dead_at_ms,
+            job_target=target_text(carrier_target(dead.job.name, dead.job.args)),
         )
     if kind is TopicKind.REJECTED:
         rejected = messages.parse_rejected(value)

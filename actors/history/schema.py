@@ -48,6 +48,11 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("runs", "covers_to_ms", "INTEGER"),
     ("runs", "covers_count", "INTEGER"),
     ("attempts", "counts", "TEXT"),
+    ("attempts", "target", "TEXT"),
+    ("attempts", "job_target", "TEXT"),
+    ("runs", "target", "TEXT"),
+    ("runs", "job_target", "TEXT"),
+    ("dead_letters", "job_target", "TEXT"),
 )
 """Columns added after version 1 was released: a database made before them gets
 them at open (``ALTER TABLE ... ADD COLUMN``). The progress columns need nothing
@@ -55,7 +60,11 @@ more, nor does ``counts`` (a DAG run's own result: its counts of task states, JS
 null in a result recorded before it); the covers columns come with version 2, whose
 older databases are refused until rebuilt (their folded results' ranges are re-read
 from the topics), and the rebuild runs in the very tables these columns were added
-to."""
+to. The target columns need nothing more either: ``target`` is a result's own
+``target`` (JSON: the topic and partition a Kafka target wrote, an HTTP target's
+status), ``job_target`` where a target goes (``kafka:TOPIC``, ``POST URL``, from the
+run, the result or the dead letter: `actors.display.target_text`); both null for a
+job, and for a result recorded before targets existed (none carried one)."""
 
 DDL: tuple[str, ...] = (
     """
@@ -93,6 +102,8 @@ DDL: tuple[str, ...] = (
         covers_to_ms    INTEGER,
         covers_count    INTEGER,
         counts          TEXT,
+        target          TEXT,
+        job_target      TEXT,
         PRIMARY KEY (run_id, attempt)
     )
     """,
@@ -108,6 +119,7 @@ DDL: tuple[str, ...] = (
         error_message   TEXT,
         attempts        INTEGER NOT NULL,
         dead_at_ms      INTEGER NOT NULL,
+        job_target      TEXT,
         PRIMARY KEY (partition, offset)
     )
     """,
@@ -142,7 +154,9 @@ DDL: tuple[str, ...] = (
         error_message   TEXT,
         dead_at_ms      INTEGER,
         covers_to_ms    INTEGER,
-        covers_count    INTEGER
+        covers_count    INTEGER,
+        job_target      TEXT,
+        target          TEXT
     )
     """,
     "CREATE INDEX IF NOT EXISTS runs_by_schedule ON runs (schedule_id, scheduled_ms)",

@@ -72,6 +72,8 @@ class AttemptFired:
     scheduled_ms: int
     fired_ms: int
     deadline_ms: int | None
+    job_target: str | None = None
+    """Where a target goes (``POST URL``); None for a job (`actors.display.target_text`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,10 @@ class AttemptFinished:
     """A folded missed/skipped result: how many occurrences it stands for."""
     counts_json: str | None = None
     """A DAG run's own result: how many of its tasks ended in each state (JSON)."""
+    target_json: str | None = None
+    """A target's result: what it did (JSON, the result's ``target``)."""
+    job_target: str | None = None
+    """Where a Kafka target wrote (``kafka:TOPIC``): it has no run record to say so."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +132,8 @@ class DeadLetterRow:
     error_message: str | None
     attempts: int
     dead_at_ms: int
+    job_target: str | None = None
+    """Where the dead run's target goes; None for a job."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +175,10 @@ class RunView:
     covers_to_ms: int | None = None
     """As in `AttemptFinished`, of the latest result."""
     covers_count: int | None = None
+    job_target: str | None = None
+    """Where a target goes (``kafka:TOPIC``, ``POST URL``); None for a job."""
+    target: str | None = None
+    """The latest result's ``target`` (JSON): topic and partition, or HTTP status."""
 
     @property
     def duration_ms(self) -> int | None:
@@ -203,6 +215,8 @@ class AttemptView:
     covers_count: int | None = None
     counts: str | None = None
     """A DAG run's own result: its counts of task states (JSON text)."""
+    target: str | None = None
+    """A target's result: what it did (JSON text of the result's ``target``)."""
 
 
 def summarize(
@@ -253,21 +267,24 @@ def summarize(
         dead_at_ms=dead_at_ms,
         covers_to_ms=finished[-1].covers_to_ms if finished else None,
         covers_count=finished[-1].covers_count if finished else None,
+        job_target=last_dl.job_target if last_dl else None,
+        target=finished[-1].target if finished else None,
     )
 
 
 _ATTEMPT_COLUMNS = (
     "run_id, attempt, schedule_id, task, scheduled_ms, fired_ms, started_ms, finished_ms, "
     "COALESCE(status, 'running'), worker, error_type, error_message, progress, progress_ms, "
-    "covers_to_ms, covers_count, counts"
+    "covers_to_ms, covers_count, counts, target"
 )
 _RUN_COLUMNS = (
     "run_id, schedule_id, task, job_name, scheduled_ms, fired_ms, started_ms, finished_ms, "
-    "status, attempts, worker, error_type, error_message, dead_at_ms, covers_to_ms, covers_count"
+    "status, attempts, worker, error_type, error_message, dead_at_ms, covers_to_ms, covers_count, "
+    "job_target, target"
 )
 _DL_COLUMNS = (
     "partition, offset, run_id, schedule_id, task, job_name, error_type, error_message, "
-    "attempts, dead_at_ms"
+    "attempts, dead_at_ms, job_target"
 )
 
 
@@ -394,11 +411,13 @@ class HistoryStore:
         if fired:
             await db.executemany(
                 "INSERT INTO attempts (run_id, attempt, schedule_id, task, job_name, "
-                "scheduled_ms, fired_ms, deadline_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "scheduled_ms, fired_ms, deadline_ms, job_target) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id, attempt) DO UPDATE SET "
                 "schedule_id = excluded.schedule_id, task = excluded.task, "
                 "job_name = excluded.job_name, scheduled_ms = excluded.scheduled_ms, "
-                "fired_ms = excluded.fired_ms, deadline_ms = excluded.deadline_ms",
+                "fired_ms = excluded.fired_ms, deadline_ms = excluded.deadline_ms, "
+                "job_target = excluded.job_target",
                 [
                     (
                         r.run_id,
@@ -409,6 +428,7 @@ class HistoryStore:
                         r.scheduled_ms,
                         r.fired_ms,
                         r.deadline_ms,
+                        r.job_target,
                     )
                     for r in fired
                 ],
@@ -417,15 +437,16 @@ class HistoryStore:
             await db.executemany(
                 "INSERT INTO attempts (run_id, attempt, schedule_id, task, scheduled_ms, "
                 "started_ms, finished_ms, status, worker, error_type, error_message, "
-                "covers_to_ms, covers_count, counts) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "covers_to_ms, covers_count, counts, target, job_target) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id, attempt) DO UPDATE SET "
                 "scheduled_ms = COALESCE(attempts.scheduled_ms, excluded.scheduled_ms), "
                 "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
                 "status = excluded.status, worker = excluded.worker, "
                 "error_type = excluded.error_type, error_message = excluded.error_message, "
                 "covers_to_ms = excluded.covers_to_ms, covers_count = excluded.covers_count, "
-                "counts = excluded.counts",
+                "counts = excluded.counts, target = excluded.target, "
+                "job_target = COALESCE(attempts.job_target, excluded.job_target)",
                 [
                     (
                         r.run_id,
@@ -442,6 +463,8 @@ class HistoryStore:
                         r.covers_to_ms,
                         r.covers_count,
                         r.counts_json,
+                        r.target_json,
+                        r.job_target,
                     )
                     for r in finished
                 ],
@@ -477,7 +500,7 @@ class HistoryStore:
         if dead:
             await db.executemany(
                 f"INSERT OR REPLACE INTO dead_letters ({_DL_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         r.partition,
@@ -490,6 +513,7 @@ class HistoryStore:
                         r.error_message,
                         r.attempts,
                         r.dead_at_ms,
+                        r.job_target,
                     )
                     for r in dead
                 ],
@@ -537,14 +561,17 @@ class HistoryStore:
         )
         attempts: dict[str, list[AttemptView]] = {}
         job_names: dict[str, str] = {}
+        job_targets: dict[str, str] = {}
         for row in await db.execute_fetchall(
-            f"SELECT {_ATTEMPT_COLUMNS}, job_name FROM attempts "
+            f"SELECT {_ATTEMPT_COLUMNS}, job_name, job_target FROM attempts "
             "WHERE run_id IN (SELECT run_id FROM touched)"
         ):
-            attempt = AttemptView(*row[:-1])
+            attempt = AttemptView(*row[:-2])
             attempts.setdefault(attempt.run_id, []).append(attempt)
+            if row[-2] is not None:
+                job_names.setdefault(attempt.run_id, str(row[-2]))
             if row[-1] is not None:
-                job_names.setdefault(attempt.run_id, str(row[-1]))
+                job_targets.setdefault(attempt.run_id, str(row[-1]))
         dead: dict[str, list[DeadLetterRow]] = {}
         for row in await db.execute_fetchall(
             f"SELECT {_DL_COLUMNS} FROM dead_letters WHERE run_id IN (SELECT run_id FROM touched)"
@@ -574,11 +601,13 @@ class HistoryStore:
                     view.dead_at_ms,
                     view.covers_to_ms,
                     view.covers_count,
+                    job_targets.get(run_id, view.job_target),
+                    view.target,
                 )
             )
         await db.executemany(
             f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             summaries,
         )
         await db.execute("DELETE FROM touched")

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from actors.display import duration
+from actors.display import duration, job_text
 from actors.shard.dag_book import DagRun
 from actors.shard.state import ScheduleState
 from actors.views.schedules import spec_text
@@ -219,7 +219,7 @@ def dag_view(
                 state=task_state,
                 detail=detail,
                 after=after[name],
-                job=str(task_docs[name]["job"]["name"]),
+                job=job_text(task_docs[name]["job"]["name"], task_docs[name]["job"].get("args")),
             )
         )
     return DagView(

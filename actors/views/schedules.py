@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from actors.display import instant
+from actors.display import carrier_target, instant, job_text
 from actors.shard.retired import is_gone_key
 from actors.shard.state import (
     ScheduleState,
@@ -88,14 +88,30 @@ def last_outcome(state: ScheduleState) -> str:
     return "completed"
 
 
+def job_of(definition: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
+    """(job name, target) of a schedule's definition: a target (``{"kafka": {...}}`` or
+    ``{"http": {...}}``, its carrier job's args) has no job name of its own."""
+    job = definition.get("job") or {}
+    target = carrier_target(job.get("name"), job.get("args"))
+    return (None, target) if target is not None else (job.get("name"), None)
+
+
+def shown_job(definition: dict[str, Any]) -> str:
+    """The job cell of every schedule view: its name, or ``→ kafka:TOPIC``/``→ POST URL``."""
+    job = definition.get("job") or {}
+    return job_text(job.get("name"), job.get("args"))
+
+
 def schedule_json(state: ScheduleState) -> dict[str, Any]:
     definition = orjson.loads(state.def_bytes)
     spec = definition.get("spec", {})
+    job, target = job_of(definition)
     return {
         "id": state.id,
         "spec": spec,
         "zone": spec.get("tz", "UTC") if "cron" in spec else None,
-        "job": definition.get("job", {}).get("name"),
+        "job": job,
+        "target": target,
         "next_fire": None if state.next_ms is None else instant(state.next_ms),
         "paused": state.paused,
         "last_fired": None if state.last_fired_ms is None else instant(state.last_fired_ms),
