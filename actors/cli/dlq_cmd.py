@@ -78,6 +78,16 @@ async def dead_letters(settings: Settings) -> list[messages.DeadLetter]:
     return letters
 
 
+def _target(letter: messages.DeadLetter) -> dict[str, Any] | None:
+    """A dead target's target (``{"kafka": {...}}``): the carrier job's args name it."""
+    return output.carrier_target(letter.job.name, letter.job.args)
+
+
+def _job_cell(row: dict[str, Any]) -> str:
+    target = output.target_text(row["target"])
+    return f"→ {target}" if target is not None else output.job_text(row["job"])
+
+
 def _row(letter: messages.DeadLetter) -> dict[str, Any]:
     error = letter.last_error or {}
     return {
@@ -85,7 +95,8 @@ def _row(letter: messages.DeadLetter) -> dict[str, Any]:
         "run_id": letter.run_id,
         "schedule_id": letter.schedule_id,
         "task": letter.task,
-        "job": letter.job.name,
+        "job": None if _target(letter) else letter.job.name,
+        "target": _target(letter),
         "attempts": len(letter.attempts),
         "error_type": error.get("type"),
         "error": error.get("message"),
@@ -114,7 +125,7 @@ def run_list(args: argparse.Namespace) -> int:
             [
                 r["dead_at"],
                 r["run_id"],
-                r["job"],
+                _job_cell(r),
                 str(r["attempts"]),
                 f"{r['error_type']}: {r['error']}" if r["error_type"] else "-",
             ]

@@ -14,7 +14,6 @@ import asyncio
 from typing import Any
 
 from actors.cli import output
-from actors.display import job_text, target_text
 from actors.shard.state import decode_schedule
 from actors.views.schedules import latest_states, schedule_json, spec_text
 from actors.views.tail import TailError, read_to_end
@@ -89,8 +88,8 @@ def _table_row(row: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _job(row: dict[str, Any]) -> str:
-    target = target_text(row.get("target"))
-    return f"→ {target}" if target is not None else job_text(row["job"])
+    target = output.target_text(row.get("target"))
+    return f"→ {target}" if target is not None else output.job_text(row["job"])
 
 
 def _short(text: str | None) -> str:

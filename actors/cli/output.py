@@ -11,14 +11,17 @@ import sys
 from collections.abc import Callable
 
 from actors.display import STATUS_STYLES as STATUS_STYLES
+from actors.display import carrier_target as carrier_target
 from actors.display import delivered_text as delivered_text
 from actors.display import duration as duration
 from actors.display import instant as instant
 from actors.display import is_terminal as is_terminal
+from actors.display import job_text as job_text
 from actors.display import print_json as print_json
 from actors.display import print_table as print_table
 from actors.display import short_instant as short_instant
 from actors.display import target_cell as target_cell
+from actors.display import target_text as target_text
 
 
 def fail(command: str, message: str, code: int = 1) -> int:
