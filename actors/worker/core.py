@@ -128,6 +128,9 @@ class Outcome:
 
     status: RunStatus  # one of JOB_STATUSES
     error: Mapping[str, str] | None = None
+    target: Mapping[str, Any] | None = None
+    """What a target's call did (the result's ``target``: an HTTP target's status,
+    duration and body), for a built-in target job; None for a job."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -535,6 +538,7 @@ class WorkerCore:
                     running.started_ms,
                     now_ms,
                     outcome.error if cancelled is None else cancelled,
+                    outcome.target if cancelled is None else None,
                 )
                 if running.cancel_offset is not None:
                     self._finish(part, running.cancel_offset)
@@ -843,6 +847,7 @@ class WorkerCore:
         started_ms: int | None,
         finished_ms: int,
         error: Mapping[str, str] | None,
+        target: Mapping[str, Any] | None = None,
     ) -> None:
         if shard_decides(run.deadline_ms, finished_ms):
             # The shard has written (or is writing) timed_out for this attempt; a
@@ -851,7 +856,12 @@ class WorkerCore:
             self._finish(part, offset)
             return
         value = self._result(
-            run, status, started_ms, finished_ms, error if status != RunStatus.SUCCEEDED else None
+            run,
+            status,
+            started_ms,
+            finished_ms,
+            error if status != RunStatus.SUCCEEDED else None,
+            target=target,
         )
         part.results.append(OutRecord(TopicKind.RESULTS, run.schedule_id.encode(), value))
         part.runs.append(run)
@@ -866,6 +876,7 @@ class WorkerCore:
         finished_ms: int | None,
         error: Mapping[str, str] | None,
         progress: tuple[Any, int] | None = None,
+        target: Mapping[str, Any] | None = None,
     ) -> bytes:
         """The ``{ns}.results`` value of an attempt of ``run``, reported by this worker."""
         return result_value(
@@ -880,6 +891,7 @@ class WorkerCore:
             worker=self._worker,
             error=error,
             progress=progress,
+            target=target,
         )
 
     def _finish(self, part: _Partition, offset: int) -> None:

@@ -54,6 +54,20 @@ async def _call_async(spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]) -
     return Outcome(RunStatus.SUCCEEDED)
 
 
+async def _call_builtin(spec: JobSpec, ctx: RunContext, run: Run) -> Outcome:
+    """A built-in job (a target's carrier) as a task on the loop: it reports its own
+    outcome; what it raises is mapped as for any async job."""
+    try:
+        outcome: Outcome = await spec.func(run)
+    except asyncio.CancelledError:
+        if ctx.cancelled:
+            raise
+        return _stray_cancel()
+    except BaseException as exc:
+        return Outcome(RunStatus.FAILED, error_of(exc))
+    return outcome
+
+
 def _stray_cancel() -> Outcome:
     """A ``CancelledError`` the worker did not ask for (a library's own cancel, an
     awaited future cancelled by someone else): a failure, retried like any other,
@@ -122,7 +136,8 @@ class Executor:
         self._started[key] = (run.job.name, time.perf_counter())
         args = run.job.args
         if spec.is_async:
-            task = loop.create_task(_call_async(spec, ctx, args))
+            call = _call_builtin(spec, ctx, run) if spec.builtin else _call_async(spec, ctx, args)
+            task = loop.create_task(call)
             self._tasks[key] = task
             # The exit is reported from the task's done callback, not from inside the
             # coroutine: a task cancelled before its first step (a lease lost in the

@@ -4,17 +4,28 @@ A job is a function ``(ctx: RunContext, **args)``; ``args`` are the schedule's
 ``job.args`` (a JSON object). Async functions run on the worker's event loop, plain
 functions in its thread pool. A worker imports the modules named by ``--jobs``,
 which register their jobs in the process-wide registry as a side effect.
+
+Names starting ``kafkron.`` are kafkron's own (`topics.targets.RESERVED_JOB_PREFIX`):
+the carrier jobs of targets, which the worker registers itself with
+`Registry.register_builtin`. A built-in job is an async function of the run
+record alone that returns its `Outcome` (status, error and the result's
+``target``) instead of raising.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from actors.worker.core import Outcome
+from topics.messages import Run
+from topics.targets import RESERVED_JOB_PREFIX
+
 F = TypeVar("F", bound=Callable[..., Any])
+BuiltinJob = Callable[[Run], Awaitable[Outcome]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +33,8 @@ class JobSpec:
     name: str
     func: Callable[..., Any]
     is_async: bool
+    builtin: bool = False
+    """A `BuiltinJob`: called with the run record, returns its `Outcome`."""
 
 
 class Registry:
@@ -33,9 +46,23 @@ class Registry:
     def register(self, name: str, func: Callable[..., Any]) -> JobSpec:
         if not name or not isinstance(name, str):
             raise ValueError(f"a job name must be a non-empty string, got {name!r}")
-        spec = JobSpec(name=name, func=func, is_async=inspect.iscoroutinefunction(func))
+        if name.startswith(RESERVED_JOB_PREFIX):
+            raise ValueError(
+                f"job {name!r}: names starting {RESERVED_JOB_PREFIX!r} are kafkron's own"
+                " (targets); give the job another name"
+            )
+        return self._add(JobSpec(name=name, func=func, is_async=inspect.iscoroutinefunction(func)))
+
+    def register_builtin(self, name: str, func: BuiltinJob) -> JobSpec:
+        """Register kafkron's own job ``name`` (a target's carrier, ``kafkron.*``)."""
+        if not name.startswith(RESERVED_JOB_PREFIX):
+            raise ValueError(f"built-in job {name!r} must start {RESERVED_JOB_PREFIX!r}")
+        return self._add(JobSpec(name=name, func=func, is_async=True, builtin=True))
+
+    def _add(self, spec: JobSpec) -> JobSpec:
+        name, func = spec.name, spec.func
         existing = self._jobs.get(name)
-        if existing is not None and existing.func is not func:
+        if existing is not None and existing.func != func:  # == : a bound method is new each time
             raise ValueError(
                 f"job {name!r} is already registered by "
                 f"{existing.func.__module__}.{existing.func.__qualname__}; "
