@@ -32,6 +32,7 @@ BROKEN_VARIANTS = (
     "changelog-outside-txn",  # the shard writes its changelog outside its transaction
     "dag-early-release",  # the node takes a DAG task as succeeded the moment it fires it
     "commit-refused-batch",  # the shard commits a transaction one of whose batches was refused
+    "target-outside-txn",  # the node writes Kafka targets' records outside the fire's transaction
     "no-clock-step-check",  # the scheduler does not notice its wall clock stepping while idle
     # The worker's fixes undone in its executor (simulation/worker_node.py):
     "adopt-no-seek",  # the Seek after adoption is ignored (finding 2)

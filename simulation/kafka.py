@@ -150,7 +150,7 @@ class SimKafka:
         self.refusing: frozenset[TopicKind] = frozenset()
         # Topics refused as unauthorized now (`runs_denied`: the scheduler's ACL revoked).
         self.denying: frozenset[TopicKind] = frozenset()
-        self.target_records: list[Any] = []  # (txn, topic, partition, key, value): `targets`
+        self.target_records: list[Any] = []  # `targets.SentTarget`s: records of Kafka targets
         self.logs = {kind: [Log(kind, p) for p in range(n)] for kind, n in partitions.items()}
         self.fencing = fencing
         self.available = True

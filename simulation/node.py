@@ -63,7 +63,8 @@ from simulation.kafka import BrokerUnavailable, ProducerFenced, Txn
 from simulation.targets import send_target
 from topics.messages import is_cancel, parse_run, result_value
 from topics.names import TopicKind
-from topics.records import InRecord, OutRecord
+from topics.records import InRecord, OutRecord, TargetRecord
+from topics.targets import TargetTopics
 from topics.vocabulary import RunStatus
 
 LATE_MS = 1_000  # a fire further than this from its instant is narrated as "late"
@@ -103,8 +104,12 @@ class SchedulerNode:
         *,
         max_fires_per_turn: int = MAX_FIRES_PER_TURN,
         max_standbys: int = 0,
+        targets: TargetTopics | None = None,
     ) -> None:
         self.host = host
+        # The Kafka target topics every core is handed (as `TargetTable.snapshot` in
+        # the runtime): constant here, the world's topics neither come nor go.
+        self.targets = targets or TargetTopics(own_prefix=f"{host.settings.namespace}.")
         self.max_standbys = max_standbys
         self.warm: dict[int, WarmShard] = {}  # standbys: cores tailing a changelog
         self.max_fires_per_turn = max_fires_per_turn
@@ -315,6 +320,7 @@ class SchedulerNode:
                     partitions=kafka.partitions[TopicKind.COMMANDS],
                     now_ms=self.now_ms(),
                 )
+                core.set_target_topics(self.targets)  # as the runtime's `_retail`
                 self.warm[action.partition] = WarmShard(action.partition, core)
             elif isinstance(action, Untail):
                 self.warm.pop(action.partition, None)
@@ -409,6 +415,7 @@ class SchedulerNode:
             partitions=kafka.partitions[TopicKind.COMMANDS],
             now_ms=self.now_ms(),
         )
+        core.set_target_topics(self.targets)  # before the changelog, as the runtime's restore
         latest: dict[bytes | None, bytes | None] = {}
         records, _ = kafka.fetch(TopicKind.SCHEDULES, p, 0, 1 << 62)
         for record in records:  # as restore.read_to_end: the latest record per key
@@ -428,6 +435,7 @@ class SchedulerNode:
         txns: dict[int, tuple[Txn, Write]] = {}
         runs_append_ms: int | None = None
         outside = "changelog-outside-txn" in host.broken
+        targets_outside = "target-outside-txn" in host.broken
         mono_ms = self.clock.mono_ms()
         for write in writes:
             p = write.partition
@@ -440,8 +448,8 @@ class SchedulerNode:
                 for r in write.records:
                     kind = r.topic
                     if not isinstance(kind, TopicKind):  # a Kafka target's own topic
-                        assert r.partition is not None  # the shard always chooses it
-                        send_target(kafka, txn, kind, r.key, r.value, r.partition)
+                        assert isinstance(r, TargetRecord)
+                        send_target(kafka, None if targets_outside else txn, r, true_ms)
                         continue
                     if outside and kind is TopicKind.SCHEDULES:
                         kafka.append(kind, r.key, r.value, r.partition, true_ms)

@@ -63,6 +63,12 @@ Fleet-sized worlds (``internet-midnight``) use four more keys::
     [herd]                            # report the herd due at this instant (`simulation.herd`)
     at = "2026-01-15T00:00:00Z"
     window_s = 300
+
+Kafka targets' topics (`simulation.targets`: they exist, and the schedulers may write them)::
+
+    [targets]
+    topics = { "orders.due" = 3 }     # topic -> partitions
+    allowed = ["orders.*"]            # the schedulers' --target-topic patterns
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from simulation.targets import TargetWorld, target_world
 from topics.timefmt import parse_instant
 
 FAULT_KINDS = (
@@ -247,6 +254,9 @@ class Scenario:
     sample: Sample | None = None
     herd: Herd | None = None
     shrink: int = 1  # every schedule group's count was divided by this (`shrunk`)
+    targets: TargetWorld = field(
+        default_factory=TargetWorld
+    )  # ``[targets]``: Kafka target topics (`targets`)
     path: str = ""
 
     @property
@@ -399,6 +409,7 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         compact_every_ms=int(float(data.get("compact_every_s", 3600)) * 1000),
         sample=sample,
         herd=herd,
+        targets=target_world(data.get("targets", {})),
         path=path,
     )
 

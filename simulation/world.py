@@ -92,6 +92,7 @@ class World:
                     scenario.session_timeout_ms,
                     max_fires_per_turn=scenario.max_fires_per_turn,
                     max_standbys=scenario.standbys,
+                    targets=scenario.targets.snapshot(self.settings.namespace),
                 )
             else:
                 slots = spec.concurrency

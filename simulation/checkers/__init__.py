@@ -20,6 +20,7 @@ from simulation.checkers import (
     never_early,
     nothing_missed,
     overlap,
+    target_once,
 )
 from simulation.checkers.evidence import Evidence, Verdict
 
@@ -27,6 +28,7 @@ CHECKERS = (
     exactly_once.check,
     nothing_missed.check,
     never_early.check,
+    target_once.check,
     lateness.check,
     overlap.check,
     effects.check,

@@ -11,6 +11,8 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from simulation.checkers.target_records import TargetDelivery, deliveries
+from simulation.targets import TargetSeen, committed_targets
 from topics.codec import loads
 from topics.commands import DagUpsert, ScheduleUpsert, decode_command
 from topics.covers import Covers
@@ -95,6 +97,10 @@ class Evidence:
     false_lease_losses: list[tuple[str, int, str]] = field(default_factory=list)
     # Cancel records on {ns}.runs: (run_id, attempt, append ms).
     cancels: list[tuple[str, int, int]] = field(default_factory=list)
+    # Kafka targets' records a read_committed reader of their topics sees, and those
+    # topics' partition counts (`checkers.target_once`).
+    targets: list[TargetDelivery] = field(default_factory=list)
+    target_partitions: dict[str, int] = field(default_factory=dict)
 
     def folded_ranges(self) -> dict[str, list[tuple[int, int]]]:
         """Per schedule, the [first, last] ranges that folded missed/skipped results cover."""
@@ -131,6 +137,7 @@ class TopicEvidence:
     dags: dict[str, DagUpsert]
     first_next_ms: dict[str, int | None]
     final_state: dict[str, dict[str, Any]]
+    targets: list[TargetDelivery] = field(default_factory=list)
 
 
 def from_topics(
@@ -141,6 +148,7 @@ def from_topics(
     schedules: Iterable[TopicRecord],
     commands: Iterable[tuple[bytes, bytes, int]],
     ignore_workers: Collection[str] = (),
+    targets: Iterable[TargetSeen] = (),
 ) -> TopicEvidence:
     """The checkers' view of the topics' committed records.
 
@@ -149,7 +157,7 @@ def from_topics(
     ``commands`` are the (key, value, timestamp ms) of the commands submitted; the
     upserts among them say what each schedule should fire. ``ignore_workers``: results
     of these workers are left out (a test's stand-in worker, which is not under test
-    and may answer a run twice).
+    and may answer a run twice). ``targets``: the records of the Kafka targets' topics.
     """
     run_records = []
     cancels = []
@@ -234,6 +242,7 @@ def from_topics(
         dags=dags,
         first_next_ms=first_next,
         final_state=final,
+        targets=deliveries(targets),
     )
 
 
@@ -242,7 +251,9 @@ def _fields_of(topics: TopicEvidence) -> dict[str, Any]:
     return {f.name: getattr(topics, f.name) for f in fields(TopicEvidence)}
 
 
-def of_topics(topics: TopicEvidence, *, end_ms: int) -> Evidence:
+def of_topics(
+    topics: TopicEvidence, *, end_ms: int, target_partitions: dict[str, int] | None = None
+) -> Evidence:
     """Evidence of nothing but topics (records read from a real broker), for the
     checkers that judge topics alone (`simulation.checkers.TOPIC_CHECKERS`).
 
@@ -262,6 +273,7 @@ def of_topics(topics: TopicEvidence, *, end_ms: int) -> Evidence:
         idempotent_runs=set(),
         owners={},
         partitions={},
+        target_partitions=dict(target_partitions or {}),
     )
 
 
@@ -286,6 +298,7 @@ def gather(world: Any) -> Evidence:
         dlq=committed(TopicKind.DLQ),
         schedules=changelog(),
         commands=((s.key, s.value, s.submitted_ms) for s in world.submitted),
+        targets=committed_targets(kafka),
     )
     scenario = world.scenario
     owners: dict[str, dict[int, list[str]]] = {"scheduler": {}, "worker": {}}
@@ -313,4 +326,5 @@ def gather(world: Any) -> Evidence:
         idempotent_runs=set(ledger.idempotent_runs),
         owners=owners,
         partitions={"scheduler": scenario.shards, "worker": scenario.runs_partitions},
+        target_partitions=dict(scenario.targets.topics),
     )

@@ -29,6 +29,7 @@ def check(evidence: Evidence) -> Verdict:
         else:
             seen[key] = run.append_ms
     fired = {run_id for run_id, attempt in seen if attempt == 1}
+    fired |= {t.run_id for t in evidence.targets if t.attempt == 1}  # Kafka targets' fires
     decided: dict[tuple[str, int], str] = {}
     for result in evidence.results:
         if result.status in (RunStatus.MISSED, RunStatus.SKIPPED):

@@ -2,9 +2,9 @@
 
 Every occurrence of a schedule, from the first one its shard planned up to the
 end of the run minus the settle time, is accounted for: it fired (a run with its
-run id), or the shard reported it ``missed`` or ``skipped`` (one result each, or a
-folded result whose range covers it), or it is still buffered behind a run in
-flight (overlap buffer policies).
+run id, or a Kafka target's record naming it), or the shard reported it ``missed``
+or ``skipped`` (one result each, or a folded result whose range covers it), or it
+is still buffered behind a run in flight (overlap buffer policies).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ def check(evidence: Evidence) -> Verdict:
     fired = {r.run_id for r in evidence.runs}
     # A DAG occurrence fired when any of its task runs did ("{id}@{instant}/{task}").
     fired |= {r.run_id.rsplit("/", 1)[0] for r in evidence.runs if r.task is not None}
+    # A Kafka target's occurrence is fired when its record is (`target_once` judges them).
+    fired |= {t.run_id for t in evidence.targets}
     reported = {
         r.run_id for r in evidence.results if r.status in (RunStatus.MISSED, RunStatus.SKIPPED)
     }

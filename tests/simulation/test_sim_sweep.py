@@ -38,6 +38,7 @@ SWEEPS = {
     "worker-stop-hangs": 8,
     "schedulers-deploy-midnight": 6,
     "schedule-recreated-at-its-minute": 10,
+    "kafka-targets-takeovers": 8,
 }
 
 
