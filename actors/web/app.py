@@ -38,6 +38,7 @@ import jinja2
 import orjson
 from aiohttp import web
 
+from actors.display import delivered_text, target_cell
 from actors.history.store import HistoryError
 from actors.sending import SendError, send_commands
 from actors.timespec import SpecError
@@ -88,6 +89,11 @@ def _env() -> jinja2.Environment:
     env.filters["instant"] = lambda ms: "-" if ms is None else format_ms(int(ms))
     env.filters["ms"] = lambda ms: "-" if ms is None else _duration(int(ms))
     env.filters["q"] = lambda text: quote(str(text), safe="")
+    # A target shows where it goes and what it did, as in `kafkron history`.
+    env.filters["target"] = lambda run: target_cell(run.job_target, run.target)
+    env.filters["delivered"] = lambda text: delivered_text(
+        None if text is None else orjson.loads(text)
+    )
     return env
 
 

@@ -23,7 +23,7 @@ import orjson
 from actors.history.store import AttemptView, HistoryError, HistoryStore
 from actors.shard.state import ScheduleState, decode_schedule
 from actors.timespec import compile_spec
-from actors.views.schedules import last_outcome, latest_states, spec_text
+from actors.views.schedules import last_outcome, latest_states, shown_job, spec_text
 from actors.views.tail import read_to_end
 from topics.messages import Result
 from topics.names import Settings, TopicKind
@@ -110,7 +110,7 @@ def _zone_of(spec: Mapping[str, Any]) -> str:
 def row_of(state: ScheduleState) -> ScheduleRow:
     definition = orjson.loads(state.def_bytes)
     spec = definition.get("spec", {})
-    job = definition.get("job", {}).get("name") or ("DAG" if state.dag is not None else "-")
+    job = "DAG" if state.dag is not None else shown_job(definition)
     return ScheduleRow(
         id=state.id,
         spec=spec_text(spec),

@@ -9,19 +9,24 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from actors.cli.web_cmd import is_loopback
-from actors.history.store import AttemptView
+from actors.history.store import AttemptView, HistoryStore
+from actors.shard.state import ScheduleState, decode_schedule
 from actors.views.dag_view import dag_view
 from actors.web import data
-from actors.web.app import TOKEN_COOKIE, Console, WebOptions, _local_path
+from actors.web.app import TOKEN_COOKIE, Console, WebOptions, _env, _local_path
 from actors.web.drawing import NODE_W, bar_chart, dag_graph
 from tests.dag.test_dag_cli import billing_state
 from tests.kit.cli import cli
+from tests.kit.history import HTTP_RUN, KAFKA_RUN, target_rows
+from tests.kit.shard import Shard, command
 from topics.names import Settings
+from topics.targets import TargetTopic, TargetTopics
 from topics.timefmt import parse_instant
 
 # Nothing listens here: a request that reached Kafka would fail, not pass.
@@ -169,3 +174,60 @@ def test_the_dag_page_takes_the_run_level_result_of_the_attempt_that_ended() -> 
     assert second is not None and (second.status, second.counts) == ("succeeded", {"succeeded": 3})
     assert second.finished_ms is not None and second.started_ms is not None
     assert data.dag_run_result([attempt(1, "running", None)], 1) is None  # a task's progress
+
+
+def _target_state(schedule_id: str, target: dict[str, object]) -> ScheduleState:
+    shard = Shard()
+    shard.core.set_target_topics(
+        TargetTopics(allowed=("orders.*",), known={"orders.due": TargetTopic(3)})
+    )
+    body = command("schedule.upsert", schedule_id, spec={"every": "1h"}, target=target)
+    shard.send(body)
+    value = shard.changelog[schedule_id.encode()]
+    assert value is not None, shard.rejected
+    return decode_schedule(value)
+
+
+def test_a_target_schedule_shows_where_it_goes_instead_of_its_carrier_job() -> None:
+    kafka = data.row_of(_target_state("order-due", {"kafka": {"topic": "orders.due", "value": 1}}))
+    assert kafka.job == "→ kafka:orders.due"
+    http = data.row_of(_target_state("hook", {"http": {"url": "https://e.example/h"}}))
+    assert http.job == "→ POST https://e.example/h"
+
+
+@pytest.fixture
+async def target_client(tmp_path: Path) -> AsyncIterator[TestClient]:
+    db = tmp_path / "history.db"
+    async with await HistoryStore.open(db, namespace=NO_KAFKA.namespace) as store:
+        await store.write(target_rows(), {})
+    console = Console(NO_KAFKA, WebOptions(db=db, token="s3cret"))
+    async with TestClient(TestServer(console.app())) as test_client:
+        yield test_client
+
+
+async def test_target_runs_show_their_target_and_what_it_did(target_client: TestClient) -> None:
+    page = await target_client.get(f"/runs/{quote(HTTP_RUN, safe='')}")
+    text = await page.text()
+    assert page.status == 200
+    assert "→ POST https://billing.example/charge" in text
+    assert "<th>target</th>" in text and "HTTP 200 in 41 ms" in text
+    page = await target_client.get(f"/runs/{quote(KAFKA_RUN, safe='')}")
+    text = await page.text()
+    assert "→ kafka:orders.due" in text and "kafka:orders.due[3]" in text
+    dead = await (await target_client.get("/dlq")).text()
+    assert "→ kafka:orders.due" in dead and "kafkron.kafka" not in dead
+
+
+async def test_the_schedule_page_gives_its_target_runs_a_target_column(tmp_path: Path) -> None:
+    # The page's changelog half needs Kafka; its runs half is the template over the history.
+    async with await HistoryStore.open(tmp_path / "h.db", namespace="t") as store:
+        await store.write(target_rows(), {})
+        runs = await store.runs(limit=10)
+    page = _env().get_template("schedule.html").render(
+        ns="t", sent=None, failed=None, here="/", can_act=False, token_mode=False,
+        schedule_id="order-due", row=None, definition="{}", dst=None, runs=runs, charts=[],
+        history_error=None,
+    )  # fmt: skip
+    assert "<th>target</th>" in page
+    assert "→ kafka:orders.due[3]" in page
+    assert "→ POST https://billing.example/charge · HTTP 200 in 41 ms" in page
