@@ -102,6 +102,10 @@ class ResultRecord(faust.Record, include_metadata=False):
     """A folded missed/skipped result only: ``{"from", "to", "count", "exact"}``, the
     occurrences it stands for (`topics.covers`); a plain object, as ``from`` is no
     Python name."""
+    target: dict[str, Any] | None = None
+    """A target's result only (`topics.targets`): ``{"kafka": {"topic", "partition"}}``
+    where the shard wrote the record, or ``{"http": {"status", "duration_ms", "body"}}``
+    of the worker's call; a plain object, as its one key says which kind it is."""
 
     @property
     def scheduled_ms(self) -> int:

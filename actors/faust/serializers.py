@@ -52,7 +52,7 @@ RUN = WireShape(RunRecord, messages.parse_run, frozenset({"task", "logical_date"
 RESULT = WireShape(
     ResultRecord,
     messages.parse_result,
-    frozenset({"task", "error", "counts", "progress", "covers"}),
+    frozenset({"task", "error", "counts", "progress", "covers", "target"}),
 )
 RUN_CANCEL = WireShape(RunCancelRecord, messages.parse_cancel, frozenset({"task"}))
 DEAD_LETTER = WireShape(DeadLetterRecord, messages.parse_dlq, frozenset({"task"}))

@@ -92,6 +92,7 @@ def _result(**optional: Any) -> bytes:
         counts=optional.get("counts"),
         progress=optional.get("progress"),
         covers=optional.get("covers"),
+        target=optional.get("target"),
     )
 
 
@@ -130,6 +131,8 @@ def _rejected(original: bytes | None) -> bytes:
 ERROR = {"type": "CardDeclined", "message": "insufficient funds"}
 COVERS = Covers(T0 - 86_400_000, T0, 1440, exact=True)
 PROGRESS = ({"rows": 120}, T0 + 15)
+KAFKA_DONE = {"kafka": {"topic": "orders.due", "partition": 3}}
+HTTP_DONE = {"http": {"status": 503, "duration_ms": 41, "body": "busy"}}
 
 # Every variant of every record: each optional field absent, and each present.
 VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
@@ -142,6 +145,8 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (RESULT, result_codec, _result(counts={"succeeded": 3, "failed": 1}, error=ERROR)),
     (RESULT, result_codec, _result(status="missed", error=ERROR, covers=COVERS)),
     (RESULT, result_codec, _result(status="running", finished_ms=None, progress=PROGRESS)),
+    (RESULT, result_codec, _result(target=KAFKA_DONE)),
+    (RESULT, result_codec, _result(status="failed", error=ERROR, target=HTTP_DONE)),
     (RUN_CANCEL, run_codec, _cancel()),
     (RUN_CANCEL, run_codec, _cancel(task="charge")),
     (DEAD_LETTER, dead_letter_codec, _dead_letter()),
@@ -164,6 +169,7 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
             counts={"failed": 1},
             progress=PROGRESS,
             covers=COVERS,
+            target=HTTP_DONE,
         ),
     ),
     (RunCancelRecord, _cancel(task="charge")),
