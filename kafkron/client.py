@@ -5,12 +5,12 @@ letters and the changelog, `kafkron.reading`) for its life, both made from the
 same `Settings` and security settings as every kafkron client
 (`topics.clients`). Commands are built and validated by the one builder of
 commands (`topics.command_builders`): a mistake raises `InvalidCommand` naming the
-field before anything is sent.
+field before anything is sent. What an update sends is `kafkron.updates`; how the
+outcome topics are followed, `kafkron.following`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator, Mapping
 from datetime import datetime
 from types import TracebackType
@@ -20,28 +20,27 @@ from aiokafka import AIOKafkaProducer
 
 from actors.sending import produce_commands, started_producer
 from actors.views.tail import Record
-from kafkron.outcomes import OutcomeTracker, RunOutcome
-from kafkron.reading import Reader, ReadError, Subscription
+from kafkron import following
+from kafkron.outcomes import RunOutcome
+from kafkron.reading import Reader
 from kafkron.schedules import DEFAULT_FIRES, Schedule, next_fires, schedules_of
+from kafkron.updates import updated
 from topics import command_builders as build
 from topics.closing import stop_producer
-from topics.command_builders import CommandRecord, InvalidCommand
-from topics.command_fields import FieldError, instant
-from topics.command_parts import Dst, Instant, Misfire, OverlapName, Retry, Spec, Task, instant_text
-from topics.messages import PROGRESS_STATUS, Result, parse_dlq, parse_result, parse_run_id
+from topics.command_builders import CommandRecord
+from topics.command_parts import (
+    Dst,
+    HttpTarget,
+    Instant,
+    KafkaTarget,
+    Misfire,
+    OverlapName,
+    Retry,
+    Spec,
+    Task,
+)
+from topics.messages import Result
 from topics.names import Settings, TopicKind
-from topics.partitioner import murmur2_partition
-
-LOOK_BACK_MS = 10 * 60_000
-"""`Client.wait_for` reads results stamped from this long before the run's instant:
-a worker's clock may be behind the shard's by that much."""
-
-
-def _instant_ms(value: Instant, path: str) -> int:
-    try:
-        return instant(instant_text(value, path), path)
-    except FieldError as error:
-        raise InvalidCommand(str(error)) from None
 
 
 class Client:
@@ -120,9 +119,10 @@ class Client:
         self,
         schedule_id: str,
         spec: Spec,
-        job: str,
+        job: str | None = None,
         *,
         args: Mapping[str, Any] | None = None,
+        target: KafkaTarget | HttpTarget | None = None,
         misfire: Misfire | None = None,
         overlap: OverlapName | None = None,
         dst: Dst | None = None,
@@ -134,8 +134,10 @@ class Client:
     ) -> str:
         """Create (or replace) a schedule: ``schedule.upsert``. Returns its id.
 
-        The keyword arguments are the command's fields (`topics.command_builders.
-        schedule_upsert` says each); None leaves a field to its default.
+        What runs is ``job`` (a registered job name) with ``args``, or ``target`` (a
+        `KafkaTarget` record the shard writes, or an `HttpTarget` call). The keyword
+        arguments are the command's fields (`topics.command_builders.schedule_upsert`
+        says each); None leaves a field to its default.
 
         Example::
 
@@ -143,6 +145,9 @@ class Client:
                 "invoice-nightly", Cron("0 0 * * *", tz="Europe/London"),
                 "billing.invoice_nightly", args={"region": "eu"},
                 retry=Retry(max_attempts=3), timeout_s=1800)
+            await client.create_schedule(
+                "orders-due", Every("1h"),
+                target=KafkaTarget("orders.due", value={"due": "{scheduled_at}"}))
         """
         await self.send(
             build.schedule_upsert(
@@ -150,6 +155,7 @@ class Client:
                 spec,
                 job,
                 args=args,
+                target=target,
                 misfire=misfire,
                 overlap=overlap,
                 dst=dst,
@@ -169,6 +175,7 @@ class Client:
         spec: Spec | None = None,
         job: str | None = None,
         args: Mapping[str, Any] | None = None,
+        target: KafkaTarget | HttpTarget | None = None,
         misfire: Misfire | None = None,
         overlap: OverlapName | None = None,
         dst: Dst | None = None,
@@ -181,46 +188,32 @@ class Client:
         """Change some fields of an existing schedule; the others keep their values.
 
         Reads the definition its shard keeps in the changelog, replaces the fields
-        given (a part such as ``retry`` replaces the whole part) and sends the result
-        as a ``schedule.upsert``. `LookupError` if there is no such schedule. Two
-        updates racing each other: the later upsert wins whole.
+        given (a part such as ``retry`` replaces the whole part; ``job`` or
+        ``target`` replaces what runs) and sends the result as a ``schedule.upsert``
+        (`kafkron.updates`). `LookupError` if there is no such schedule. Two updates
+        racing each other: the later upsert wins whole.
 
         Example: ``await client.update("fx-rates", spec=Every("10m"), timeout_s=120)``.
         """
         current = await self.get_schedule(schedule_id)
         if current is None:
             raise LookupError(f"no schedule {schedule_id!r} in {self._changelog}")
-        if current.kind != "schedule":
-            raise InvalidCommand(
-                f"id: {schedule_id!r} is a DAG; change it with upsert_dag (the whole DAG)"
-            )
-        body = dict(current.definition)
-        body["spread"] = {"window_s": body.pop("spread_window_s", 0)}
-        try:
-            when = {
-                "start": None if start is None else instant_text(start, "start"),
-                "end": None if end is None else instant_text(end, "end"),
-                "spec": None if spec is None else spec.json(),
-            }
-        except FieldError as error:
-            raise InvalidCommand(str(error)) from None
-        changes = {
-            **when,
-            "misfire": None if misfire is None else misfire.json(),
-            "overlap": overlap,
-            "dst": None if dst is None else dst.json(),
-            "spread": None if spread_s is None else {"window_s": spread_s},
-            "retry": None if retry is None else retry.json(),
-            "timeout_s": timeout_s,
-        }
-        body.update({name: value for name, value in changes.items() if value is not None})
-        old_job = dict(body["job"])
-        body["job"] = {
-            "name": old_job["name"] if job is None else job,
-            "args": old_job.get("args", {}) if args is None else dict(args),
-        }
         await self.send(
-            build.validated({"v": 1, "type": "schedule.upsert", "id": schedule_id, **body})
+            updated(
+                current,
+                spec=spec,
+                job=job,
+                args=args,
+                target=target,
+                misfire=misfire,
+                overlap=overlap,
+                dst=dst,
+                spread_s=spread_s,
+                retry=retry,
+                timeout_s=timeout_s,
+                start=start,
+                end=end,
+            )
         )
 
     async def pause(self, schedule_id: str) -> None:
@@ -340,8 +333,7 @@ class Client:
 
         Example: ``schedule = await client.get_schedule("invoice-nightly")``.
         """
-        partitions = self._reader.partition_count(TopicKind.SCHEDULES)
-        partition = murmur2_partition(schedule_id.encode("utf-8"), partitions)
+        partition = following.partition_of(self._reader, TopicKind.SCHEDULES, schedule_id)
         return (await self._schedules(partition, fires)).get(schedule_id)
 
     async def _schedules(self, partition: int | None, fires: int) -> dict[str, Schedule]:
@@ -367,9 +359,6 @@ class Client:
         """
         return next_fires(spec, n, after=after, schedule_id=schedule_id, dst=dst, spread_s=spread_s)
 
-    def _partition_of(self, kind: TopicKind, schedule_id: str) -> int:
-        return murmur2_partition(schedule_id.encode("utf-8"), self._reader.partition_count(kind))
-
     async def wait_for(
         self, run_id: str, timeout: float | None = None, *, since: Instant | None = None
     ) -> RunOutcome:
@@ -386,40 +375,9 @@ class Client:
             outcome = await client.wait_for("fx-rates@2026-10-10T00:05:00.000Z", timeout=60)
             print(outcome.status, outcome.error)
         """
-        try:
-            schedule_id, scheduled_ms, _ = parse_run_id(run_id)
-        except ValueError as error:
-            raise InvalidCommand(f"run_id: {error}") from None
-        since_ms = scheduled_ms - LOOK_BACK_MS if since is None else _instant_ms(since, "since")
-        tracker = OutcomeTracker(run_id)
-        done: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
+        return await following.wait_for(self._reader, run_id, timeout, since)
 
-        def deliver(kind: TopicKind, value: bytes) -> None:
-            if done.done():
-                return
-            try:
-                if kind is TopicKind.RESULTS:
-                    outcome = tracker.on_result(parse_result(value))
-                else:
-                    outcome = tracker.on_dead_letter(parse_dlq(value))
-            except ValueError:
-                return  # not a record of ours to judge; the history shows it raw
-            if outcome is not None:
-                done.set_result(outcome)
-
-        tps = [
-            self._reader.topic_partition(kind, self._partition_of(kind, schedule_id))
-            for kind in (TopicKind.RESULTS, TopicKind.DLQ)
-        ]
-        starts = await self._reader.offsets_at(tps, since_ms)
-        subscription = await self._reader.subscribe(starts, deliver, on_failure=_fail(done))
-        try:
-            async with asyncio.timeout(timeout):
-                return await done
-        finally:
-            self._reader.unsubscribe(subscription)
-
-    async def results(
+    def results(
         self,
         schedule: str | None = None,
         since: Instant | None = None,
@@ -436,43 +394,4 @@ class Client:
             async for result in client.results(schedule="fx-rates"):
                 print(result.run_id, result.attempt, result.status)
         """
-        kind = TopicKind.RESULTS
-        partitions = (
-            range(self._reader.partition_count(kind))
-            if schedule is None
-            else [self._partition_of(kind, schedule)]
-        )
-        tps = [self._reader.topic_partition(kind, p) for p in partitions]
-        since_ms = None if since is None else _instant_ms(since, "since")
-        queue: asyncio.Queue[Result | BaseException] = asyncio.Queue()
-
-        def deliver(_: TopicKind, value: bytes) -> None:
-            try:
-                result = parse_result(value)
-            except ValueError:
-                return
-            if schedule is not None and result.schedule_id != schedule:
-                return
-            if (result.status == PROGRESS_STATUS) == progress:
-                queue.put_nowait(result)
-
-        starts = await self._reader.offsets_at(tps, since_ms)
-        subscription: Subscription = await self._reader.subscribe(
-            starts, deliver, on_failure=queue.put_nowait
-        )
-        try:
-            while True:
-                item = await queue.get()
-                if isinstance(item, BaseException):
-                    raise ReadError(f"the client's reader stopped: {item}")
-                yield item
-        finally:
-            self._reader.unsubscribe(subscription)
-
-
-def _fail(done: asyncio.Future[RunOutcome]) -> Any:
-    def fail(error: BaseException) -> None:
-        if not done.done():
-            done.set_exception(ReadError(f"the client's reader stopped: {error}"))
-
-    return fail
+        return following.results(self._reader, schedule, since, progress)

@@ -34,7 +34,17 @@ from kafkron.client import Client
 from kafkron.outcomes import RunOutcome
 from kafkron.schedules import DEFAULT_FIRES, Schedule, next_fires
 from topics.command_builders import CommandRecord
-from topics.command_parts import Dst, Instant, Misfire, OverlapName, Retry, Spec, Task
+from topics.command_parts import (
+    Dst,
+    HttpTarget,
+    Instant,
+    KafkaTarget,
+    Misfire,
+    OverlapName,
+    Retry,
+    Spec,
+    Task,
+)
 from topics.messages import Result
 from topics.names import Settings
 
@@ -107,9 +117,10 @@ class SyncClient:
         self,
         schedule_id: str,
         spec: Spec,
-        job: str,
+        job: str | None = None,
         *,
         args: Mapping[str, Any] | None = None,
+        target: KafkaTarget | HttpTarget | None = None,
         misfire: Misfire | None = None,
         overlap: OverlapName | None = None,
         dst: Dst | None = None,
@@ -121,7 +132,8 @@ class SyncClient:
     ) -> str:
         """`Client.create_schedule`.
 
-        Example: ``client.create_schedule("fx-rates", Every("5m"), "billing.fx_rates")``.
+        Example: ``client.create_schedule("fx-rates", Every("5m"), "billing.fx_rates")``, or
+        ``client.create_schedule("orders-due", Every("1h"), target=KafkaTarget("orders.due"))``.
         """
         return self._call(
             self._client.create_schedule(
@@ -129,6 +141,7 @@ class SyncClient:
                 spec,
                 job,
                 args=args,
+                target=target,
                 misfire=misfire,
                 overlap=overlap,
                 dst=dst,
@@ -147,6 +160,7 @@ class SyncClient:
         spec: Spec | None = None,
         job: str | None = None,
         args: Mapping[str, Any] | None = None,
+        target: KafkaTarget | HttpTarget | None = None,
         misfire: Misfire | None = None,
         overlap: OverlapName | None = None,
         dst: Dst | None = None,
@@ -163,6 +177,7 @@ class SyncClient:
                 spec=spec,
                 job=job,
                 args=args,
+                target=target,
                 misfire=misfire,
                 overlap=overlap,
                 dst=dst,
