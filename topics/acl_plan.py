@@ -17,6 +17,13 @@ A reserved-suffix rule would have refused existing namespaces, and literal ids p
 partition would tie the grants to a partition count that ``kafka-topics --alter``
 can change.
 
+Kafka targets. A scheduler writes a Kafka target's record itself, so it needs Write
+on each topic its namespace allows (``--target-topic NAME`` or ``PREFIX*``), and
+Describe and DescribeConfigs to read the topic's partitions and max.message.bytes
+(`actors.scheduler.target_table`): LITERAL for a name, PREFIXED for ``PREFIX*``, the
+two pattern kinds the shard's own check has (`topics.targets.allowed`), so the ACLs
+grant exactly what the shard may use. `plan` adds them to the scheduler's when given.
+
 `migration` gives the grants of the upgrade from the ``-`` ids: in its two middle
 steps each process also fences the other form (`topics.names.TxnIds`), so a
 principal needs the new prefix before its first 0.2 process starts, and loses the
@@ -32,6 +39,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from topics.names import Settings, TopicKind
+from topics.targets import check_pattern
 
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 
@@ -111,8 +119,35 @@ def _topics(settings: Settings, kinds: Sequence[TopicKind], *ops: Operation) -> 
     ]
 
 
-def plan(role: Role, namespace: str) -> tuple[Acl, ...]:
-    """Every ALLOW ACL `role` needs in `namespace`, sorted, without duplicates."""
+def target_acls(target_topics: Sequence[str], namespace: str) -> list[Acl]:
+    """The scheduler's ACLs on its allowed target topics (``NAME`` or ``PREFIX*``);
+    ValueError naming a pattern that is not one, or that would cover topics the shard
+    never writes a target to: Kafka's internal ones and the namespace's own (a prefix
+    of ``{ns}.`` would also cover every namespace whose name starts the same)."""
+    acls: list[Acl] = []
+    own = f"{namespace}."
+    for pattern in target_topics:
+        check_pattern(pattern)
+        name = pattern.rstrip("*")
+        covers_own = own.startswith(name) if pattern.endswith("*") else False
+        if name.startswith("__") or name.startswith(own) or covers_own:
+            raise ValueError(
+                f"target topic pattern {pattern!r} covers Kafka's internal topics or the"
+                f" namespace's own ({own}*), which are never a target; name the target"
+                " topics themselves"
+            )
+        kind = PatternType.PREFIXED if pattern.endswith("*") else PatternType.LITERAL
+        name = pattern[:-1] if kind is PatternType.PREFIXED else pattern
+        acls += [
+            Acl(ResourceType.TOPIC, kind, name, op)
+            for op in (Operation.WRITE, Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS)
+        ]
+    return acls
+
+
+def plan(role: Role, namespace: str, target_topics: Sequence[str] = ()) -> tuple[Acl, ...]:
+    """Every ALLOW ACL `role` needs in `namespace`, sorted, without duplicates; a
+    scheduler's also cover `target_topics` (`target_acls`), which no other role uses."""
     s = Settings(namespace=check_namespace(namespace))
     k = TopicKind
     read, write, describe = Operation.READ, Operation.WRITE, Operation.DESCRIBE
@@ -124,6 +159,7 @@ def plan(role: Role, namespace: str) -> tuple[Acl, ...]:
         acls += _topics(s, tuple(k), write, Operation.DESCRIBE_CONFIGS)
         acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.scheduler_group, read))
         acls += _txn(txn_prefix(s.namespace, "shard"))
+        acls += target_acls(target_topics, s.namespace)
     elif role is Role.WORKER:
         acls += _topics(s, (k.RUNS,), read)
         acls += _topics(s, (k.RESULTS,), write)
@@ -239,11 +275,14 @@ def shell_commands(
     acls: Sequence[Acl] | None = None,
     *,
     remove: bool = False,
+    target_topics: Sequence[str] = (),
 ) -> list[str]:
     """What a Kafka admin runs with Kafka's own scripts to grant `role` to `principal`
-    (`acls`, default the role's whole plan; `remove`: to take them away instead)."""
+    (`acls`, default the role's whole plan with `target_topics`; `remove`: to take
+    them away instead)."""
     lines = []
-    for command in commands(plan(role, namespace) if acls is None else acls):
+    whole = plan(role, namespace, target_topics)
+    for command in commands(whole if acls is None else acls):
         args = command.arguments(principal)
         if remove:
             args = ["--remove", "--force", *args[1:]]
@@ -260,12 +299,14 @@ def _quote(arg: str) -> str:
     )
 
 
-def table_rows(namespace: str) -> list[tuple[str, str, str, str, str]]:
+def table_rows(
+    namespace: str, target_topics: Sequence[str] = ()
+) -> list[tuple[str, str, str, str, str]]:
     """(role, resource type, pattern, name, operations) per resource, for the table."""
     rows: list[tuple[str, str, str, str, str]] = []
     for role in Role:
         by_resource: dict[tuple[ResourceType, PatternType, str], list[str]] = {}
-        for acl in plan(role, namespace):
+        for acl in plan(role, namespace, target_topics):
             by_resource.setdefault((acl.resource, acl.pattern, acl.name), []).append(
                 acl.operation.value
             )

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from actors.cli.output import fail, print_json, print_table
+from actors.cli.target_topics_arg import add_target_topic, target_topics_of
 from topics.acl_plan import Role, check_namespace, migration, plan, shell_commands, table_rows
 from topics.names import Settings
 
@@ -15,12 +16,18 @@ examples:
   kafkron acl plan --namespace billing --role worker --commands
   kafkron acl plan --namespace billing --json
   kafkron acl plan --namespace billing --migrate
+  kafkron acl plan --namespace billing --role scheduler --target-topic orders.due \\
+      --target-topic 'billing-out.*'
 
 --migrate prints the ACL changes of the upgrade from 0.1's transactional ids
 ({ns}-shard-N, {ns}-worker-N) to {ns}.shard.N and {ns}.worker.N for one principal
 (--role and --principal are required: grants are per principal, so run it for every
 scheduler and worker user): the grants to add before the first 0.2 process starts,
 and those to remove once every process runs with KAFKRON_TRANSACTIONAL_IDS=tenant.
+
+--target-topic NAME or PREFIX* (repeatable; the schedulers' own --target-topic values)
+adds the scheduler's Write, Describe and DescribeConfigs on each topic Kafka targets
+may write to: LITERAL for a name, PREFIXED for a prefix.
 """
 
 
@@ -46,6 +53,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="the ACL changes of the upgrade to the 0.2 transactional ids",
     )
+    add_target_topic(show)
     show.set_defaults(func=run_plan)
 
 
@@ -56,6 +64,11 @@ def run_plan(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail("acl plan", str(exc), 2)
     roles = [Role(args.role)] if args.role else list(Role)
+    try:
+        targets = target_topics_of(args)
+        plan(Role.SCHEDULER, namespace, targets)
+    except ValueError as exc:
+        return fail("acl plan", str(exc), 2)
     if args.migrate:
         if not args.role or not args.principal:
             return fail(
@@ -75,20 +88,22 @@ def run_plan(args: argparse.Namespace) -> int:
                         "name": a.name,
                         "operation": a.operation.value,
                     }
-                    for a in plan(role, namespace)
+                    for a in plan(role, namespace, targets)
                 ]
                 for role in roles
             }
         )
         return 0
     if not args.commands:
-        rows = [row for row in table_rows(namespace) if row[0] in {r.value for r in roles}]
+        rows = [row for row in table_rows(namespace, targets) if row[0] in {r.value for r in roles}]
         print_table(("role", "resource", "pattern", "name", "operations"), rows)
         print()
     for role in roles:
         principal = args.principal or f"User:{role.value}"
         print(f"# {role.value}")
-        for line in shell_commands(role, namespace, principal, settings.bootstrap):
+        for line in shell_commands(
+            role, namespace, principal, settings.bootstrap, target_topics=targets
+        ):
             print(line)
     return 0
 

@@ -20,6 +20,7 @@ from typing import Any
 from actors.broker.errors import BrokerError
 from actors.broker.tools import KafkaTools, acl_run, scram_user_run
 from actors.cli.output import fail
+from actors.cli.target_topics_arg import add_target_topic, target_topics_of
 from topics.acl_plan import Role, check_namespace, commands, plan, principal_of
 from topics.names import Settings
 from topics.security import SecurityConfigError, current
@@ -60,6 +61,7 @@ def register(subparsers: Any) -> None:
         required=True,
         help="the user's password; made at random (0600) if the file does not exist",
     )
+    add_target_topic(add)
     add.set_defaults(func=run_add)
 
 
@@ -86,6 +88,8 @@ def run_add(args: argparse.Namespace) -> int:
         return fail("users add", f"user name {args.name!r}: letters, digits, '.', '_', '-'", 2)
     try:
         check_namespace(settings.namespace)
+        targets = target_topics_of(args)
+        plan(Role(args.role), settings.namespace, targets)  # a bad pattern fails before I/O
         admin = current()
         path = Path(args.password_file).expanduser()
         password, created = _password(path)
@@ -98,7 +102,7 @@ def run_add(args: argparse.Namespace) -> int:
         acl_run(
             command.arguments(principal), f"ACLs on {', '.join(n for _, n in command.resources)}"
         )
-        for command in commands(plan(role, settings.namespace))
+        for command in commands(plan(role, settings.namespace, targets))
     ]
     try:
         KafkaTools(settings.bootstrap, admin).run(runs)
