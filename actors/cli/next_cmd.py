@@ -3,6 +3,10 @@
 Prints the next N fire instants strictly after ``--from`` (default now), one per
 line, RFC 3339 UTC with milliseconds, computed by exactly the code the schedule
 actors use. It doubles as the test oracle of the rest of the project.
+
+Given a whole ``schedule.upsert`` whose occurrences run a target, each line also says
+where each fire goes (``→ kafka:orders.due``, ``→ POST https://...``): the answer to
+"what will it do, and when". A spec alone, or a job, prints the instants only.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from actors.cli import EXIT_OK, EXIT_USAGE
+from actors.display import target_text
 from actors.timespec import CompiledSpec, SpecError, compile_spec
 from actors.timespec.cronspec import CronSpec
 from actors.timespec.zones import load_zone
@@ -34,6 +39,7 @@ examples:
   kafkron next '30 2 * * *' --tz America/New_York --from 2026-03-07T00:00:00Z -n 3 --local
   kafkron next 'H H * * *' --id invoice-nightly
   kafkron next 'every 90s' -n 10
+  kafkron next "$(kafkron schedule add due --every 1h --to-topic orders.due --value 1 --print)"
 """
 
 # Keys of a JSON object that belong to the command around the spec, not to the spec.
@@ -69,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         print("kafkron next: -n must be at least 1", file=sys.stderr)
         return EXIT_USAGE
     zone = ZoneInfo(zone_name)
+    goes = _target_of(args.spec)
     for _ in range(args.n):
         fire_ms = spec.next_after(after_ms)
         if fire_ms is None:
@@ -78,9 +85,16 @@ def run(args: argparse.Namespace) -> int:
         if args.local:
             local = datetime.fromtimestamp(fire_ms / 1000, zone)
             line += f"  {local.isoformat(timespec='milliseconds')} {local.tzname()}"
-        print(line)
+        print(line if goes is None else f"{line}  → {goes}")
         after_ms = fire_ms
     return EXIT_OK
+
+
+def _target_of(text: str) -> str | None:
+    """Where a command's target goes (``kafka:TOPIC``, ``POST URL``), None for a spec."""
+    _, command = parse_spec_text(text)
+    target = command.get("target")
+    return target_text(target) if isinstance(target, Mapping) else None
 
 
 def now_ms() -> int:

@@ -116,3 +116,20 @@ def test_bad_target_flags_exit_2_naming_the_flag(
     assert code == 2
     assert says in err
     assert out == ""
+
+
+def test_next_of_a_target_command_says_where_each_fire_goes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, command, _ = cli(capsys, *ADD, "--to-topic", "orders.due", "--value", "1", "--print")
+    code, out, _ = cli(capsys, "next", command, "-n", "2", "--from", "2026-01-01T00:00:00Z")
+    assert code == 0
+    assert out.splitlines() == [
+        "2026-01-01T01:00:00.000Z  → kafka:orders.due",
+        "2026-01-01T02:00:00.000Z  → kafka:orders.due",
+    ]
+    _, command, _ = cli(capsys, *ADD, "--http-post", "https://e.example/h", "--print")
+    _, out, _ = cli(capsys, "next", command, "-n", "1", "--from", "2026-01-01T00:00:00Z")
+    assert out == "2026-01-01T01:00:00.000Z  → POST https://e.example/h\n"
+    _, out, _ = cli(capsys, "next", "every 1h", "-n", "1", "--from", "2026-01-01T00:00:00Z")
+    assert out == "2026-01-01T01:00:00.000Z\n"  # a spec alone: the instants only
