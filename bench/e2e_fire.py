@@ -63,6 +63,7 @@ from topics import closing
 from topics.admin import create_topics, delete_topics
 from topics.names import Settings, TopicKind
 from topics.records import InRecord
+from topics.targets import TargetTopics
 from topics.timefmt import format_ms, parse_instant
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,14 +102,24 @@ def now_ms() -> int:
 
 
 def changelog_records(
-    schedules: int, groups: int, period_s: int, first_fire_after_ms: int
+    schedules: int,
+    groups: int,
+    period_s: int,
+    first_fire_after_ms: int,
+    *,
+    does: dict[str, object] | None = None,
+    targets: TargetTopics | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Changelog records of ``schedules`` schedules, written by a real `ShardCore`.
 
     Schedules fall into ``groups`` anchors spread evenly over the period; one record
     per group comes from the core, the rest of the group differ only in their id.
+    ``does``: what they do (default a job; ``{"target": ...}`` for a Kafka target,
+    whose topic ``targets`` must allow, as the scheduler's ``--target-topic``).
     """
     core = ShardCore(partition=0, partitions=1, now_ms=first_fire_after_ms, namespace="bench")
+    if targets is not None:
+        core.set_target_topics(targets)
     step_ms = period_s * 1000 // groups
     records: list[tuple[bytes, bytes]] = []
     per_group = schedules // groups
@@ -120,7 +131,7 @@ def changelog_records(
                 "type": "schedule.upsert",
                 "id": template_id,
                 "spec": {"every": f"{period_s}s", "anchor": format_ms(ANCHOR_MS + g * step_ms)},
-                "job": {"name": "bench.noop", "args": {}},
+                **(does or {"job": {"name": "bench.noop", "args": {}}}),
                 "overlap": "allow",
             }
         )
