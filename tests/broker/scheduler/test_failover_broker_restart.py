@@ -11,17 +11,15 @@ grace, for the seconds the broker was away), none early.
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.kit.scheduler import REPO, SchedulerProcesses, acker, check_runs, now_ms, produce, upsert
+from tests.kit.own_broker import broker as _broker
+from tests.kit.own_broker import own_broker
+from tests.kit.scheduler import SchedulerProcesses, acker, check_runs, now_ms, produce, upsert
 from topics.admin import create_topics
 from topics.names import Settings
 
@@ -29,44 +27,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 SCHEDULES = 200
 SHARDS = 3
-
-
-def _free_port_pair() -> int:
-    """A port p with p and p + 1 (the controller's) free right now."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port >= 65535:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise AssertionError("no two adjacent free ports")
-
-
-def _broker(action: str, port: int, data_dir: Path) -> None:
-    command = ["broker", action, "--port", str(port), "--data-dir", str(data_dir)]
-    subprocess.run(
-        [sys.executable, "-m", "actors.cli", *command],
-        cwd=REPO,
-        check=True,
-        timeout=300,
-    )
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[tuple[int, Path]]:
-    port = _free_port_pair()
-    data_dir = tmp_path / "broker"
-    _broker("start", port, data_dir)
-    try:
-        yield port, data_dir
-    finally:
-        _broker("stop", port, data_dir)
+__all__ = ["own_broker"]  # the fixture, used by name
 
 
 @pytest.mark.timeout(900)
