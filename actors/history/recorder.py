@@ -145,6 +145,7 @@ def to_row(
             counts_json=None if result.counts is None else orjson.dumps(result.counts).decode(),
             target_json=None if result.target is None else orjson.dumps(result.target).decode(),
             job_target=_written_to(result.target),
+            fired_ms=result.started_ms if _written_to(result.target) else None,
         )
     if kind is TopicKind.DLQ:
         dead = messages.parse_dlq(value)

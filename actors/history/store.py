@@ -101,6 +101,9 @@ class AttemptFinished:
     """A target's result: what it did (JSON, the result's ``target``)."""
     job_target: str | None = None
     """Where a Kafka target wrote (``kafka:TOPIC``): it has no run record to say so."""
+    fired_ms: int | None = None
+    """A Kafka target's fire (its result's start: the shard wrote it as it fired), for
+    the lateness no run record gives."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,8 +440,8 @@ class HistoryStore:
             await db.executemany(
                 "INSERT INTO attempts (run_id, attempt, schedule_id, task, scheduled_ms, "
                 "started_ms, finished_ms, status, worker, error_type, error_message, "
-                "covers_to_ms, covers_count, counts, target, job_target) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "covers_to_ms, covers_count, counts, target, job_target, fired_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id, attempt) DO UPDATE SET "
                 "scheduled_ms = COALESCE(attempts.scheduled_ms, excluded.scheduled_ms), "
                 "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
@@ -446,7 +449,8 @@ class HistoryStore:
                 "error_type = excluded.error_type, error_message = excluded.error_message, "
                 "covers_to_ms = excluded.covers_to_ms, covers_count = excluded.covers_count, "
                 "counts = excluded.counts, target = excluded.target, "
-                "job_target = COALESCE(attempts.job_target, excluded.job_target)",
+                "job_target = COALESCE(attempts.job_target, excluded.job_target), "
+                "fired_ms = COALESCE(attempts.fired_ms, excluded.fired_ms)",
                 [
                     (
                         r.run_id,
@@ -465,6 +469,7 @@ class HistoryStore:
                         r.counts_json,
                         r.target_json,
                         r.job_target,
+                        r.fired_ms,
                     )
                     for r in finished
                 ],

@@ -58,6 +58,7 @@ def test_json_names_the_target_and_the_delivery(
     runs = {r["run_id"]: r for r in json.loads(out)}
     assert runs[KAFKA_RUN]["target"] == "kafka:orders.due"
     assert runs[KAFKA_RUN]["delivered"] == {"kafka": {"topic": "orders.due", "partition": 3}}
+    assert runs[KAFKA_RUN]["lateness_ms"] == 3  # fired as written: its result's start
     assert runs[HTTP_RUN]["target"] == "POST https://billing.example/charge"
     assert runs[HTTP_RUN]["delivered"]["http"]["status"] == 200
     assert runs[REFUSED_RUN]["target"] == "kafka:orders.due"
