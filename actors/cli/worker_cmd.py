@@ -1,4 +1,5 @@
-"""`kafkron worker --jobs MODULE[,MODULE] [--concurrency N]`: run jobs from {ns}.runs."""
+"""`kafkron worker --jobs MODULE[,MODULE] | --http-only [--concurrency N]`: run jobs and
+HTTP targets from {ns}.runs."""
 
 from __future__ import annotations
 
@@ -14,9 +15,13 @@ from actors.collector import tune_for_throughput
 from actors.observe.collectors import WorkerCollector
 from actors.observe.exposition import MetricsError
 from actors.observe.lag import LagSampler
-from actors.worker.registry import load_job_modules
+from actors.worker.egress import EgressRule
+from actors.worker.http_target import HttpTargets
+from actors.worker.registry import REGISTRY, load_job_modules
 from actors.worker.runtime import WorkerOptions, WorkerRuntime, default_worker_id
+from actors.worker.secrets import SecretError, Secrets
 from topics.names import Settings, TopicKind
+from topics.targets import HTTP_JOB
 
 # After the drain: the jobs' cancellation, the last commits and the closes, each
 # bounded; a stop still running this long after the drain exits with code 3.
@@ -26,12 +31,22 @@ _EPILOG = """\
 examples:
   kafkron worker --jobs actors.examples.billing.jobs
   kafkron worker --jobs actors.examples.billing.jobs,myapp.jobs --concurrency 16
+  kafkron worker --http-only --secrets /etc/kafkron/secrets.env --http-allow 10.1.2.0/24
 
 Joins the consumer group {ns}-workers on {ns}.runs; start as many workers as you
 like, the group shares the partitions among them. Each run's result and its offset
 are committed in one transaction, so a run whose result is visible is never run
 again by this group, and a run whose worker died is run again (at least once):
 give side effects an idempotency key, ctx.idempotency_key(...).
+
+Every worker also runs HTTP targets (schedules with "target": {"http": ...}); with
+--http-only it runs nothing else. Each request carries Idempotency-Key, the run's
+key, the same on every attempt. Egress: loopback, link-local (the cloud metadata
+address too), private, multicast and unspecified addresses are refused unless
+--http-allow names them (an address, a CIDR or a host name; repeatable), judged on
+the address connected to; redirects are not followed. A header {"secret": NAME}
+is read when sent from --secrets FILE (JSON, or NAME=VALUE lines; chmod 600), else
+from the environment variable KAFKRON_SECRET_NAME (upper case, - as _).
 
 SIGTERM or Ctrl-C drains: no new runs start, running ones get --drain-s seconds to
 finish, then the worker leaves the group. A second Ctrl-C stops at once. A stop
@@ -49,9 +64,28 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--jobs",
-        required=True,
         metavar="MODULE[,MODULE]",
-        help="modules to import; their @job functions are what this worker runs",
+        help="modules to import; their @job functions are what this worker runs "
+        "(besides HTTP targets)",
+    )
+    parser.add_argument(
+        "--http-only",
+        action="store_true",
+        help="run HTTP targets only, no job modules",
+    )
+    parser.add_argument(
+        "--http-allow",
+        action="append",
+        default=[],
+        metavar="HOST_OR_CIDR",
+        help="let HTTP targets reach this address, CIDR or host name although it is "
+        "loopback, link-local, private, multicast or unspecified (repeatable)",
+    )
+    parser.add_argument(
+        "--secrets",
+        metavar="FILE",
+        help="named secrets of HTTP targets' headers: a JSON object or NAME=VALUE lines "
+        "(read again when it changes; chmod 600); KAFKRON_SECRET_<NAME> otherwise",
     )
     parser.add_argument(
         "--concurrency", type=int, default=8, metavar="N", help="jobs at once (default 8)"
@@ -100,20 +134,33 @@ def run(args: argparse.Namespace) -> int:
         observe_args.setup_logging(args)
     except (MetricsError, ValueError) as exc:
         return output.fail("worker", str(exc), 2)
-    modules = [m.strip() for m in args.jobs.split(",") if m.strip()]
-    if not modules:
-        return output.fail("worker", "--jobs needs at least one module", 2)
-    try:
-        registry = load_job_modules(modules)
-    except ImportError as exc:
-        return output.fail("worker", str(exc), 2)
-    if not registry.names():
+    if args.http_only == (args.jobs is not None):
         return output.fail(
             "worker",
-            f"no @job functions found in {', '.join(modules)}; decorate them with "
-            '@job("name") (from actors import job)',
+            "give --jobs MODULE[,MODULE] (jobs and HTTP targets) or --http-only",
             2,
         )
+    registry = REGISTRY
+    if args.jobs is not None:
+        modules = [m.strip() for m in args.jobs.split(",") if m.strip()]
+        if not modules:
+            return output.fail("worker", "--jobs needs at least one module", 2)
+        try:
+            registry = load_job_modules(modules)
+        except ImportError as exc:
+            return output.fail("worker", str(exc), 2)
+        if not registry.names():
+            return output.fail(
+                "worker",
+                f"no @job functions found in {', '.join(modules)}; decorate them with "
+                '@job("name") (from actors import job)',
+                2,
+            )
+    try:
+        targets = HttpTargets(EgressRule.of(args.http_allow), Secrets(args.secrets))
+    except (ValueError, SecretError) as exc:
+        return output.fail("worker", str(exc), 2)
+    registry.register_builtin(HTTP_JOB, targets.send)
     options = WorkerOptions(
         concurrency=args.concurrency,
         session_timeout_ms=args.session_timeout_ms,
@@ -129,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     runtime = WorkerRuntime(settings, registry, options)
     tune_for_throughput()  # the process's own policy: imports and jobs loaded, now run
     try:
-        run_main(_serve(runtime, port))
+        run_main(_serve(runtime, targets, port))
     except asyncio.CancelledError:  # a second SIGINT/SIGTERM: stopped without draining
         return 130
     except MetricsError as exc:
@@ -137,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(runtime: WorkerRuntime, metrics_port: int | None) -> None:
+async def _serve(runtime: WorkerRuntime, targets: HttpTargets, metrics_port: int | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -157,7 +204,10 @@ async def _serve(runtime: WorkerRuntime, metrics_port: int | None) -> None:
     sampler = LagSampler(settings, settings.worker_group, [settings.topic(TopicKind.RUNS)])
     # The deadline stays armed to the end: the interpreter's exit joins job
     # threads, and a sync job that ignored its cancel would hold the process up.
-    async with observe_args.maybe_serve_metrics(
-        metrics_port, [WorkerCollector(runtime)], [sampler]
-    ):
-        await runtime.run(stop)
+    try:
+        async with observe_args.maybe_serve_metrics(
+            metrics_port, [WorkerCollector(runtime)], [sampler]
+        ):
+            await runtime.run(stop)
+    finally:
+        await targets.close()

@@ -3,7 +3,7 @@
 
 It answers as an idempotent API does. Each path has a script of replies, taken one
 per new request; a request whose ``Idempotency-Key`` already got a 2xx gets that
-reply again without taking a new one. A 2xx counts as *applied* for its key when it
+reply again, at once, without taking a new one. A 2xx counts as *applied* for its key when it
 is taken, before any delay, as a server that commits first and answers slowly: a
 client that gives up waiting (a timeout, a killed worker) and asks again with the
 same key finds the effect done, once.
@@ -55,6 +55,8 @@ class TargetServer:
         """Idempotency key -> 2xx replies taken for it (never more than one)."""
         self._done: dict[str, Reply] = {}
         self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._closing = asyncio.Event()
         self.port = 0
 
     async def __aenter__(self) -> TargetServer:
@@ -65,7 +67,10 @@ class TargetServer:
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.close()
-        # Connections still sleeping in a delay are dropped, not awaited.
+        # Connections still in a delay are dropped unanswered (a cancel would make
+        # asyncio's stream callback log the CancelledError as an error).
+        self._closing.set()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._server.wait_closed(), 2)
 
@@ -79,7 +84,8 @@ class TargetServer:
     def _reply_for(self, request: Request) -> Reply:
         key = request.key
         if key is not None and key in self._done:
-            return self._done[key]  # already done: the same answer, no new effect
+            done = self._done[key]  # already done: the same answer at once, no new effect
+            return Reply(done.status, done.body, done.headers)
         script = self._scripts.get(request.path.partition("?")[0], [])
         reply = script.pop(0) if len(script) > 1 else (script[0] if script else Reply())
         if 200 <= reply.status < 300 and key is not None:
@@ -88,6 +94,9 @@ class TargetServer:
         return reply
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
@@ -102,7 +111,10 @@ class TargetServer:
             self.requests.append(request)
             reply = self._reply_for(request)
             if reply.delay_s:
-                await asyncio.sleep(reply.delay_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), reply.delay_s)
+                if self._closing.is_set():
+                    return
             reason = _REASONS.get(reply.status, "Status")
             out = [f"HTTP/1.1 {reply.status} {reason}", f"Content-Length: {len(reply.body)}"]
             out += [f"{name}: {value}" for name, value in reply.headers]
@@ -113,3 +125,4 @@ class TargetServer:
             pass  # the client went away; nothing to answer
         finally:
             writer.close()
+            self._handlers.discard(task)
