@@ -12,7 +12,7 @@ outcome topics are followed, `kafkron.following`.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -216,15 +216,30 @@ class Client:
             )
         )
 
-    async def pause(self, schedule_id: str) -> None:
-        """Stop a schedule (or DAG) firing until `resume`: ``schedule.pause``.
+    async def pause(
+        self,
+        schedule_id: str,
+        *,
+        note: str | None = None,
+        until: datetime | str | timedelta | None = None,
+        after_current: bool | None = None,
+        by: str | None = None,
+    ) -> None:
+        """Stop a schedule (or DAG) firing: ``schedule.pause``.
 
-        The command schema has no note and no end time for a pause, so neither has
-        this method: a pause lasts until resumed, and what happened is in the history.
+        ``note`` says why (shown by ``kafkron ls`` and the console, with ``by``).
+        With ``until`` (an instant, or a `timedelta` from now) it resumes by itself
+        then, exactly once, and its misfire policy decides about what came due
+        meanwhile; without, it lasts until `resume`. ``after_current``: pause once
+        the run in flight has ended.
 
-        Example: ``await client.pause("invoice-nightly")``.
+        Example: ``await client.pause("invoice-nightly", note="db migration",
+        until=timedelta(hours=2))``.
         """
-        await self.send(build.schedule_pause(schedule_id))
+        command = build.schedule_pause(
+            schedule_id, note=note, until=until, after_current=after_current, by=by
+        )
+        await self.send(command)
 
     async def resume(self, schedule_id: str) -> None:
         """Fire again from the next occurrence after now: ``schedule.resume``.

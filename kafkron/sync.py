@@ -26,7 +26,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from concurrent.futures import Future
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -189,12 +189,23 @@ class SyncClient:
             )
         )
 
-    def pause(self, schedule_id: str) -> None:
-        """`Client.pause` (no note, no end time: the command has neither).
+    def pause(
+        self,
+        schedule_id: str,
+        *,
+        note: str | None = None,
+        until: datetime | str | timedelta | None = None,
+        after_current: bool | None = None,
+        by: str | None = None,
+    ) -> None:
+        """`Client.pause`.
 
-        Example: ``client.pause("invoice-nightly")``.
+        Example: ``client.pause("invoice-nightly", note="db migration", until=timedelta(hours=2))``.
         """
-        self._call(self._client.pause(schedule_id))
+        pausing = self._client.pause(
+            schedule_id, note=note, until=until, after_current=after_current, by=by
+        )
+        self._call(pausing)
 
     def resume(self, schedule_id: str) -> None:
         """`Client.resume`. Example: ``client.resume("invoice-nightly")``."""

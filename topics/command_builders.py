@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from topics import codec
@@ -182,6 +183,7 @@ def schedule_upsert(
     timeout_s: int | None = None,
     start: Instant | None = None,
     end: Instant | None = None,
+    max_runs: int | None = None,
     now_ms: int | None = None,
 ) -> CommandRecord:
     """``schedule.upsert``: create or replace the schedule ``schedule_id``.
@@ -191,8 +193,10 @@ def schedule_upsert(
     Every other argument is a field of the command, left out when None
     (the shard's default applies): ``misfire``, ``overlap``, ``dst``, ``spread_s``
     (the spread window in seconds), ``retry``, ``timeout_s`` (an attempt's limit),
-    ``start`` and ``end`` (no occurrence before or after). ``now_ms`` is the instant
-    the command is judged at (default now: an ``At`` must not be past its grace).
+    ``start`` and ``end`` (no occurrence before or after), ``max_runs`` (at most that
+    many runs ever start, triggers included; then the schedule is completed).
+    ``now_ms`` is the instant the command is judged at (default now: an ``At`` must
+    not be past its grace).
 
     Example::
 
@@ -214,6 +218,7 @@ def schedule_upsert(
             end=end,
         ),
         "overlap": overlap,
+        "max_runs": max_runs,
     }
     if target is not None:
         body["target"] = target.json()
@@ -279,14 +284,37 @@ def schedule_delete(schedule_id: str) -> CommandRecord:
     return _build({"v": 1, "type": "schedule.delete", "id": schedule_id}, None)
 
 
-def schedule_pause(schedule_id: str) -> CommandRecord:
-    """``schedule.pause``: stop firing until resumed; occurrences meanwhile are reported
-    ``skipped``, not run later. The command has no note nor an end time: a pause lasts
-    until `schedule_resume`.
+def schedule_pause(
+    schedule_id: str,
+    *,
+    note: str | None = None,
+    until: Instant | timedelta | None = None,
+    after_current: bool | None = None,
+    by: str | None = None,
+    now_ms: int | None = None,
+) -> CommandRecord:
+    """``schedule.pause``: stop firing. ``note`` says why (``ls`` and the console show
+    it, with ``by``); with ``until`` (an instant, or a `timedelta` from now) it
+    resumes by itself then, exactly once, and its misfire policy decides about what
+    came due meanwhile; otherwise it lasts until `schedule_resume`, and what came due
+    is reported ``skipped``. ``after_current``: pause once the run in flight has ended.
 
-    Example: ``schedule_pause("invoice-nightly")``.
+    Example: ``schedule_pause("invoice-nightly", note="db migration",
+    until=timedelta(hours=2))``.
     """
-    return _build({"v": 1, "type": "schedule.pause", "id": schedule_id}, None)
+    if isinstance(until, timedelta):
+        base_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        until = datetime.fromtimestamp(base_ms / 1000, UTC) + until
+    body = {
+        "v": 1,
+        "type": "schedule.pause",
+        "id": schedule_id,
+        "note": note,
+        "until": None if until is None else instant_text(until, "until"),
+        "after_current": after_current,
+        "by": by,
+    }
+    return _build(body, now_ms)
 
 
 def schedule_resume(schedule_id: str) -> CommandRecord:

@@ -18,6 +18,7 @@ spread.window_s    0 (fire exactly on the spec); at most 86400
 retry              1 s initial, ×2, capped at 100 s, full jitter, 5 attempts
 timeout_s          3600
 start / end        none (the spec alone bounds the schedule)
+max_runs           none (no limit)
 job.args           ``{}``
 max_active_runs    1 (DAG runs do not overlap)
 =================  ===========================================================
@@ -135,6 +136,9 @@ class ScheduleUpsert:
     """No occurrence after this instant (``end``), or None."""
     raw: Mapping[str, Any]
     """The decoded command object as received, kept in the changelog to rebuild."""
+    max_runs: int | None = None
+    """At most this many runs are ever started (triggers count); then it is
+    ``completed``. Counted in the changelog, so exactly across failovers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,10 +195,21 @@ class ScheduleDelete:
 
 @dataclass(frozen=True, slots=True)
 class SchedulePause:
-    """``schedule.pause``: stop firing; occurrences while paused are not run later."""
+    """``schedule.pause``: stop firing; occurrences while paused are not run later
+    (unless it resumes by itself at ``until``: then the misfire policy decides)."""
 
     id: str
     """The schedule (or DAG) id."""
+    note: str | None = None
+    """Why it is paused (1-500 characters), shown by ``ls`` and the console."""
+    until_ms: int | None = None
+    """It resumes by itself at this instant, exactly once; what came due meanwhile is
+    handled by its misfire policy (as after a takeover). None: until a resume."""
+    after_current: bool = False
+    """Pause once the run in flight (if any) has ended; occurrences due before then
+    fire as its overlap policy says."""
+    by: str | None = None
+    """Who paused it (1-200 characters; the CLI sends the user's name), for people."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,6 +113,8 @@ MAX_RETRY_ATTEMPTS = 1000
 MAX_RETRY_INTERVAL_S = 7 * 86_400
 MAX_CATCH_UP = 10_000
 MAX_ACTIVE_RUNS = 1000
+MAX_RUNS = 1_000_000_000
+MAX_PAUSE_NOTE_CHARS = 500
 
 COMMAND_TYPES = (
     "schedule.upsert",
@@ -127,7 +129,7 @@ COMMAND_TYPES = (
 )
 _ENVELOPE = ("v", "type", "id")
 _SCHEDULE_FIELDS = ("spec", "misfire", "dst", "spread", "start", "end", "retry", "timeout_s")
-_UPSERT_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "job", "target", "overlap"))
+_UPSERT_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "job", "target", "overlap", "max_runs"))
 _DAG_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "tasks", "max_active_runs"))
 _TASK_KEYS = frozenset(("job", "target", "after", "retry", "timeout_s"))
 _SPEC_KINDS = ("cron", "every", "at")
@@ -281,14 +283,29 @@ def _decode(
         if not text.strip():
             raise FieldError('reason: blank; say why, such as "reason": "bad input file"')
         return RunCancel(schedule_id, run_id, text)
+    if kind == "schedule.pause":
+        return _pause(body, schedule_id)
     check_keys(body, "", _ENVELOPE)
     if kind == "schedule.delete":
         return ScheduleDelete(schedule_id)
-    if kind == "schedule.pause":
-        return SchedulePause(schedule_id)
     if kind == "schedule.resume":
         return ScheduleResume(schedule_id)
     return ScheduleTrigger(schedule_id)
+
+
+def _pause(body: dict[str, Any], schedule_id: str) -> SchedulePause:
+    check_keys(body, "", (*_ENVELOPE, "note", "until", "after_current", "by"))
+    note, by, until = body.get("note"), body.get("by"), body.get("until")
+    after_current = body.get("after_current", False)
+    if not isinstance(after_current, bool):
+        raise FieldError(f"after_current: expected true or false, got {describe(after_current)}")
+    return SchedulePause(
+        schedule_id,
+        note=None if note is None else string(note, "note", max_chars=MAX_PAUSE_NOTE_CHARS),
+        until_ms=None if until is None else instant(until, "until"),
+        after_current=after_current,
+        by=None if by is None else string(by, "by", max_chars=200),
+    )
 
 
 def _run_id(value: Any, schedule_id: str, *, allow_task: bool) -> str:
@@ -337,6 +354,9 @@ def _schedule_upsert(body: dict[str, Any], schedule_id: str, now_ms: int | None)
         start_ms=when.start_ms,
         end_ms=when.end_ms,
         raw=body,
+        max_runs=None
+        if body.get("max_runs") is None
+        else integer(body["max_runs"], "max_runs", low=1, high=MAX_RUNS),
     )
 
 

@@ -317,6 +317,10 @@ class ShardCore:
             next_ms = state.next_ms
             if next_ms is not None and not state.paused:
                 arm(state, next_ms)
+            elif state.paused and state._aside is not None:  # resumes by itself at until
+                pause = state._aside.pause
+                if pause is not None and pause.until_ms is not None:
+                    arm(state, pause.until_ms)
             runs = state._runs
             if runs:
                 for run in runs.values():
@@ -559,7 +563,7 @@ class ShardCore:
             elif isinstance(command, ScheduleDelete):
                 commands.delete(state, now_ms)
             elif isinstance(command, SchedulePause):
-                commands.pause(state)
+                commands.pause(record, state, command, now_ms)
             elif isinstance(command, ScheduleResume):
                 commands.resume(state, now_ms)
             elif isinstance(command, ScheduleTrigger):

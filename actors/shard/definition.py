@@ -44,6 +44,7 @@ class Definition:
         "grace_ms",
         "is_at",
         "job",
+        "max_runs",
         "misfire",
         "overlap",
         "retry",
@@ -61,8 +62,10 @@ class Definition:
         retry: RetryPolicy,
         timeout_s: int,
         is_at: bool,
+        max_runs: int | None = None,
     ) -> None:
         self.compiled = compiled
+        self.max_runs = max_runs  # at most this many runs ever start (None: no limit)
         self.job = job
         self.misfire = misfire
         self.overlap = overlap
@@ -143,7 +146,7 @@ def definition_doc(command: ScheduleUpsert) -> dict[str, Any]:
     """The normalised changelog form of an upsert (JSON-ready, fixed key order)."""
     retry = command.retry
     misfire = command.misfire
-    return {
+    doc: dict[str, Any] = {
         "spec": dict(command.spec),
         "job": {"name": command.job.name, "args": dict(command.job.args)},
         "misfire": {
@@ -166,6 +169,9 @@ def definition_doc(command: ScheduleUpsert) -> dict[str, Any]:
         "start": None if command.start_ms is None else format_ms(command.start_ms),
         "end": None if command.end_ms is None else format_ms(command.end_ms),
     }
+    if command.max_runs is not None:  # only then: the bytes of every other stay as they were
+        doc["max_runs"] = command.max_runs
+    return doc
 
 
 def definition_bytes(command: ScheduleUpsert) -> bytes:
@@ -198,6 +204,7 @@ def shared_definition(command: ScheduleUpsert, def_bytes: bytes) -> Definition:
         retry=command.retry,
         timeout_s=command.timeout_s,
         is_at="at" in command.spec,
+        max_runs=command.max_runs,
     )
     _remember(_definitions, _definition_key(def_bytes, owner), definition)
     return definition
@@ -252,6 +259,7 @@ def restored_schedule_definition(
         ),
         timeout_s=doc["timeout_s"],
         is_at="at" in spec,
+        max_runs=doc.get("max_runs"),
     )
     _remember(_definitions, _definition_key(def_bytes, owner), definition)
     return definition

@@ -31,6 +31,7 @@ from actors.shard.definition import Definition, cached_definition
 from actors.shard.delivery import REFUSED_ERROR, Occurrence, target_record
 from actors.shard.misfire import Backlog, MissedRange, plan_backlog
 from actors.shard.overlap import Decision
+from actors.shard.pausing import pause_now, resumes_now
 from actors.shard.retry import backoff_ms, is_final_failure
 from actors.shard.state import INSTANT_TEXTS, RunState, ScheduleState, instant_text
 from actors.wheel import TimingWheel
@@ -140,8 +141,13 @@ class RunBook:
     def fire_due(self, state: ScheduleState, now_ms: int) -> None:
         """The schedule's timer came due: fire what is due by ``now_ms`` (the misfire
         policy decides for a backlog beyond the grace period)."""
+        if state.paused:
+            if not resumes_now(state, now_ms, self._wheel):
+                return
+            self._dirty[state.id] = state  # resumed by itself at its ``until``
+            self.drain_buffer(state, now_ms)
         first_ms = state.next_ms
-        if first_ms is None or state.paused:
+        if first_ms is None:
             return
         # Whatever happens below (an error in the middle included), the schedule is
         # written and re-armed, and ``next_ms`` is past every occurrence handled:
@@ -155,6 +161,7 @@ class RunBook:
                 else:
                     state._definition = definition
             next_after = definition.compiled.next_after
+            limited = definition.max_runs is not None
             if first_ms >= now_ms - definition.grace_ms:  # the steady state: all within grace
                 o: int | None = first_ms
                 late_ms = self._late_ms
@@ -166,6 +173,8 @@ class RunBook:
                     else:  # the common case, without an overlap decision
                         self._start_run(state, o, now_ms, definition)
                     o = following
+                    if limited and state.completed is not None:
+                        break  # its last run: nothing more fires
             else:
                 misfire = definition.misfire
                 plan = plan_backlog(
@@ -181,9 +190,13 @@ class RunBook:
                 self._counts["late_fired_total"] += plan.late_fires
                 for o in plan.fire:
                     self.occurrence(state, o, now_ms)
+                    if limited and state.completed is not None:
+                        break  # its last run: nothing more fires
         finally:
             if not state.paused and state.next_ms is not None:  # armed again
                 self._wheel.arm(state, state.next_ms)
+            elif state.next_ms is None and state.completed is None:
+                state.completed = "end"  # its spec has nothing after (an end, a one-off)
             self._dirty[state.id] = state
 
     def time_out(self, run: RunState, now_ms: int) -> None:
@@ -270,6 +283,18 @@ class RunBook:
         last_ms = state.last_fired_ms
         if last_ms is None or scheduled_ms > last_ms:
             state.last_fired_ms = scheduled_ms
+        limit = state.definition.max_runs
+        if limit is not None:
+            self._counted(state, limit)
+
+    def _counted(self, state: ScheduleState, limit: int) -> None:
+        """A run started (or was buffered): count it; at ``limit`` the schedule is
+        completed and nothing more fires."""
+        count = state.fired_count = state.fired_count + 1
+        if count >= limit:
+            state.completed = "max_runs"
+            state.next_ms = None
+            self._wheel.cancel(state)
 
     def _start_run(
         self,
@@ -277,7 +302,9 @@ class RunBook:
         scheduled_ms: int,
         now_ms: int,
         definition: Definition | None = None,
+        buffered: bool = False,
     ) -> None:
+        # ``buffered``: an occurrence counted against max_runs when it was buffered.
         # The herd's path: one call per fire, attempt 1 emitted inline (as
         # `_emit_attempt` would) from the parts its definition shares at ``now_ms``.
         scheduled = INSTANT_TEXTS.get(scheduled_ms) or instant_text(scheduled_ms)
@@ -314,6 +341,8 @@ class RunBook:
         if last_ms is None or scheduled_ms > last_ms:
             state.last_fired_ms = scheduled_ms
         self._counts["fired_total"] += 1
+        if definition.max_runs is not None and not buffered:
+            self._counted(state, definition.max_runs)
 
     def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
         run_id = run.run_id
@@ -404,6 +433,8 @@ class RunBook:
         if last_ms is None or scheduled_ms > last_ms:
             state.last_fired_ms = scheduled_ms
         self._counts["fired_total"] += 1
+        if definition.max_runs is not None and attempt == 1:  # a replay is no new run
+            self._counted(state, definition.max_runs)
         run = RunState(state, run_id, scheduled_ms, None, attempt, attempt)
         run.fired_ms = now_ms
         if isinstance(made, str):
@@ -559,9 +590,13 @@ class RunBook:
         self.drain_buffer(state, now_ms)
 
     def drain_buffer(self, state: ScheduleState, now_ms: int) -> None:
+        pause = state.pause
+        if pause is not None and pause.pending and not state._runs:  # after_current
+            pause_now(state, pause, self._wheel)
+            self._dirty[state.id] = state
         buffered = state.buffered_or_none
         if buffered and not state._runs and not state.paused:
-            self._start_run(state, buffered.pop(0), now_ms)
+            self._start_run(state, buffered.pop(0), now_ms, buffered=True)
 
     def _report_missed(
         self, state: ScheduleState, plan: Backlog, policy: MisfireMode, grace_s: int

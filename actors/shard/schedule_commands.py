@@ -14,11 +14,12 @@ from actors.shard.batch import Batch, Definitions
 from actors.shard.dag_definition import dag_definition, dag_definition_bytes
 from actors.shard.definition import Definition, definition_bytes, shared_definition
 from actors.shard.misfire import plan_backlog
+from actors.shard.pausing import pause_now
 from actors.shard.retired import UPSERT_LOOKBACK_GRACES, Retired
 from actors.shard.runs import RunBook
-from actors.shard.state import DEAD_MEMORY, RunState, ScheduleState, intern_bytes
+from actors.shard.state import DEAD_MEMORY, PauseInfo, RunState, ScheduleState, intern_bytes
 from actors.wheel import TimingWheel
-from topics.commands import DagUpsert, ScheduleUpsert
+from topics.commands import DagUpsert, SchedulePause, ScheduleUpsert
 from topics.messages import parse_run_id, run_id_for
 from topics.records import InRecord
 from topics.timefmt import format_ms
@@ -86,8 +87,15 @@ class ScheduleCommands:
                 self._definitions.use(def_bytes)
             state.set_definition(def_bytes, definition)
         state.next_ms = definition.compiled.next_after(anchor_ms)
+        state.completed = None  # a new definition may fire again
+        limit = definition.max_runs
+        if limit is not None and state.fired_count >= limit:
+            state.next_ms, state.completed = None, "max_runs"
+        pause = state.pause
         if not state.paused and state.next_ms is not None:  # armed again
             self._wheel.arm(state, state.next_ms)
+        elif state.paused and pause is not None and pause.until_ms is not None:
+            self._wheel.arm(state, pause.until_ms)  # it still resumes by itself
         self._dirty[state.id] = state
 
     def delete(self, state: ScheduleState, now_ms: int) -> None:
@@ -102,16 +110,40 @@ class ScheduleCommands:
         self._dirty[state.id] = None
         self._retired.retire(state.id, state.handled_ms(), state.grace_ms(), now_ms)
 
-    def pause(self, state: ScheduleState) -> None:
-        if state.paused:
+    def pause(
+        self, record: InRecord, state: ScheduleState, command: SchedulePause, now_ms: int
+    ) -> None:
+        """Stop firing (`actors.shard.pausing`); a pause of a paused schedule replaces
+        its note, end and author."""
+        if command.until_ms is not None and command.until_ms <= now_ms:
+            self._batch.reject(
+                record,
+                f"until: {format_ms(command.until_ms)} is not in the future (now"
+                f" {format_ms(now_ms)}); give a later instant, or resume the schedule",
+            )
             return
-        state.paused = True
-        self._wheel.cancel(state)
+        known = state.pause
+        said = (command.note, command.until_ms, command.by)
+        now_said = (None, None, None) if known is None else (known.note, known.until_ms, known.by)
+        if state.paused and now_said == said:
+            return  # paused already, as this says: nothing changes
+        info = PauseInfo(at_ms=now_ms, note=command.note, until_ms=command.until_ms, by=command.by)
+        if command.after_current and state._runs and not state.paused:
+            info.pending = True  # the run book pauses it when the last run ends
+            state.pause = info
+        else:
+            pause_now(state, info, self._wheel)
         self._dirty[state.id] = state
 
     def resume(self, state: ScheduleState, now_ms: int) -> None:
+        pause = state.pause
+        if pause is not None and pause.pending:  # an after_current pause not yet taken
+            state.pause = None
+            self._dirty[state.id] = state
         if not state.paused:
             return
+        self._wheel.cancel(state)  # its ``until``, if armed
+        state.pause = None
         self._report_paused(state, now_ms)
         state.paused = False
         if not state.paused and state.next_ms is not None:  # armed again
@@ -136,6 +168,14 @@ class ScheduleCommands:
         state.next_ms = plan.next_ms
 
     def trigger(self, record: InRecord, state: ScheduleState, now_ms: int) -> None:
+        if state.completed == "max_runs":
+            self._batch.reject(
+                record,
+                f"id: {state.id!r} is completed: its max_runs"
+                f" ({state.definition.max_runs}) have all fired; raise max_runs with an"
+                " upsert to run it again",
+            )
+            return
         # Commands are applied before `advance` in a turn: what is due by now fires
         # first, so an occurrence at this very instant is handled (fired, buffered
         # or skipped) before the collision check below, never after the trigger.

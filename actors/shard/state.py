@@ -151,12 +151,19 @@ class Aside:
     is set: one slot in each of a million schedules instead of three (see
     `ScheduleState`)."""
 
-    __slots__ = ("buffered", "dead", "passed_ms")
+    __slots__ = ("buffered", "completed", "dead", "fired_count", "passed_ms", "pause")
 
     def __init__(self) -> None:
         self.buffered: list[int] | None = None
         self.dead: dict[str, int] | None = None
         self.passed_ms: int | None = None
+        # Occurrences fired so far, counted only for a definition with max_runs.
+        self.fired_count = 0
+        # Why it fires nothing more ("max_runs", "end"), once it never will again.
+        self.completed: str | None = None
+        # A pause's note, end and author (`PauseInfo`), or one waiting for the run
+        # in flight to end (``pending``).
+        self.pause: PauseInfo | None = None
 
     def passed_to_spell(self, last_fired_ms: int | None) -> int | None:
         """The ``passed`` a record spells: only while it is later than the last fired."""
@@ -167,7 +174,59 @@ class Aside:
 
     def spells(self, last_fired_ms: int | None) -> bool:
         """Whether a record of its schedule spells any of it (not the herd's shape)."""
-        return bool(self.buffered or self.dead or self.passed_to_spell(last_fired_ms) is not None)
+        return bool(
+            self.buffered
+            or self.dead
+            or self.passed_to_spell(last_fired_ms) is not None
+            or self.fired_count
+            or self.completed is not None
+            or self.pause is not None
+        )
+
+
+class PauseInfo:
+    """What a ``schedule.pause`` said beyond stopping: shown by ``ls``, and ``until``
+    armed on the wheel so the schedule resumes by itself exactly once."""
+
+    __slots__ = ("at_ms", "by", "note", "pending", "until_ms")
+
+    def __init__(
+        self,
+        *,
+        at_ms: int,
+        note: str | None = None,
+        until_ms: int | None = None,
+        by: str | None = None,
+        pending: bool = False,
+    ) -> None:
+        self.at_ms = at_ms  # when the command was applied
+        self.note = note
+        self.until_ms = until_ms
+        self.by = by
+        self.pending = pending  # after_current: waits for the run in flight to end
+
+    def json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"at": instant_text(self.at_ms)}
+        if self.note is not None:
+            doc["note"] = self.note
+        if self.until_ms is not None:
+            doc["until"] = instant_text(self.until_ms)
+        if self.by is not None:
+            doc["by"] = self.by
+        if self.pending:
+            doc["pending"] = True
+        return doc
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> PauseInfo:
+        until = doc.get("until")
+        return cls(
+            at_ms=instant_ms(doc["at"]),
+            note=doc.get("note"),
+            until_ms=None if until is None else instant_ms(until),
+            by=doc.get("by"),
+            pending=bool(doc.get("pending", False)),
+        )
 
 
 class ScheduleState(Node):
@@ -287,6 +346,43 @@ class ScheduleState(Node):
         if passed_ms is None and self._aside is None:
             return  # nothing to forget: no aside made for it
         self._aside_made().passed_ms = passed_ms
+
+    @property
+    def pause(self) -> PauseInfo | None:
+        """What the pause said (note, until, author), or a pause waiting for the run
+        in flight (``pending``); None without either."""
+        aside = self._aside
+        return None if aside is None else aside.pause
+
+    @pause.setter
+    def pause(self, pause: PauseInfo | None) -> None:
+        if pause is None and self._aside is None:
+            return
+        self._aside_made().pause = pause
+
+    @property
+    def completed(self) -> str | None:
+        """Why it fires nothing more ("max_runs", "end"), or None."""
+        aside = self._aside
+        return None if aside is None else aside.completed
+
+    @completed.setter
+    def completed(self, why: str | None) -> None:
+        if why is None and self._aside is None:
+            return
+        self._aside_made().completed = why
+
+    @property
+    def fired_count(self) -> int:
+        """Occurrences fired so far (counted for a definition with ``max_runs`` only)."""
+        aside = self._aside
+        return 0 if aside is None else aside.fired_count
+
+    @fired_count.setter
+    def fired_count(self, count: int) -> None:
+        if count == 0 and self._aside is None:
+            return
+        self._aside_made().fired_count = count
 
     @property
     def definition(self) -> Definition:
@@ -541,6 +637,14 @@ def _spell_state(doc: dict[str, Any], state: ScheduleState) -> None:
         doc["dead"] = dead
     if state.dag is not None:
         doc["dag"] = book_json(state.dag)
+    aside = state._aside
+    if aside is not None:
+        if aside.fired_count:
+            doc["fired_count"] = aside.fired_count
+        if aside.completed is not None:
+            doc["completed"] = aside.completed
+        if aside.pause is not None:
+            doc["pause"] = aside.pause.json()
 
 
 def _encode_fire_general(state: ScheduleState) -> bytes:
@@ -661,6 +765,11 @@ def decode_schedule(
     dag = doc.get("dag")
     if dag is not None:
         state.dag = book_of(dag)
+    state.fired_count = doc.get("fired_count", 0)
+    state.completed = doc.get("completed")
+    pause = doc.get("pause")
+    if pause is not None:
+        state.pause = PauseInfo.of(pause)
     return state
 
 

@@ -70,6 +70,7 @@ def _every_field_upsert() -> kafkron.CommandRecord:
         timeout_s=1800,
         start=LATER,
         end=LATER + timedelta(days=30),
+        max_runs=12,
         now_ms=NOW,
     )
 
@@ -208,7 +209,10 @@ def test_parts_given_empty_are_left_out_as_parts_not_given() -> None:
         (lambda: dlq_replay("no-instant"), "run_id"),
         (lambda: run_cancel("a@2026-10-10T00:00:00.000Z", "x" * 501), "reason"),
         (lambda: validated({"v": 1, "type": "schedule.pause"}), "id"),
-        (lambda: validated({"v": 1, "type": "schedule.pause", "id": "a", "note": "x"}), "note"),
+        (
+            lambda: validated({"v": 1, "type": "schedule.pause", "id": "a", "until": "soon"}),
+            "until",
+        ),
     ],
 )
 def test_a_mistake_raises_invalid_command_naming_its_field(
@@ -293,3 +297,16 @@ def test_a_dag_task_may_call_a_url_instead_of_running_a_job() -> None:
     }
     decoded = record.decoded
     assert isinstance(decoded, DagUpsert) and decoded.tasks["notify"].job.name == "kafkron.http"
+
+
+def test_a_pause_says_why_until_when_and_by_whom() -> None:
+    from topics.command_builders import schedule_pause
+    from topics.command_types import SchedulePause
+
+    record = schedule_pause(
+        "a", note="db migration", until=timedelta(hours=2), by="ops", after_current=True, now_ms=NOW
+    )
+    assert record.decoded == SchedulePause(
+        "a", note="db migration", until_ms=NOW + 7_200_000, after_current=True, by="ops"
+    )
+    assert schedule_pause("a").body == {"v": 1, "type": "schedule.pause", "id": "a"}
