@@ -1,0 +1,217 @@
+"""The worker protocol's conformance suite, against the worker under test
+(`KAFKRON_CONFORMANCE_WORKER`, default the Python worker; docs/WORKER-PROTOCOL.md §13).
+
+Each test has a namespace of its own (3 runs partitions) and drives the worker as a
+child process on the real broker: runs are written as a shard writes them, results
+read back read_committed and parsed with kafkron's own `parse_result`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tests.conformance.harness import Worker, probe, probe_until, under_test, wait_results
+from tests.kit.worker import (
+    T0,
+    key_for_partition,
+    marks,
+    produce,
+    results,
+    run_record,
+    wait_marks,
+)
+from topics.messages import Result, cancel_value, parse_result, run_id_for
+from topics.names import Settings, TopicKind
+
+PARTITIONS = 3
+SESSION_MS = 6_000
+WORKER_FIELDS = {
+    "v",
+    "run_id",
+    "schedule_id",
+    "attempt",
+    "status",
+    "scheduled_at",
+    "started_at",
+    "finished_at",
+    "worker",
+}
+
+
+def _outcomes(found: list[Result], prefix: str) -> list[Result]:
+    return [r for r in found if r.schedule_id.startswith(prefix)]
+
+
+async def _raw_results(settings: Settings) -> list[dict[str, Any]]:
+    from actors.views.tail import read_to_end
+
+    records = await read_to_end(settings, settings.topic(TopicKind.RESULTS))
+    return [orjson.loads(r.value) for r in records if r.value is not None]
+
+
+async def test_results_are_kafkrons_records(kafka_settings: Settings, tmp_path: Path) -> None:
+    """Succeeded, failed, unknown-job and timed-out attempts: each result parses with
+    `parse_result` and has exactly the fields of §6, with the run's own values."""
+    worker = Worker(kafka_settings, tmp_path, "w1", under_test())
+    try:
+        await produce(
+            kafka_settings,
+            [
+                run_record("f-ok", "test.noop"),
+                run_record("f-fail", "test.fail", {"message": "bad"}, attempt=3),
+                run_record("f-unknown", "no.such.job"),
+                run_record("f-slow", "test.sleep", {"seconds": 30}, timeout_s=1),
+            ],
+        )
+        found = await wait_results(kafka_settings, lambda rs: len(rs) >= 4, workers=[worker])
+        raw = await _raw_results(kafka_settings)
+    finally:
+        worker.stop()
+    by_id = {r.schedule_id: r for r in found}
+    assert by_id["f-ok"].status == "succeeded" and by_id["f-ok"].error is None
+    fail = by_id["f-fail"]
+    assert (fail.status, fail.attempt) == ("failed", 3)
+    assert fail.error == {"type": "ValueError", "message": "bad on attempt 3"}
+    assert by_id["f-unknown"].status == "failed"
+    assert by_id["f-unknown"].error is not None and by_id["f-unknown"].error["type"] == "UnknownJob"
+    slow = by_id["f-slow"]
+    assert slow.status == "timed_out" and slow.error is not None
+    assert slow.error["type"] == "Timeout"
+    assert slow.started_ms is not None and slow.finished_ms is not None
+    for result in found:
+        assert result.worker == "w1"
+        assert result.run_id == run_id_for(result.schedule_id, T0)
+        assert result.scheduled_ms == T0
+        assert result.started_ms is not None and result.finished_ms is not None
+        assert result.started_ms <= result.finished_ms
+    for record in raw:
+        parse_result(orjson.dumps(record))
+        extra = set(record) - WORKER_FIELDS
+        assert extra <= {"error"}, record
+        assert ("error" in record) == (record["status"] != "succeeded"), record
+
+
+async def test_one_result_per_attempt_through_kill_9(
+    kafka_settings: Settings, tmp_path: Path
+) -> None:
+    """Two workers share a burst of 90 runs; one is killed (SIGKILL) while it runs and
+    commits, a third joins (a rebalance mid-burst): every attempt ends with exactly one
+    visible result."""
+    tmpl = under_test()
+    w1 = Worker(kafka_settings, tmp_path, "w1", tmpl, concurrency=8, session_timeout_ms=SESSION_MS)
+    w2 = Worker(kafka_settings, tmp_path, "w2", tmpl, concurrency=8, session_timeout_ms=SESSION_MS)
+    workers = [w1, w2]
+    try:
+        await probe_until(kafka_settings, PARTITIONS, {"w1", "w2"})
+        runs = [
+            run_record(f"burst-{i}", "test.sleep", {"seconds": 0.2 + (i % 5) * 0.2})
+            for i in range(90)
+        ]
+        await produce(kafka_settings, runs)
+        await wait_marks(tmp_path, lambda ms: sum(1 for m in ms if m[3] == "w1") >= 10)
+        w1.kill()
+        w3 = Worker(
+            kafka_settings, tmp_path, "w3", tmpl, concurrency=8, session_timeout_ms=SESSION_MS
+        )
+        workers = [w2, w3]
+        found = await wait_results(
+            kafka_settings,
+            lambda rs: len({r.schedule_id for r in _outcomes(rs, "burst-")}) >= 90,
+            workers=workers,
+            timeout_s=150,
+        )
+        await asyncio.sleep(2)
+        found = _outcomes(await results(kafka_settings), "burst-")
+    finally:
+        for worker in (w1, *workers):
+            worker.stop()
+    counts = Counter((r.run_id, r.attempt) for r in found)
+    assert len(counts) == 90
+    assert all(n == 1 for n in counts.values()), [k for k, n in counts.items() if n > 1]
+    assert {r.status for r in found} == {"succeeded"}
+    assert "w1" in {m[3] for m in marks(tmp_path)}
+
+
+async def test_cancel_of_a_running_and_a_queued_run(
+    kafka_settings: Settings, tmp_path: Path
+) -> None:
+    """One slot: a stoppable job runs, a second run of the same partition waits. A
+    cancel of each: the running job is stopped and ends cancelled (started), the queued
+    run never starts and ends cancelled (never started); one result each."""
+    worker = Worker(kafka_settings, tmp_path, "w1", under_test(), concurrency=1)
+    try:
+        await probe(kafka_settings, PARTITIONS, "c")
+        running_id = key_for_partition("cancel-run", 0, PARTITIONS)
+        queued_id = key_for_partition("cancel-queued", 0, PARTITIONS)
+        await produce(
+            kafka_settings,
+            [
+                run_record(running_id, "test.stoppable", {"seconds": 60}),
+                run_record(queued_id, "test.stoppable", {"seconds": 60}),
+            ],
+        )
+        run_running = run_id_for(running_id, T0)
+        await wait_marks(tmp_path, lambda ms: ("start", run_running, 1, "w1") in ms)
+        cancels = [
+            (
+                schedule_id.encode(),
+                cancel_value(
+                    run_id=run_id_for(schedule_id, T0),
+                    schedule_id=schedule_id,
+                    task=None,
+                    attempt=1,
+                    reason=f"stop {schedule_id}",
+                    requested_ms=T0,
+                ),
+            )
+            for schedule_id in (queued_id, running_id)
+        ]
+        await produce(kafka_settings, cancels)
+        found = await wait_results(
+            kafka_settings,
+            lambda rs: len(_outcomes(rs, "cancel-")) >= 2,
+            workers=[worker],
+            timeout_s=60,
+        )
+        await asyncio.sleep(2)
+        found = _outcomes(await results(kafka_settings), "cancel-")
+    finally:
+        worker.stop()
+    by_id = {r.schedule_id: r for r in found}
+    assert len(found) == 2
+    stopped, never = by_id[running_id], by_id[queued_id]
+    assert stopped.status == never.status == "cancelled"
+    assert stopped.error == {"type": "Cancelled", "message": f"stop {running_id}"}
+    assert never.error == {"type": "Cancelled", "message": f"stop {queued_id}"}
+    assert stopped.started_ms is not None and never.started_ms is None
+    got = marks(tmp_path)
+    assert ("stopped", run_running, 1, "w1") in got
+    assert not [m for m in got if m[1] == run_id_for(queued_id, T0)]
+
+
+async def test_a_long_run_keeps_its_partition_and_reports_progress(
+    kafka_settings: Settings, tmp_path: Path
+) -> None:
+    """A 14 s job that reports progress every 50 ms, with a 6 s session: it runs once,
+    ends succeeded, and its progress reports (`running`, at most one per 10 s) parse."""
+    worker = Worker(kafka_settings, tmp_path, "w1", under_test(), session_timeout_ms=SESSION_MS)
+    try:
+        await produce(kafka_settings, [run_record("long", "test.sleep_sync", {"seconds": 14})])
+        found = await wait_results(
+            kafka_settings, lambda rs: len(rs) >= 1, workers=[worker], timeout_s=90
+        )
+        progress = await results(kafka_settings, progress=True)
+    finally:
+        worker.stop()
+    assert [(r.schedule_id, r.status) for r in found] == [("long", "succeeded")]
+    assert 1 <= len(progress) <= 2, progress
+    for report in progress:
+        assert report.finished_ms is None and report.error is None
+        assert report.progress is not None and "left_s" in report.progress["details"]
+    starts = [m for m in marks(tmp_path) if m[0] == "start"]
+    assert len(starts) == 1

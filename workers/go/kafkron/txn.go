@@ -1,0 +1,137 @@
+package kafkron
+
+// One worker transaction: a partition's results and its offset with the metadata, or
+// nothing (docs/WORKER-PROTOCOL.md §5; actors/worker/committer.py).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TransactionTimeout is the workers' transaction.timeout.ms (docs/WORKER-PROTOCOL.md §2.2).
+const TransactionTimeout = 10 * time.Second
+
+const stepTimeout = 30 * time.Second
+
+// Outcome kinds of a write.
+const (
+	writeDone    = "done"
+	writeFailed  = "failed"
+	writeFenced  = "fenced"
+	writeUnknown = "unknown"
+)
+
+func fencedError(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.InvalidProducerIDMapping)
+}
+
+// writeCommit carries out one commit with the partition's transactional producer;
+// it never panics and says how it ended.
+func writeCommit(producer *kgo.Client, names Names, commit *Commit, now func() int64) (string, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	if err := producer.BeginTransaction(); err != nil {
+		return classify(err, writeUnknown)
+	}
+	abort := func(why string, err error) (string, string) {
+		actx, acancel := context.WithTimeout(context.Background(), stepTimeout)
+		defer acancel()
+		if aerr := producer.EndTransaction(actx, kgo.TryAbort); aerr != nil {
+			if fencedError(aerr) {
+				return writeFenced, aerr.Error()
+			}
+			return writeUnknown, fmt.Sprintf("%s; the abort failed too (%v)", why, aerr)
+		}
+		if err != nil && fencedError(err) {
+			return writeFenced, err.Error()
+		}
+		return writeFailed, why
+	}
+	results := names.Topic("results")
+	records := make([]*kgo.Record, len(commit.Results))
+	for i, r := range commit.Results {
+		records[i] = &kgo.Record{Topic: results, Key: r.Key, Value: r.Value}
+	}
+	// Every acknowledgement is read before the commit (§5.2).
+	if err := producer.ProduceSync(ctx, records...).FirstErr(); err != nil {
+		return abort("producing results: "+err.Error(), err)
+	}
+	if err := sendOffsets(ctx, producer, names, commit); err != nil {
+		return abort("committing the offset: "+err.Error(), err)
+	}
+	if limit := commit.AbortFromMs(); limit >= 0 && now() >= limit {
+		return abort("too close to the shard's timed_out verdict", nil)
+	}
+	if err := producer.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		if fencedError(err) {
+			return writeFenced, err.Error()
+		}
+		return writeUnknown, "commit failed midway: " + err.Error()
+	}
+	return writeDone, ""
+}
+
+func classify(err error, otherwise string) (string, string) {
+	if fencedError(err) {
+		return writeFenced, err.Error()
+	}
+	return otherwise, err.Error()
+}
+
+// sendOffsets adds the group's offsets to the transaction (AddOffsetsToTxn) and
+// commits the partition's offset and metadata in it (TxnOffsetCommit), as a
+// transactional producer that is not itself a member of the group.
+func sendOffsets(ctx context.Context, producer *kgo.Client, names Names, commit *Commit) error {
+	id, epoch, err := producer.ProducerID(ctx)
+	if err != nil {
+		return err
+	}
+	txnID := names.WorkerTransactionalID(commit.Partition)
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, id, epoch, names.WorkerGroup()
+	for try := 0; ; try++ {
+		resp, err := add.RequestWith(ctx, producer)
+		if err != nil {
+			return err
+		}
+		err = kerr.ErrorForCode(resp.ErrorCode)
+		if errors.Is(err, kerr.ConcurrentTransactions) && try < 50 {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = txnID, names.WorkerGroup(), id, epoch
+	req.Generation, req.MemberID = -1, ""
+	topic := kmsg.NewTxnOffsetCommitRequestTopic()
+	topic.Topic = names.Topic("runs")
+	part := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	part.Partition, part.Offset, part.LeaderEpoch = commit.Partition, commit.Offset, -1
+	metadata := commit.Metadata
+	part.Metadata = &metadata
+	topic.Partitions = append(topic.Partitions, part)
+	req.Topics = append(req.Topics, topic)
+	resp, err := req.RequestWith(ctx, producer)
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
