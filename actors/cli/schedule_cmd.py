@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from actors.cli import output, target_args
+from actors.cli import output, pause_args, target_args
 from actors.cli.submit_cmd import produce
 from topics import codec
 from topics.command_builders import (
@@ -51,14 +51,16 @@ examples:
       --key '{schedule_id}' --value '{"order": "o-1", "due": "{scheduled_at}"}'
   kafkron schedule add charge-hook --every 1h --http-post https://billing.example/charge \\
       --body '{"run": "{run_id}"}' --http-header Authorization=secret:billing-api
+  kafkron schedule add welcome-mails --every 1d --job mail.welcome --max-runs 3
   kafkron schedule pause invoice-nightly
+  kafkron schedule pause invoice-nightly --note 'db migration' --until 2h --after-current
   kafkron schedule trigger invoice-nightly    # fire once, now
   kafkron schedule rm invoice-nightly
 """
 
 _SIMPLE_ACTIONS = {
     "rm": ("schedule.delete", "delete a schedule (its pending retries stop)"),
-    "pause": ("schedule.pause", "stop firing until resumed"),
+    "pause": ("schedule.pause", "stop firing until resumed, or --until an instant"),
     "resume": ("schedule.resume", "fire again (misfire policy decides what was missed)"),
     "trigger": ("schedule.trigger", "fire once, now, outside the schedule"),
 }
@@ -81,6 +83,9 @@ def register(subparsers: Any) -> None:
         simple.add_argument("id", help="schedule id")
         simple.add_argument("--print", action="store_true", help="print the command, send nothing")
         simple.set_defaults(func=run_simple, command_type=kind)
+        if name == "pause":
+            pause_args.add_arguments(simple)
+            simple.set_defaults(func=run_pause)
 
 
 def _register_add(actions: Any) -> None:
@@ -125,6 +130,9 @@ def _register_add(actions: Any) -> None:
     add.add_argument("--timeout-s", type=int, metavar="N", help="attempt timeout (3600)")
     add.add_argument("--start", metavar="T", help="no fires before this instant")
     add.add_argument("--end", metavar="T", help="no fires after this instant")
+    add.add_argument(
+        "--max-runs", type=int, metavar="N", help="at most N runs ever start (triggers count)"
+    )
     add.add_argument("--print", action="store_true", help="print the command, send nothing")
     add.set_defaults(func=run_add)
 
@@ -160,6 +168,8 @@ def build_upsert(args: argparse.Namespace) -> CommandRecord:
     try:
         return _upsert(args, spec, job_args, target)
     except InvalidCommand as error:
+        if error.field == "max_runs":
+            raise InvalidCommand(f"--max-runs: {error.reason}") from None
         raise InvalidCommand(target_args.flag_of(error.reason)) from None
 
 
@@ -190,6 +200,7 @@ def _upsert(
         timeout_s=args.timeout_s,
         start=args.start,
         end=args.end,
+        max_runs=args.max_runs,
     )
 
 
@@ -214,6 +225,10 @@ def _send_or_print(command_name: str, build: Callable[[], CommandRecord], print_
 
 def run_add(args: argparse.Namespace) -> int:
     return _send_or_print("schedule add", lambda: build_upsert(args), args.print)
+
+
+def run_pause(args: argparse.Namespace) -> int:
+    return _send_or_print("schedule pause", lambda: pause_args.build_pause(args), args.print)
 
 
 def run_simple(args: argparse.Namespace) -> int:
