@@ -25,7 +25,13 @@ import os
 from dataclasses import dataclass, field
 
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import TopicAuthorizationFailedError
+from aiokafka.errors import (
+    InvalidProducerEpoch,
+    KafkaTimeoutError,
+    ProducerFenced,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+)
 
 from actors.scheduler.limits import BROKER_DEFAULT_BYTES, MAX_MESSAGE_BYTES
 from actors.scheduler.writer import BatchRefused
@@ -113,7 +119,7 @@ def refused_target(exc: BaseException, namespace: str) -> tuple[str, str] | None
     while seen is not None:
         if isinstance(seen, BatchRefused):
             topic = seen.batch.topic
-            if isinstance(topic, TopicKind):
+            if isinstance(topic, TopicKind) or not _topics_fault(seen.error):
                 return None
             return topic, f"{type(seen.error).__name__}: {seen.error}"
         if isinstance(seen, TopicAuthorizationFailedError):
@@ -122,6 +128,19 @@ def refused_target(exc: BaseException, namespace: str) -> tuple[str, str] | None
                 return named[0], "not authorized: the scheduler's principal may not Write it"
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _topics_fault(error: BaseException) -> bool:
+    """Whether a batch's error is the target topic's own refusal. A fenced producer (a
+    zombie: the new owner fires the occurrence) or a broker briefly away (a timeout, a
+    leader moving: the rebuilt shard fires it again) says nothing of the topic, and
+    taking it for a refusal would dead-letter every occurrence of the topic for
+    `REFUSED_FOR_S`. A topic gone is its own (the refresh that follows finds it absent)."""
+    if isinstance(error, ProducerFenced | InvalidProducerEpoch | KafkaTimeoutError):
+        return False
+    if isinstance(error, UnknownTopicOrPartitionError):
+        return True
+    return not getattr(error, "retriable", False)
 
 
 def _names(arg: object) -> list[str]:
