@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from actors.cli import pause_args
 from tests.kit.cli import cli
 from topics.commands import SchedulePause, ScheduleUpsert, decode_command
 from topics.timefmt import parse_instant
@@ -71,13 +70,13 @@ def test_pause_until_an_instant_is_sent_as_given(capsys: pytest.CaptureFixture[s
 def test_by_defaults_to_the_user_name(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pause_args.getpass, "getuser", lambda: "alice")
+    monkeypatch.setattr("getpass.getuser", lambda: "alice")
     assert printed(capsys, "schedule", "pause", "nightly")["by"] == "alice"
 
     def nobody() -> str:
         raise OSError("no user name")
 
-    monkeypatch.setattr(pause_args.getpass, "getuser", nobody)
+    monkeypatch.setattr("getpass.getuser", nobody)
     assert printed(capsys, "schedule", "pause", "nightly") == {
         "v": 1,
         "type": "schedule.pause",
