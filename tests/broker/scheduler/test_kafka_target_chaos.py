@@ -31,10 +31,7 @@ from topics.names import Settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
-# 1,000 every-second schedules with three schedulers and a broker of its own do not
-# keep up on a two-core machine shared with other tests: takeovers then fall minutes
-# behind. 300 keep every phase of the story within the minute.
-SCHEDULES = 300
+SCHEDULES = 1_000
 SHARDS = 3
 PARTITIONS = 3
 MAX_FIRES_PER_TURN = 200
