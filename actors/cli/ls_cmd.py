@@ -26,9 +26,16 @@ examples:
   KAFKRON_NAMESPACE=staging kafkron ls
 
 Columns: id, spec, zone, job (a target shows where it goes: → kafka:TOPIC, → POST URL),
-next fire (UTC), paused, last fired (the latest occurrence fired), last outcome
-(running, retrying, dead_lettered, completed). --json gives a target as "target"
-({"kafka": {...}} or {"http": {...}}, its fields) and "job" null.
+next fire (UTC), state, last fired (the latest occurrence fired), last outcome of its
+latest run (running, retrying, dead_lettered, completed). state is the schedule's own:
+  active                     (active (runs 1/3) with --max-runs 3: one run started)
+  paused until 2026-12-03 14:00 UTC by ops: db migration   (what the pause said)
+  pausing after the current run                             (pause --after-current)
+  completed (max_runs 3/3)   every run it may start has started
+  completed (end)            its spec has nothing more (an --end, an --at)
+--json gives a target as "target" ({"kafka": {...}} or {"http": {...}}, its fields)
+and "job" null, and the state as "state" (the text), "paused", "pause" ({"at", "note",
+"until", "by", "pending"} or null), "completed", "fired_count" and "max_runs".
 """
 
 
@@ -64,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"no schedules in {topic}; add one with `kafkron schedule add`")
         return 0
     output.print_table(
-        ("id", "spec", "zone", "job", "next fire", "paused", "last fired", "last outcome"),
+        ("id", "spec", "zone", "job", "next fire", "state", "last fired", "last outcome"),
         [_table_row(row) for row in rows],
         title=f"schedules in {topic}",
         status_column="last outcome",
@@ -81,7 +88,7 @@ def _table_row(row: dict[str, Any]) -> tuple[str, ...]:
         row["zone"] or "-",
         _job(row),
         _short(row["next_fire"]),
-        "yes" if row["paused"] else "no",
+        row["state"],
         _short(row["last_fired"]),
         row["last_outcome"],
     )

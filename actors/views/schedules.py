@@ -23,6 +23,7 @@ from actors.shard.state import (
     encode_schedule,
     is_definition_key,
 )
+from actors.views.schedule_status import status_json
 from actors.views.tail import Record
 
 
@@ -114,6 +115,7 @@ def schedule_json(state: ScheduleState) -> dict[str, Any]:
         "target": target,
         "next_fire": None if state.next_ms is None else instant(state.next_ms),
         "paused": state.paused,
+        **status_json(state),
         "last_fired": None if state.last_fired_ms is None else instant(state.last_fired_ms),
         "last_outcome": last_outcome(state),
         "in_flight": [

@@ -23,6 +23,7 @@ import orjson
 from actors.history.store import AttemptView, HistoryError, HistoryStore
 from actors.shard.state import ScheduleState, decode_schedule
 from actors.timespec import compile_spec
+from actors.views.schedule_status import status_text
 from actors.views.schedules import last_outcome, latest_states, shown_job, spec_text
 from actors.views.tail import read_to_end
 from topics.messages import Result
@@ -53,6 +54,9 @@ class ScheduleRow:
     is_dag: bool
     dead: list[str]
     error: str | None = None
+    state: str = "-"
+    """The schedule's own state (`actors.views.schedule_status`): ``active (runs 1/3)``,
+    ``paused until ... by ops: db migration``, ``completed (max_runs 3/3)`` ..."""
 
 
 class Changelog:
@@ -121,6 +125,7 @@ def row_of(state: ScheduleState) -> ScheduleRow:
         last_outcome=last_outcome(state),
         is_dag=state.dag is not None,
         dead=list(state.dead_or_none or ()),
+        state=status_text(state),
     )
 
 

@@ -120,7 +120,9 @@ def test_ls_shows_what_the_changelog_holds(
     assert code == 0
     lines = out.splitlines()
     assert lines[1].split()[:2] == ["id", "spec"]
-    assert any(line.startswith("invoice-nightly") and "yes" in line for line in lines)
+    assert lines[1].split()[6] == "state"  # after "next fire"
+    assert any(line.startswith("invoice-nightly") and " paused " in line for line in lines)
+    assert any(line.startswith("fx-rates") and " active " in line for line in lines)
     assert any(line.startswith("fx-rates") and "every 5s" in line for line in lines)
 
 
