@@ -20,12 +20,14 @@ fires once more (so trigger from an agent only where that is acceptable).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 import faust
 
 from topics import command_builders as build
 from topics.command_builders import CommandRecord
+from topics.command_parts import Instant
 
 
 def dlq_replay(run_id: str) -> dict[str, Any]:
@@ -38,9 +40,28 @@ def schedule_trigger(schedule_id: str) -> dict[str, Any]:
     return dict(build.schedule_trigger(schedule_id).body)
 
 
-def schedule_pause(schedule_id: str) -> dict[str, Any]:
-    """Stop ``schedule_id`` firing until resumed: ``schedule.pause``."""
-    return dict(build.schedule_pause(schedule_id).body)
+def schedule_pause(
+    schedule_id: str,
+    *,
+    note: str | None = None,
+    until: Instant | timedelta | None = None,
+    after_current: bool | None = None,
+    by: str | None = None,
+) -> dict[str, Any]:
+    """Stop ``schedule_id`` firing: ``schedule.pause``. ``note`` says why and ``by`` who
+    (``kafkron ls`` shows both); with ``until`` (an instant, or a `timedelta` from now
+    by this process's clock: the command carries the instant) it resumes by itself
+    then, once, its misfire policy deciding about what came due meanwhile; otherwise
+    until ``schedule_resume``. ``after_current``: once the run in flight has ended.
+
+    Example: ``schedule_pause("pay", note="ledger freeze", until=timedelta(hours=2))``.
+    A pause is safe to repeat: the same pause again changes nothing (a ``timedelta``
+    sent again counts from the second send, though).
+    """
+    command = build.schedule_pause(
+        schedule_id, note=note, until=until, after_current=after_current, by=by
+    )
+    return dict(command.body)
 
 
 def schedule_resume(schedule_id: str) -> dict[str, Any]:

@@ -6,6 +6,8 @@ into its model and writes back to the same JSON; unknown fields are tolerated,
 from __future__ import annotations
 
 import asyncio
+import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -358,6 +360,23 @@ def test_the_helpers_are_the_one_builder_of_commands() -> None:
     with pytest.raises(InvalidCommand) as raised:
         schedule_pause("a/b")
     assert raised.value.field == "id"
+
+
+def test_a_pause_from_an_agent_says_why_until_when_and_by_whom() -> None:
+    paused = schedule_pause(
+        "pay", note="ledger freeze", until="2099-01-01T14:00:00Z", after_current=True, by="agent"
+    )
+    assert paused == {
+        "v": 1, "type": "schedule.pause", "id": "pay", "note": "ledger freeze",
+        "until": "2099-01-01T14:00:00Z", "after_current": True, "by": "agent",
+    }  # fmt: skip
+    before_ms = int(time.time() * 1000)
+    later = schedule_pause("pay", until=timedelta(hours=2))
+    assert parse_instant(later["until"]) >= before_ms + 7_200_000  # an instant from now
+    validated(later)  # what send_command checks again
+    with pytest.raises(InvalidCommand) as raised:
+        schedule_pause("pay", note="x" * 501)
+    assert raised.value.field == "note"
 
 
 async def test_send_command_takes_a_dict_or_a_built_command() -> None:
