@@ -227,6 +227,12 @@ class ScheduleCommands:
             return
         _, scheduled_ms, task = parse_run_id(run_id)
         run = RunState(state, run_id, scheduled_ms, task, last_attempt + 1, last_attempt + 1)
-        self._runs.start_attempt(state, run, now_ms)  # first: if it raises, nothing changed
+        # Forgotten before the attempt: a Kafka target's attempt ends at once and may
+        # be dead-lettered again, which remembers it anew (a later replay finds it).
         del state.dead[run_id]
+        try:
+            self._runs.start_attempt(state, run, now_ms)
+        except BaseException:
+            state.dead[run_id] = last_attempt  # not started: still replayable
+            raise
         self._dirty[state.id] = state

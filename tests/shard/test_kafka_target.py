@@ -183,3 +183,17 @@ def test_a_trigger_delivers_at_once() -> None:
     assert len(_targets(out.records)) == 1
     assert [r.status for r in out.results] == ["succeeded"]
     assert all(r.topic is not TopicKind.RUNS for r in out.records)
+
+
+def test_a_replay_refused_again_is_dead_lettered_again_and_can_be_replayed_once_more() -> None:
+    missing = TargetTopics(allowed=("orders.*",), own_prefix="kafkron.")
+    shard = _shard(missing)
+    shard.send(upsert(target=_target(value={})))
+    (failed,) = shard.advance(T0).results
+    again = shard.send(command("dlq.replay", run_id=failed.run_id))
+    assert [(r.attempt, r.status) for r in again.results] == [(2, "failed")]
+    assert len(again.dlq) == 1
+    shard.core.set_target_topics(ALLOWED)
+    third = shard.send(command("dlq.replay", run_id=failed.run_id))
+    assert third.rejected == []
+    assert [(r.attempt, r.status) for r in third.results] == [(3, "succeeded")]
