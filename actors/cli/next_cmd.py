@@ -7,6 +7,10 @@ actors use. It doubles as the test oracle of the rest of the project.
 Given a whole ``schedule.upsert`` whose occurrences run a target, each line also says
 where each fire goes (``→ kafka:orders.due``, ``→ POST https://...``): the answer to
 "what will it do, and when". A spec alone, or a job, prints the instants only.
+
+``--max-runs N`` (or a command's ``max_runs``) stops the list after N fires, as the
+shard stops the schedule: it counts from ``--from``, as a new schedule would (a
+running schedule's count so far is in ``kafkron ls``), and a trigger counts too.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ examples:
   kafkron next '30 2 * * *' --tz America/New_York --from 2026-03-07T00:00:00Z -n 3 --local
   kafkron next 'H H * * *' --id invoice-nightly
   kafkron next 'every 90s' -n 10
+  kafkron next '0 9 * * MON' --max-runs 3 -n 10     # stops after 3: completed (max_runs)
   kafkron next "$(kafkron schedule add due --every 1h --to-topic orders.due --value 1 --print)"
 """
 
@@ -61,6 +66,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("-n", type=int, default=5, metavar="N", help="how many fires (default 5)")
     parser.add_argument("--local", action="store_true", help="also print the local wall time")
+    parser.add_argument(
+        "--max-runs", type=int, metavar="N", help="stop after N fires, as max_runs does"
+    )
     parser.set_defaults(func=run)
 
 
@@ -68,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec, zone_name = build(args)
         after_ms = now_ms() if args.from_ is None else parse_instant(args.from_)
+        limit = max_runs(args)
     except (SpecError, ValueError) as exc:
         print(f"kafkron next: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -76,7 +85,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     zone = ZoneInfo(zone_name)
     goes = _target_of(args.spec)
-    for _ in range(args.n):
+    for i in range(args.n):
+        if limit is not None and i >= limit:
+            print(f"kafkron next: no further fires (max_runs {limit} reached)", file=sys.stderr)
+            break
         fire_ms = spec.next_after(after_ms)
         if fire_ms is None:
             print("kafkron next: no further fires (the schedule is exhausted)", file=sys.stderr)
@@ -95,6 +107,20 @@ def _target_of(text: str) -> str | None:
     _, command = parse_spec_text(text)
     target = command.get("target")
     return target_text(target) if isinstance(target, Mapping) else None
+
+
+def max_runs(args: argparse.Namespace) -> int | None:
+    """``--max-runs``, or the command's ``max_runs``; both given must agree."""
+    _, command = parse_spec_text(args.spec)
+    given = command.get("max_runs")
+    if given is not None and (not isinstance(given, int) or isinstance(given, bool)):
+        raise SpecError(f"max_runs: expected a whole number, got {given!r}")
+    if args.max_runs is not None and given is not None and args.max_runs != given:
+        raise SpecError(f"--max-runs {args.max_runs} contradicts max_runs {given}; give one")
+    limit = args.max_runs if args.max_runs is not None else given
+    if limit is not None and limit < 1:
+        raise SpecError(f"max_runs: must be at least 1, got {limit}")
+    return limit
 
 
 def now_ms() -> int:
