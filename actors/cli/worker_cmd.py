@@ -20,6 +20,7 @@ from actors.worker.http_target import HttpTargets
 from actors.worker.registry import REGISTRY, load_job_modules
 from actors.worker.runtime import WorkerOptions, WorkerRuntime, default_worker_id
 from actors.worker.secrets import SecretError, Secrets
+from topics.closing import bounded
 from topics.names import Settings, TopicKind
 from topics.targets import HTTP_JOB
 
@@ -176,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     runtime = WorkerRuntime(settings, registry, options)
     tune_for_throughput()  # the process's own policy: imports and jobs loaded, now run
     try:
-        run_main(_serve(runtime, targets, port))
+        run_main(_serve(runtime, port, targets))
     except asyncio.CancelledError:  # a second SIGINT/SIGTERM: stopped without draining
         return 130
     except MetricsError as exc:
@@ -184,7 +185,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(runtime: WorkerRuntime, targets: HttpTargets, metrics_port: int | None) -> None:
+async def _serve(
+    runtime: WorkerRuntime, metrics_port: int | None, targets: HttpTargets | None = None
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -210,4 +213,5 @@ async def _serve(runtime: WorkerRuntime, targets: HttpTargets, metrics_port: int
         ):
             await runtime.run(stop)
     finally:
-        await targets.close()
+        if targets is not None:  # its connections, after the last request
+            await bounded(targets.close(), "closing the HTTP targets")

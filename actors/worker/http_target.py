@@ -45,6 +45,7 @@ from actors.worker.http_status import (
     status_error,
 )
 from actors.worker.secrets import SecretError, Secrets
+from topics.closing import bounded
 from topics.messages import Run
 from topics.targets import (
     ATTEMPT_HEADER,
@@ -101,7 +102,7 @@ class _CheckedResolver(AbstractResolver):
         return answers
 
     async def close(self) -> None:
-        await self._inner.close()
+        await bounded(self._inner.close(), "closing the HTTP targets' resolver")
 
 
 class HttpTargets:
@@ -124,8 +125,8 @@ class HttpTargets:
 
     async def close(self) -> None:
         if self._session is not None:
-            await self._session.close()
-            self._session = None
+            session, self._session = self._session, None
+            await bounded(session.close(), "closing the HTTP targets' connections")
 
     async def send(self, run: Run) -> Outcome:
         """One attempt of ``run``'s HTTP target, as its outcome."""
