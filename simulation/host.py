@@ -34,6 +34,7 @@ BROKEN_VARIANTS = (
     "commit-refused-batch",  # the shard commits a transaction one of whose batches was refused
     "target-outside-txn",  # the node writes Kafka targets' records outside the fire's transaction
     "no-clock-step-check",  # the scheduler does not notice its wall clock stepping while idle
+    "restore-forgets-fired-count",  # a restore drops a schedule's count against max_runs
     # The worker's fixes undone in its executor (simulation/worker_node.py):
     "adopt-no-seek",  # the Seek after adoption is ignored (finding 2)
     "adoption-failure-lost",  # a failed adoption is never retried (finding 4)

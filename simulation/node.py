@@ -58,6 +58,7 @@ from actors.scheduler.skew import SkewEstimator
 from actors.scheduler.warm import WarmShard
 from actors.shard import ShardCore
 from simulation.clock import NodeClock
+from simulation.forgetful import as_restored
 from simulation.host import Host, exact_bytes
 from simulation.kafka import BrokerUnavailable, ProducerFenced, Txn
 from simulation.targets import send_target
@@ -272,7 +273,7 @@ class SchedulerNode:
         for p, warm in sorted(self.warm.items()):
             records, end = kafka.fetch(TopicKind.SCHEDULES, p, warm.position, 1 << 62)
             for record in records:
-                warm.feed(record.offset, record.key, record.value)
+                warm.feed(record.offset, record.key, as_restored(record.value, self.host.broken))
             warm.reached(end, self.now_ms())
             self._execute(self.machine.standby_caught_up(p, self.clock.mono_ms()))
 
@@ -369,7 +370,7 @@ class SchedulerNode:
                 # After the fence: the end read now is final (as `read_to_end`).
                 records, _ = kafka.fetch(TopicKind.SCHEDULES, p, warm.position, 1 << 62)
                 for record in records:
-                    warm.feed(record.offset, record.key, record.value)
+                    warm.feed(record.offset, record.key, as_restored(record.value, host.broken))
                 core = warm.core
                 return machine.restore_done(p, token, core, core.finish_restore(self.now_ms()))
             group = host.settings.scheduler_group
@@ -423,7 +424,7 @@ class SchedulerNode:
             latest[record.key] = record.value
         for key, value in latest.items():
             if key is not None:
-                core.restore(key, value)
+                core.restore(key, as_restored(value, self.host.broken))
         return core, core.finish_restore(self.now_ms())
 
     # -- writes ------------------------------------------------------------------------

@@ -17,9 +17,11 @@ from simulation.checkers import (
     exactly_once,
     lateness,
     lease,
+    max_runs,
     never_early,
     nothing_missed,
     overlap,
+    pause_until,
     target_once,
 )
 from simulation.checkers.evidence import Evidence, Verdict
@@ -35,6 +37,8 @@ CHECKERS = (
     dag_order.check,
     lease.check,
     cancelled.check,
+    max_runs.check,
+    pause_until.check,
     converged.check,
 )
 

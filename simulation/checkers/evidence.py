@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from simulation.checkers.pauses import PauseLog, PauseWindow
 from simulation.checkers.target_records import TargetDelivery, deliveries
 from simulation.targets import TargetSeen, committed_targets
 from topics.codec import loads
@@ -101,6 +102,8 @@ class Evidence:
     # topics' partition counts (`checkers.target_once`).
     targets: list[TargetDelivery] = field(default_factory=list)
     target_partitions: dict[str, int] = field(default_factory=dict)
+    # Pauses with an end, from the changelog's history (`checkers.pauses`).
+    pauses: list[PauseWindow] = field(default_factory=list)
 
     def folded_ranges(self) -> dict[str, list[tuple[int, int]]]:
         """Per schedule, the [first, last] ranges that folded missed/skipped results cover."""
@@ -138,6 +141,7 @@ class TopicEvidence:
     first_next_ms: dict[str, int | None]
     final_state: dict[str, dict[str, Any]]
     targets: list[TargetDelivery] = field(default_factory=list)
+    pauses: list[PauseWindow] = field(default_factory=list)
 
 
 def from_topics(
@@ -221,6 +225,7 @@ def from_topics(
             dags[command.id] = command
     first_next: dict[str, int | None] = {}
     final: dict[str, dict[str, Any]] = {}
+    pauses = PauseLog()
     for record in schedules:
         if record.key is None:
             continue
@@ -233,6 +238,7 @@ def from_topics(
             final.pop(schedule_id, None)
         else:
             final[schedule_id] = state
+        pauses.see(schedule_id, record.append_ms, state)
     return TopicEvidence(
         runs=run_records,
         results=result_records,
@@ -243,6 +249,7 @@ def from_topics(
         first_next_ms=first_next,
         final_state=final,
         targets=deliveries(targets),
+        pauses=pauses.windows,
     )
 
 

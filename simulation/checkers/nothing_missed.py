@@ -5,11 +5,19 @@ end of the run minus the settle time, is accounted for: it fired (a run with its
 run id, or a Kafka target's record naming it), or the shard reported it ``missed``
 or ``skipped`` (one result each, or a folded result whose range covers it), or it
 is still buffered behind a run in flight (overlap buffer policies).
+
+Two ends are not gaps: a schedule with ``max_runs`` N is due up to the occurrence of
+its N-th run and no further (`checkers.max_runs` counts the runs); and a schedule
+still paused at the end owes nothing after its last fire until it is resumed (a
+resume reports them ``skipped``). A pause ``until`` has resumed by then, and what
+came due while it was paused is owed as any other occurrence: the misfire policy
+fires it late or reports it ``missed`` after the resume.
 """
 
 from __future__ import annotations
 
 from simulation.checkers.evidence import Evidence, Verdict
+from simulation.checkers.max_runs import last_due_ms
 from topics.messages import run_id_for
 from topics.timefmt import format_ms, parse_instant
 from topics.vocabulary import RunStatus
@@ -29,6 +37,7 @@ def check(evidence: Evidence) -> Verdict:
     }
     folded = evidence.folded_ranges()
     horizon_ms = evidence.end_ms - evidence.settle_ms
+    limits = last_due_ms(evidence)
     specs = {sid: c.compiled for sid, c in evidence.definitions.items()}
     specs.update({sid: d.compiled for sid, d in evidence.dags.items()})
     for schedule_id, compiled in sorted(specs.items()):
@@ -43,7 +52,11 @@ def check(evidence: Evidence) -> Verdict:
         next_after = compiled.next_after
         o: int | None = first_ms
         scanned = 0
-        while o is not None and o <= horizon_ms and scanned < SCAN_MAX:
+        until_ms = min(horizon_ms, limits.get(schedule_id, horizon_ms))
+        if state.get("paused") is True:  # owes nothing after its last fire until resumed
+            last = state.get("last_fired")
+            until_ms = min(until_ms, first_ms - 1 if last is None else parse_instant(last))
+        while o is not None and o <= until_ms and scanned < SCAN_MAX:
             scanned += 1
             verdict.checked += 1
             run_id = run_id_for(schedule_id, o)

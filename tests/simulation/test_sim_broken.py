@@ -71,6 +71,9 @@ WORKER_VARIANTS = [
     ("committed-silence-trusted", "worker-coordinators-loading", "exactly-once"),
     # The same, for schedulers deployed one at a time: no shard keeps an owner.
     ("unbounded-close", "schedulers-deploy-midnight", "converged"),
+    # A restore that drops a schedule's count against max_runs (in what the simulated
+    # scheduler feeds its shard core): the new owner starts max_runs runs again.
+    ("restore-forgets-fired-count", "max-runs-and-pauses-across-takeovers", "max-runs"),
 ]
 
 

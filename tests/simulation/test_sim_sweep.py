@@ -39,6 +39,7 @@ SWEEPS = {
     "schedulers-deploy-midnight": 6,
     "schedule-recreated-at-its-minute": 10,
     "kafka-targets-takeovers": 8,
+    "max-runs-and-pauses-across-takeovers": 30,
 }
 
 

@@ -1,0 +1,26 @@
+"""The ``restore-forgets-fired-count`` broken variant (test-only): a restore that loses
+a schedule's count of runs against ``max_runs``.
+
+The simulated scheduler hands every changelog record it restores (or tails as a
+warm standby) through `as_restored`; with the variant on, ``fired_count`` is dropped
+from it first, so the new owner counts from zero again and a ``max_runs`` schedule
+that crosses a takeover starts more runs than it may. The `max-runs` checker must
+catch it. The shard's own code is untouched: the break is in what it is fed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from topics.codec import dumps, loads
+
+VARIANT = "restore-forgets-fired-count"
+
+
+def as_restored(value: bytes | None, broken: Collection[str]) -> bytes | None:
+    """``value`` as the shard should restore it: as written, unless the variant is on."""
+    if value is None or VARIANT not in broken or b'"fired_count"' not in value:
+        return value
+    doc = loads(value)
+    doc.pop("fired_count", None)
+    return dumps(doc)
