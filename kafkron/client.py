@@ -131,6 +131,7 @@ class Client:
         timeout_s: int | None = None,
         start: Instant | None = None,
         end: Instant | None = None,
+        max_runs: int | None = None,
     ) -> str:
         """Create (or replace) a schedule: ``schedule.upsert``. Returns its id.
 
@@ -164,6 +165,7 @@ class Client:
                 timeout_s=timeout_s,
                 start=start,
                 end=end,
+                max_runs=max_runs,
             )
         )
         return schedule_id
@@ -184,6 +186,7 @@ class Client:
         timeout_s: int | None = None,
         start: Instant | None = None,
         end: Instant | None = None,
+        max_runs: int | None = None,
     ) -> None:
         """Change some fields of an existing schedule; the others keep their values.
 
@@ -213,6 +216,7 @@ class Client:
                 timeout_s=timeout_s,
                 start=start,
                 end=end,
+                max_runs=max_runs,
             )
         )
 

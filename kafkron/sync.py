@@ -129,6 +129,7 @@ class SyncClient:
         timeout_s: int | None = None,
         start: Instant | None = None,
         end: Instant | None = None,
+        max_runs: int | None = None,
     ) -> str:
         """`Client.create_schedule`.
 
@@ -150,6 +151,7 @@ class SyncClient:
                 timeout_s=timeout_s,
                 start=start,
                 end=end,
+                max_runs=max_runs,
             )
         )
 
@@ -169,6 +171,7 @@ class SyncClient:
         timeout_s: int | None = None,
         start: Instant | None = None,
         end: Instant | None = None,
+        max_runs: int | None = None,
     ) -> None:
         """`Client.update`. Example: ``client.update("fx-rates", timeout_s=120)``."""
         self._call(
@@ -186,6 +189,7 @@ class SyncClient:
                 timeout_s=timeout_s,
                 start=start,
                 end=end,
+                max_runs=max_runs,
             )
         )
 

@@ -49,6 +49,7 @@ def updated(
     timeout_s: int | None = None,
     start: Instant | None = None,
     end: Instant | None = None,
+    max_runs: int | None = None,
 ) -> CommandRecord:
     """The ``schedule.upsert`` of ``current`` with the fields given replaced (None
     keeps a field); `InvalidCommand` naming the field if the shard would refuse it.
@@ -80,6 +81,7 @@ def updated(
         "spread": None if spread_s is None else {"window_s": spread_s},
         "retry": None if retry is None else retry.json(),
         "timeout_s": timeout_s,
+        "max_runs": max_runs,
     }
     body.update({name: value for name, value in changes.items() if value is not None})
     body.update(_what_runs(dict(body.pop("job")), job, args, target))
