@@ -6,7 +6,9 @@
 #   - kafkron simulate --list and kafkron simulate midnight-reboot --seed 1 (the
 #     bundled scenarios, found by name inside the installed package);
 #   - kafkron next (the time specs and the zone data);
-#   - kafkron web's first page (the packaged templates), status 200 and its title.
+#   - kafkron web's first page (the packaged templates), status 200 and its title;
+#   - the README's "From Python" program, as a user copies it, against a scheduler
+#     and a billing worker of the wheel: 100 one-offs, each waited for and printed.
 # The simulation and next need no broker; the web console reads its namespace's
 # schedules topic, so that part needs the broker at KAFKRON_BOOTSTRAP (.ci/run runs
 # this beside its fast group) and creates, then deletes, a namespace of its own.
@@ -27,12 +29,15 @@ venv="$tmp/venv"
 bin="$venv/bin"
 namespace="wheelcheck-$$-$RANDOM"
 web_pid=""
+actor_pids=()
 topics_made=false
 cleanup() {
-  if [[ -n "$web_pid" ]]; then
-    kill "$web_pid" 2>/dev/null || true
-    wait "$web_pid" 2>/dev/null || true
-  fi
+  for pid in "$web_pid" "${actor_pids[@]}"; do
+    if [[ -n "$pid" ]]; then
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
   if $topics_made; then
     (cd "$tmp" && KAFKRON_NAMESPACE="$namespace" "$bin/python" -c '
 import asyncio
@@ -126,5 +131,27 @@ if status != 200 or title not in text or "No schedules yet" not in text:
     sys.exit(f"GET / answered {status} without {title!r}: {text[:300]!r}")
 print(f"GET / answered {status}: {title}")
 EOF
+
+step "the README's From Python program (100 one-offs), with a scheduler and a worker"
+# The first Python block of the README's "From Python" section, as a user copies it.
+"$bin/python" - "$checkout/README.md" "$tmp/from_python.py" <<'EOF' || fail "no program"
+import re
+import sys
+
+readme = open(sys.argv[1], encoding="utf-8").read()
+section = readme.split("\n## From Python\n", 1)[1].split("\n## ", 1)[0]
+blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+open(sys.argv[2], "w", encoding="utf-8").write(blocks[0])
+EOF
+export KAFKRON_BILLING_DB="$tmp/billing.db"
+"$bin/kafkron" scheduler --session-timeout-ms 6000 --heartbeat-ms 1000 >"$tmp/scheduler.log" 2>&1 &
+actor_pids+=($!)
+"$bin/kafkron" worker --jobs actors.examples.billing.jobs >"$tmp/worker.log" 2>&1 &
+actor_pids+=($!)
+timeout 400 "$bin/python" "$tmp/from_python.py" >"$tmp/program.txt" 2>&1 \
+  || fail "the program failed: $(tail -n 20 "$tmp/program.txt"; tail -n 20 "$tmp/worker.log")"
+runs="$(grep -cE '^[^ ]+@[^ ]+ (succeeded|failed)$' "$tmp/program.txt" || true)"
+[[ "$runs" == 100 ]] || fail "the program reported $runs runs, not 100: $(head -n 5 "$tmp/program.txt")"
+echo "the program reported 100 runs, $(grep -c ' succeeded$' "$tmp/program.txt") succeeded"
 
 step "passed"
