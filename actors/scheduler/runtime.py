@@ -85,7 +85,7 @@ from actors.scheduler.standby import StandbyTailer
 from actors.scheduler.target_table import REFRESH_S as TARGETS_REFRESH_S
 from actors.scheduler.target_table import TargetTable, refused_target
 from actors.scheduler.warm import WarmShard
-from actors.scheduler.writer import Partitioner
+from actors.scheduler.writer import Partitioner, TargetDest
 from topics.clients import admin_kwargs, consumer_kwargs
 from topics.closing import bounded, within
 from topics.committed import CommittedUnknown, fetch_committed
@@ -218,7 +218,7 @@ class SchedulerRuntime:
         self._collect_pending = False  # a collection of dropped shards is scheduled
         self._tasks: set[asyncio.Task[Any]] = set()
         self._partitions = 0
-        self._limits: dict[TopicKind | str, int] | None = None
+        self._limits: dict[TopicKind | TargetDest, int] | None = None
         self._targets = TargetTable(settings.namespace, self.options.target_topics)
         self._targets_due_s = 0.0  # when the target topics are read again
         self._partitioner: Partitioner | None = None
@@ -372,13 +372,16 @@ class SchedulerRuntime:
             self._limits = {}
         for name, topic in self._targets.known.items():
             if topic.max_message_bytes is not None:
-                self._limits[name] = topic.max_message_bytes
+                self._limits[TargetDest(name)] = topic.max_message_bytes
         self._hand_targets()
 
     def _hand_targets(self) -> None:
         snapshot = self._targets.snapshot(time.monotonic())
-        for core in self.machine.live().values():
-            core.set_target_topics(snapshot)
+        # Every core the machine holds, not only the live ones: a shard positioning or
+        # parked goes live with this view, not one from before a refusal.
+        for slot in self.machine.slots.values():
+            if slot.core is not None:
+                slot.core.set_target_topics(snapshot)
         for warm in self._warm.values():
             warm.core.set_target_topics(snapshot)
 

@@ -46,6 +46,7 @@ from actors.scheduler.writer import (
     BatchRefused,
     Partitioner,
     SentBatch,
+    TargetDest,
     WritePlan,
     refused,
     send_plan,
@@ -82,7 +83,7 @@ class ShardRunner:
         clock: Clock,
         partitioner: Partitioner,
         commit_timeout_s: float,
-        limits: Mapping[TopicKind | str, int] | None = None,
+        limits: Mapping[TopicKind | TargetDest, int] | None = None,
         mono: Mono = monotonic_ms,
     ) -> None:
         self.partition = partition

@@ -45,7 +45,19 @@ MAX_BATCH_BYTES = 900 * 1024
 
 # key, value, timestamp_ms, headers (a target record's; else empty)
 Planned = tuple[bytes | None, bytes | None, int | None, tuple[tuple[str, bytes], ...]]
-Destination = tuple[TopicKind | str, int]  # (kafkron topic or a target's name, partition)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetDest:
+    """A Kafka target's topic as a destination (and a key of ``limits``). Not its bare
+    name: `TopicKind` is a ``StrEnum``, so a target topic called ``results`` would be
+    equal to ``TopicKind.RESULTS`` as a dict key, and its records and kafkron's own
+    would share one batch, written to whichever topic came first."""
+
+    name: str
+
+
+Destination = tuple[TopicKind | TargetDest, int]  # (kafkron topic or a target, partition)
 _NO_HEADERS: tuple[tuple[str, bytes], ...] = ()
 _NO_HEADER_LIST: list[tuple[str, bytes]] = []  # never changed: aiokafka only reads it
 
@@ -106,7 +118,11 @@ class Partitioner:
         for i, record in enumerate(records):
             if record.topic is _SCHEDULES and last_changelog[record.key] != i:
                 continue
-            dest = (record.topic, partition_for(record))
+            kind = record.topic
+            dest = (
+                kind if isinstance(kind, TopicKind) else TargetDest(kind),
+                partition_for(record),
+            )
             bucket = groups.get(dest)
             if bucket is None:
                 bucket = groups[dest] = []
@@ -126,7 +142,9 @@ class SentBatch:
     future: asyncio.Future[Any]
 
 
-def batch_bytes(limits: Mapping[TopicKind | str, int] | None, kind: TopicKind | str) -> int:
+def batch_bytes(
+    limits: Mapping[TopicKind | TargetDest, int] | None, kind: TopicKind | TargetDest
+) -> int:
     """The largest batch to build for ``kind``: the topic's limit, at most `MAX_BATCH_BYTES`.
 
     A target topic's limit is the one its records were checked against
@@ -142,7 +160,7 @@ async def send_plan(
     producer: AIOKafkaProducer,
     settings: Settings,
     plan: WritePlan,
-    limits: Mapping[TopicKind | str, int] | None = None,
+    limits: Mapping[TopicKind | TargetDest, int] | None = None,
 ) -> list[SentBatch]:
     """Append every planned record to batches and submit them; one await per batch.
 
@@ -152,7 +170,8 @@ async def send_plan(
     """
     sent: list[SentBatch] = []
     for (kind, partition), items in plan.groups.items():
-        topic = settings.topic(kind) if isinstance(kind, TopicKind) else kind
+        topic = settings.topic(kind) if isinstance(kind, TopicKind) else kind.name
+        sent_as = kind if isinstance(kind, TopicKind) else kind.name  # SentBatch names it
         size_bytes = batch_bytes(limits, kind)
         new_batch = producer.create_batch if limits is None else partial(_new_batch, size_bytes)
         batch = new_batch()
@@ -161,7 +180,7 @@ async def send_plan(
             listed = list(headers) if headers else _NO_HEADER_LIST  # the builder takes lists
             if batch.append(key=key, value=value, timestamp=stamp, headers=listed) is None:
                 fut = await producer.send_batch(batch, topic, partition=partition)
-                sent.append(SentBatch(kind, partition, in_batch, fut))
+                sent.append(SentBatch(sent_as, partition, in_batch, fut))
                 batch = new_batch()
                 in_batch = 0
                 # The first record of a batch is always taken, whatever its size; one
@@ -171,7 +190,7 @@ async def send_plan(
             in_batch += 1
         if in_batch:
             fut = await producer.send_batch(batch, topic, partition=partition)
-            sent.append(SentBatch(kind, partition, in_batch, fut))
+            sent.append(SentBatch(sent_as, partition, in_batch, fut))
     return sent
 
 

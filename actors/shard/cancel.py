@@ -90,6 +90,7 @@ class RunCancels:
         buffered = state.buffered_or_none
         if task is None and buffered and scheduled_ms in buffered:
             buffered.remove(scheduled_ms)
+            self._runs.unbuffered(state, 1)
             self._runs.shard_result(
                 state, scheduled_ms, RunStatus.CANCELLED, CANCELLED_ERROR, command.reason
             )

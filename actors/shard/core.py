@@ -541,7 +541,7 @@ class ShardCore:
         if isinstance(command, Rejection):
             self._batch.reject(record, command.reason)
         elif isinstance(command, ScheduleUpsert):
-            refused = self._runs.target_refusal(command.job)
+            refused = self._runs.target_refusal(command.job, self._schedules.get(command.id))
             if refused is not None:
                 self._batch.reject(record, refused)
             elif not dags.kind_clash(record, command):

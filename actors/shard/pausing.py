@@ -4,9 +4,10 @@
 takes effect when the run book ends the last run in flight; a pause ``until``
 ends when the wheel hands the schedule back at that instant):
 
-- A pause stops firing at once, unless ``after_current`` and a run is in flight:
-  then it waits (``pending``) until no run is, and occurrences due meanwhile fire
-  as the overlap policy says.
+- A pause stops firing at once. With ``after_current`` and a run in flight it is
+  ``pending`` until no run is: nothing new starts meanwhile (as with any pause, the
+  runs in flight and their retries go on), and ``ls`` says "pausing after the
+  current run" rather than "paused" until the last one has ended.
 - A pause ``until`` T arms the schedule on the wheel at T. When it comes due the
   schedule resumes by itself, once: the resume is a change of its state, written
   in the same transaction as anything it fires, so a new owner after a failover
@@ -22,19 +23,36 @@ from actors.wheel import TimingWheel
 
 
 def pause_now(
-    state: ScheduleState, info: PauseInfo | None, wheel: TimingWheel[ScheduleState | RunState]
+    state: ScheduleState,
+    info: PauseInfo | None,
+    wheel: TimingWheel[ScheduleState | RunState],
+    *,
+    pending: bool = False,
 ) -> None:
     """Stop firing ``state`` now; arm its ``until``, if any. A pause that says nothing
-    more (no note, end or author) keeps no `PauseInfo`: its record is as it always was."""
+    more (no note, end, author, nor a wait for its runs) keeps no `PauseInfo`: its
+    record is as it always was."""
     if info is not None:
-        info.pending = False
-        if info.note is None and info.until_ms is None and info.by is None:
+        info.pending = pending
+        if info.note is None and info.until_ms is None and info.by is None and not pending:
             info = None
     state.pause = info
     state.paused = True
     wheel.cancel(state)
     if info is not None and info.until_ms is not None:
         wheel.arm(state, info.until_ms)
+
+
+def runs_ended(state: ScheduleState) -> bool:
+    """The last run in flight ended: a pending pause is now a plain one. True if the
+    schedule's record changed."""
+    info = state.pause
+    if info is None or not info.pending or state._runs:
+        return False
+    info.pending = False
+    if info.note is None and info.until_ms is None and info.by is None:
+        state.pause = None
+    return True
 
 
 def resumes_now(

@@ -31,7 +31,7 @@ from actors.shard.definition import Definition, cached_definition
 from actors.shard.delivery import REFUSED_ERROR, Occurrence, target_record
 from actors.shard.misfire import Backlog, MissedRange, plan_backlog
 from actors.shard.overlap import Decision
-from actors.shard.pausing import pause_now, resumes_now
+from actors.shard.pausing import resumes_now, runs_ended
 from actors.shard.retry import backoff_ms, is_final_failure
 from actors.shard.state import INSTANT_TEXTS, RunState, ScheduleState, instant_text
 from actors.wheel import TimingWheel
@@ -258,6 +258,7 @@ class RunBook:
         elif decision == Decision.REPLACE:
             for waiting_ms in state.buffered:
                 self.skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
+            self.unbuffered(state, len(state.buffered))
             state.buffered = [scheduled_ms]
             self.fired(state, scheduled_ms)
         else:  # CANCEL: the runs in flight are asked to stop (`cancel`); as Temporal's
@@ -267,6 +268,7 @@ class RunBook:
             why = "a newer occurrence came due (overlap cancel_other)"
             for waiting_ms in state.buffered:
                 self.skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
+            self.unbuffered(state, len(state.buffered))
             state.buffered = []
             for run in list(state.runs.values()):
                 if run.retry_ms is not None:
@@ -286,6 +288,22 @@ class RunBook:
         limit = state.definition.max_runs
         if limit is not None:
             self._counted(state, limit)
+
+    def unbuffered(self, state: ScheduleState, count: int) -> None:
+        """``count`` buffered occurrences will never start (replaced, cancelled,
+        trimmed): they no longer count against max_runs, and a schedule completed by
+        them may fire again, from after what it handled."""
+        limit = state.definition.max_runs
+        if limit is None or count <= 0:
+            return
+        state.fired_count = max(0, state.fired_count - count)
+        if state.completed == "max_runs" and state.fired_count < limit:
+            state.completed = None
+            handled_ms = state.handled_ms()
+            if handled_ms is not None:
+                state.next_ms = next_ms = state.definition.compiled.next_after(handled_ms)
+                if not state.paused and next_ms is not None:
+                    self._wheel.arm(state, next_ms)
 
     def _counted(self, state: ScheduleState, limit: int) -> None:
         """A run started (or was buffered): count it; at ``limit`` the schedule is
@@ -310,16 +328,16 @@ class RunBook:
         scheduled = INSTANT_TEXTS.get(scheduled_ms) or instant_text(scheduled_ms)
         schedule_id = state.id
         run_id = f"{schedule_id}@{scheduled}"  # `run_id_for`, without a task
+        if definition is None:
+            definition = state.definition
+        if definition.delivery is not None:  # a Kafka target: the shard writes it now
+            self._deliver(state, run_id, scheduled_ms, 1, now_ms, definition.delivery)
+            return
         runs = state._runs
         if runs is None:
             runs = state._runs = {}
         elif run_id in runs:  # only a trigger can collide with an occurrence
             self.skipped(state, scheduled_ms, "Duplicate", "a run with this id is in flight")
-            return
-        if definition is None:
-            definition = state.definition
-        if definition.delivery is not None:  # a Kafka target: the shard writes it now
-            self._deliver(state, run_id, scheduled_ms, 1, now_ms, definition.delivery)
             return
         parts = definition._fire_parts  # `fire_parts`, inline: once per definition and tick
         if parts is None or parts.now_ms != now_ms:
@@ -392,12 +410,19 @@ class RunBook:
         state.runs[run.run_id] = run
         self.in_flight += 1
 
-    def target_refusal(self, job: Job) -> str | None:
+    def target_refusal(self, job: Job, state: ScheduleState | None) -> str | None:
         """Why an upsert of ``job`` is refused for its Kafka target, else None: a topic
         the namespace does not allow (known at once, unlike a missing topic, which a
-        fire reports: it may be created before then)."""
+        fire reports: it may be created before then), or runs of a job in flight (their
+        retries would go to workers as the target's carrier job)."""
         if job.name != KAFKA_JOB:
             return None
+        if state is not None and state._runs and state.definition.delivery is None:
+            return (
+                f"target: schedule {state.id!r} has {len(state._runs)} run(s) of its job in"
+                " flight; a Kafka target cannot take them over: wait for them to end (or"
+                " cancel them), then send the upsert again"
+            )
         topic = str(job.args.get("topic"))
         if self.targets.allows(topic):
             return None
@@ -590,9 +615,7 @@ class RunBook:
         self.drain_buffer(state, now_ms)
 
     def drain_buffer(self, state: ScheduleState, now_ms: int) -> None:
-        pause = state.pause
-        if pause is not None and pause.pending and not state._runs:  # after_current
-            pause_now(state, pause, self._wheel)
+        if state._aside is not None and runs_ended(state):  # an after_current pause
             self._dirty[state.id] = state
         buffered = state.buffered_or_none
         if buffered and not state._runs and not state.paused:

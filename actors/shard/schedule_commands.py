@@ -91,6 +91,8 @@ class ScheduleCommands:
         limit = definition.max_runs
         if limit is not None and state.fired_count >= limit:
             state.next_ms, state.completed = None, "max_runs"
+        elif state.next_ms is None and state.last_fired_ms is not None:
+            state.completed = "end"  # nothing after what it fired (a one-off, an end)
         pause = state.pause
         if not state.paused and state.next_ms is not None:  # armed again
             self._wheel.arm(state, state.next_ms)
@@ -128,18 +130,12 @@ class ScheduleCommands:
         if state.paused and now_said == said:
             return  # paused already, as this says: nothing changes
         info = PauseInfo(at_ms=now_ms, note=command.note, until_ms=command.until_ms, by=command.by)
-        if command.after_current and state._runs and not state.paused:
-            info.pending = True  # the run book pauses it when the last run ends
-            state.pause = info
-        else:
-            pause_now(state, info, self._wheel)
+        # after_current with runs in flight: paused now, and said to be pausing until
+        # the run book ends the last of them (`pausing.runs_ended`).
+        pause_now(state, info, self._wheel, pending=command.after_current and bool(state._runs))
         self._dirty[state.id] = state
 
     def resume(self, state: ScheduleState, now_ms: int) -> None:
-        pause = state.pause
-        if pause is not None and pause.pending:  # an after_current pause not yet taken
-            state.pause = None
-            self._dirty[state.id] = state
         if not state.paused:
             return
         self._wheel.cancel(state)  # its ``until``, if armed
@@ -183,6 +179,14 @@ class ScheduleCommands:
         if next_ms is not None and next_ms <= now_ms and not state.paused:
             self._wheel.cancel(state)
             self._runs.fire_due(state, now_ms)
+            if state.completed == "max_runs":  # what was due took its last run
+                self._batch.reject(
+                    record,
+                    f"id: {state.id!r} is completed: its max_runs"
+                    f" ({state.definition.max_runs}) have all fired; raise max_runs with"
+                    " an upsert to run it again",
+                )
+                return
         run_id = run_id_for(state.id, now_ms)
         if (
             run_id in state.runs

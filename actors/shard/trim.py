@@ -85,6 +85,7 @@ class Trimming:
         if not fits() and state.buffered:
             for scheduled_ms in state.buffered:
                 runs.skipped(state, scheduled_ms, "Oversized", _WHY)
+            runs.unbuffered(state, len(state.buffered))
             state.buffered.clear()
             steps.append("reported its buffered occurrences skipped")
         if not fits() and state.dag is None and state.runs:

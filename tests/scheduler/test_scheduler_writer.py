@@ -100,3 +100,21 @@ def test_batches_are_sized_for_their_topic_not_for_the_producer() -> None:
     assert batch_bytes(limits, TopicKind.RUNS) == 4_096 - BATCH_OVERHEAD_BYTES
     assert batch_bytes(limits, TopicKind.RESULTS) == MAX_BATCH_BYTES
     assert batch_bytes({TopicKind.RUNS: 50 * 1024 * 1024}, TopicKind.RUNS) == MAX_BATCH_BYTES
+
+
+def test_a_target_topic_named_like_a_kafkron_topic_is_a_destination_of_its_own() -> None:
+    from actors.scheduler.writer import TargetDest
+    from topics.records import TargetRecord
+
+    plan = Partitioner({kind: 3 for kind in TopicKind}).plan(
+        [
+            TargetRecord("results", b"k", b"target", 0, None, ()),
+            OutRecord(TopicKind.RESULTS, b"s", b"result", 0),
+            OutRecord(TopicKind.RUNS, b"s", b"run", 0),
+            TargetRecord("runs", b"k", b"target-2", 0, None, ()),
+        ]
+    )
+    assert plan.groups[(TargetDest("results"), 0)] == [(b"k", b"target", None, ())]
+    assert plan.groups[(TopicKind.RESULTS, 0)] == [(b"s", b"result", None, ())]
+    assert plan.groups[(TopicKind.RUNS, 0)] == [(b"s", b"run", None, ())]
+    assert plan.groups[(TargetDest("runs"), 0)] == [(b"k", b"target-2", None, ())]

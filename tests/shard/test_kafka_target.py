@@ -197,3 +197,13 @@ def test_a_replay_refused_again_is_dead_lettered_again_and_can_be_replayed_once_
     third = shard.send(command("dlq.replay", run_id=failed.run_id))
     assert third.rejected == []
     assert [(r.attempt, r.status) for r in third.results] == [(3, "succeeded")]
+
+
+def test_a_job_schedule_with_runs_in_flight_is_not_switched_to_a_kafka_target() -> None:
+    shard = _shard()
+    shard.send(job_upsert(overlap="allow"))
+    (run,) = shard.advance(T0).runs
+    out = shard.send(upsert(target=_target(value={})))
+    assert "run(s) of its job in flight" in out.rejected[0].reason
+    shard.report(run, "succeeded")
+    assert shard.send(upsert(target=_target(value={}))).rejected == []

@@ -113,22 +113,51 @@ def test_a_pause_until_in_the_past_is_rejected_and_a_resume_clears_the_note() ->
     assert "pause" not in shard.state_doc()
 
 
-def test_pause_after_current_waits_for_the_run_in_flight() -> None:
+def test_pause_after_current_stops_firing_now_and_is_pausing_until_the_runs_end() -> None:
     shard = Shard()
     shard.send(upsert(overlap="allow"), at_ms=T0 - 1)
-    (run,) = shard.run_until(T0).runs
-    shard.send(command("schedule.pause", after_current=True), at_ms=T0 + SECOND)
+    first = shard.run_until(T0).runs
+    second = shard.run_until(T0 + MINUTE).runs
+    shard.send(command("schedule.pause", after_current=True), at_ms=T0 + MINUTE + SECOND)
     doc = shard.state_doc()
-    assert doc["paused"] is False and doc["pause"]["pending"] is True
-    fired = shard.run_until(T0 + MINUTE).runs  # still firing while the run is in flight
-    assert [r.scheduled_ms for r in fired] == [T0 + MINUTE]
-    shard.report(run, "succeeded", at_ms=T0 + MINUTE + SECOND)
-    assert shard.state_doc()["paused"] is False  # one more run is in flight
-    shard.report(fired[0], "succeeded", at_ms=T0 + MINUTE + 2 * SECOND)
+    assert doc["paused"] is True and doc["pause"]["pending"] is True
+    # Overlapping runs kept starting under the first version of this; nothing starts now.
+    assert shard.run_until(T0 + 5 * MINUTE).runs == []
+    shard.report(first[0], "succeeded", at_ms=T0 + 5 * MINUTE + SECOND)
+    assert shard.state_doc()["pause"]["pending"] is True  # one more run is in flight
+    shard.report(second[0], "succeeded", at_ms=T0 + 5 * MINUTE + 2 * SECOND)
     doc = shard.state_doc()
     assert doc["paused"] is True and "pause" not in doc
-    assert shard.run_until(T0 + 5 * MINUTE).runs == []
     idle = Shard()
     idle.send(upsert(), at_ms=T0 - 1)
     idle.send(command("schedule.pause", after_current=True), at_ms=T0 - 1)
-    assert idle.state_doc()["paused"] is True  # nothing in flight: paused at once
+    assert idle.state_doc()["paused"] is True and "pause" not in idle.state_doc()
+
+
+def test_a_trigger_never_starts_more_than_max_runs_when_an_occurrence_was_due() -> None:
+    shard = Shard()
+    shard.send(upsert(max_runs=2, overlap="allow"), at_ms=T0 - 1)
+    first = shard.run_until(T0).runs
+    # Commands go before advance: the 01:00 occurrence fires first, and is the last run.
+    triggered = shard.send(command("schedule.trigger"), at_ms=T0 + MINUTE + 500)
+    later = shard.run_until(T0 + 10 * MINUTE).runs
+    assert len(first + triggered.runs + later) == 2
+    assert "is completed" in triggered.rejected[0].reason
+
+
+def test_max_runs_counts_only_what_will_start_under_buffer_one_and_cancel_other() -> None:
+    for overlap in ("buffer_one", "cancel_other", "buffer_all"):
+        shard = Shard()
+        shard.send(upsert(max_runs=3, overlap=overlap), at_ms=T0 - 1)
+        started, running = [], []
+        for second in range(0, 20 * 60, 10):
+            now = T0 + second * SECOND
+            new = []
+            for end, run in [p for p in running if p[0] <= now]:
+                running.remove((end, run))
+                new += shard.report(run, "succeeded", at_ms=now).runs  # the buffer drains
+            new += shard.run_until(now).runs
+            started += new
+            running += [(now + 150 * SECOND, run) for run in new]  # 150 s each
+        firsts = {r.run_id for r in started if r.attempt == 1}
+        assert len(firsts) == 3, (overlap, sorted(firsts))
