@@ -36,6 +36,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from topics.admin import delete_topics
+from topics.closing import bounded
 from topics.names import Settings
 from topics.targets import SCHEDULED_AT_HEADER, TargetTopic, TargetTopics
 from topics.timefmt import parse_instant
@@ -86,7 +87,7 @@ async def create_topic(settings: Settings, topic: str, *, delete: bool = False) 
         else:
             await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
     finally:
-        await admin.close()
+        await bounded(admin.close(), "closing the admin client")
 
 
 async def herd(args: argparse.Namespace, logs: Path, *, target: bool) -> dict[str, float | None]:
