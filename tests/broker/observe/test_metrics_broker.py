@@ -14,13 +14,16 @@ import orjson
 import pytest
 
 from tests.kit.metrics import Samples, scrape_until, total
+from tests.kit.ports import free_port_block
 from tests.kit.scheduler import produce
 from tests.kit.worker import ChildProcess, WorkerProcess
 from topics.names import Settings
 
-SCHEDULER_PORT = 39181
-WORKER_PORT = 39182
-RECORDER_PORT = 39183
+# Below Linux's ephemeral range (`tests.kit.ports`): a fixed port in it (39182 was)
+# can be held by any client connection's local port when the actor binds it.
+SCHEDULER_PORT = free_port_block(3)
+WORKER_PORT = SCHEDULER_PORT + 1
+RECORDER_PORT = SCHEDULER_PORT + 2
 
 
 def _command(**fields: object) -> tuple[bytes, bytes]:

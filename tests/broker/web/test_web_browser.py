@@ -27,11 +27,12 @@ from actors.shard.state import ScheduleState, decode_schedule
 from actors.views.schedules import latest_states
 from actors.views.tail import read_to_end
 from tests.kit.browser import artifacts_dir, chromium, wait_for
+from tests.kit.ports import free_port_block
 from tests.kit.worker import ChildProcess, WorkerProcess
 from topics.admin import create_topics, delete_topics
 from topics.names import Settings, TopicKind
 
-WEB_PORT = 39190
+WEB_PORT = free_port_block(1)  # below the ephemeral range (tests.kit.ports)
 pytestmark = pytest.mark.broker
 
 
