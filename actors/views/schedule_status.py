@@ -61,11 +61,11 @@ def status_text(state: ScheduleState) -> str:
     if completed is not None:
         return f"completed ({completed})"
     pause = state.pause
-    if state.paused:
-        return "paused" + ("" if pause is None else _said(pause.note, pause.until_ms, pause.by))
-    if pause is not None and pause.pending:
+    if pause is not None and pause.pending:  # paused; its runs in flight not all ended
         said = _said(pause.note, pause.until_ms, pause.by)
         return "pausing after the current run" + (f", then paused{said}" if said else "")
+    if state.paused:
+        return "paused" + ("" if pause is None else _said(pause.note, pause.until_ms, pause.by))
     return "active" if count is None else f"active (runs {count})"
 
 

@@ -39,7 +39,8 @@ def test_a_plain_pause_and_one_waiting_for_the_run_in_flight() -> None:
     shard.send(later, at_ms=T0 + SECOND)
     row = schedule_json(state_of(shard, "busy"))
     assert row["state"] == "pausing after the current run, then paused by ops: deploy"
-    assert row["paused"] is False and row["pause"]["pending"] is True
+    # Paused at once (nothing new starts); said to be pausing until the run ends.
+    assert row["paused"] is True and row["pause"]["pending"] is True
 
 
 def test_max_runs_counts_then_completes_and_an_end_completes() -> None:
