@@ -65,6 +65,7 @@ from topics.command_parts import (
     Task,
 )
 from topics.messages import DeadLetter, Result
+from topics.schedule_fields import ScheduleFields
 from topics.names import Settings
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy, RunStatus
 
@@ -96,6 +97,7 @@ __all__ = [
     "RunStatus",
     "Schedule",
     "SendError",
+    "ScheduleFields",
     "Settings",
     "Spec",
     "SyncClient",

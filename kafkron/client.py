@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import Unpack
 
 from aiokafka import AIOKafkaProducer
 
@@ -30,17 +30,15 @@ from topics.closing import stop_producer
 from topics.command_builders import CommandRecord
 from topics.command_parts import (
     Dst,
-    HttpTarget,
     Instant,
-    KafkaTarget,
     Misfire,
-    OverlapName,
     Retry,
     Spec,
     Task,
 )
 from topics.messages import Result
 from topics.names import Settings, TopicKind
+from topics.schedule_fields import ScheduleFields
 
 
 class Client:
@@ -120,25 +118,14 @@ class Client:
         schedule_id: str,
         spec: Spec,
         job: str | None = None,
-        *,
-        args: Mapping[str, Any] | None = None,
-        target: KafkaTarget | HttpTarget | None = None,
-        misfire: Misfire | None = None,
-        overlap: OverlapName | None = None,
-        dst: Dst | None = None,
-        spread_s: int | None = None,
-        retry: Retry | None = None,
-        timeout_s: int | None = None,
-        start: Instant | None = None,
-        end: Instant | None = None,
-        max_runs: int | None = None,
+        **fields: Unpack[ScheduleFields],
     ) -> str:
         """Create (or replace) a schedule: ``schedule.upsert``. Returns its id.
 
         What runs is ``job`` (a registered job name) with ``args``, or ``target`` (a
-        `KafkaTarget` record the shard writes, or an `HttpTarget` call). The keyword
-        arguments are the command's fields (`topics.command_builders.schedule_upsert`
-        says each); None leaves a field to its default.
+        `KafkaTarget` record the shard writes, or an `HttpTarget` call). The other
+        keyword arguments are the command's fields (`ScheduleFields` says each); None
+        leaves a field to its default.
 
         Example::
 
@@ -155,17 +142,7 @@ class Client:
                 schedule_id,
                 spec,
                 job,
-                args=args,
-                target=target,
-                misfire=misfire,
-                overlap=overlap,
-                dst=dst,
-                spread_s=spread_s,
-                retry=retry,
-                timeout_s=timeout_s,
-                start=start,
-                end=end,
-                max_runs=max_runs,
+                **fields,
             )
         )
         return schedule_id
@@ -176,17 +153,7 @@ class Client:
         *,
         spec: Spec | None = None,
         job: str | None = None,
-        args: Mapping[str, Any] | None = None,
-        target: KafkaTarget | HttpTarget | None = None,
-        misfire: Misfire | None = None,
-        overlap: OverlapName | None = None,
-        dst: Dst | None = None,
-        spread_s: int | None = None,
-        retry: Retry | None = None,
-        timeout_s: int | None = None,
-        start: Instant | None = None,
-        end: Instant | None = None,
-        max_runs: int | None = None,
+        **fields: Unpack[ScheduleFields],
     ) -> None:
         """Change some fields of an existing schedule; the others keep their values.
 
@@ -206,17 +173,7 @@ class Client:
                 current,
                 spec=spec,
                 job=job,
-                args=args,
-                target=target,
-                misfire=misfire,
-                overlap=overlap,
-                dst=dst,
-                spread_s=spread_s,
-                retry=retry,
-                timeout_s=timeout_s,
-                start=start,
-                end=end,
-                max_runs=max_runs,
+                **fields,
             )
         )
 

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from kafkron.client import Client
 from kafkron.outcomes import RunOutcome
@@ -36,17 +36,15 @@ from kafkron.schedules import DEFAULT_FIRES, Schedule, next_fires
 from topics.command_builders import CommandRecord
 from topics.command_parts import (
     Dst,
-    HttpTarget,
     Instant,
-    KafkaTarget,
     Misfire,
-    OverlapName,
     Retry,
     Spec,
     Task,
 )
 from topics.messages import Result
 from topics.names import Settings
+from topics.schedule_fields import ScheduleFields
 
 T = TypeVar("T")
 
@@ -118,18 +116,7 @@ class SyncClient:
         schedule_id: str,
         spec: Spec,
         job: str | None = None,
-        *,
-        args: Mapping[str, Any] | None = None,
-        target: KafkaTarget | HttpTarget | None = None,
-        misfire: Misfire | None = None,
-        overlap: OverlapName | None = None,
-        dst: Dst | None = None,
-        spread_s: int | None = None,
-        retry: Retry | None = None,
-        timeout_s: int | None = None,
-        start: Instant | None = None,
-        end: Instant | None = None,
-        max_runs: int | None = None,
+        **fields: Unpack[ScheduleFields],
     ) -> str:
         """`Client.create_schedule`.
 
@@ -141,17 +128,7 @@ class SyncClient:
                 schedule_id,
                 spec,
                 job,
-                args=args,
-                target=target,
-                misfire=misfire,
-                overlap=overlap,
-                dst=dst,
-                spread_s=spread_s,
-                retry=retry,
-                timeout_s=timeout_s,
-                start=start,
-                end=end,
-                max_runs=max_runs,
+                **fields,
             )
         )
 
@@ -161,17 +138,7 @@ class SyncClient:
         *,
         spec: Spec | None = None,
         job: str | None = None,
-        args: Mapping[str, Any] | None = None,
-        target: KafkaTarget | HttpTarget | None = None,
-        misfire: Misfire | None = None,
-        overlap: OverlapName | None = None,
-        dst: Dst | None = None,
-        spread_s: int | None = None,
-        retry: Retry | None = None,
-        timeout_s: int | None = None,
-        start: Instant | None = None,
-        end: Instant | None = None,
-        max_runs: int | None = None,
+        **fields: Unpack[ScheduleFields],
     ) -> None:
         """`Client.update`. Example: ``client.update("fx-rates", timeout_s=120)``."""
         self._call(
@@ -179,17 +146,7 @@ class SyncClient:
                 schedule_id,
                 spec=spec,
                 job=job,
-                args=args,
-                target=target,
-                misfire=misfire,
-                overlap=overlap,
-                dst=dst,
-                spread_s=spread_s,
-                retry=retry,
-                timeout_s=timeout_s,
-                start=start,
-                end=end,
-                max_runs=max_runs,
+                **fields,
             )
         )
 

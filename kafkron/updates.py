@@ -12,23 +12,19 @@ the whole part. A target schedule is kept in the changelog as its carrier job
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from kafkron.schedules import Schedule
 from topics import command_builders as build
 from topics.command_builders import CommandRecord, InvalidCommand
 from topics.command_fields import FieldError
 from topics.command_parts import (
-    Dst,
     HttpTarget,
-    Instant,
     KafkaTarget,
-    Misfire,
-    OverlapName,
-    Retry,
     Spec,
     instant_text,
 )
+from topics.schedule_fields import ScheduleFields, unknown_fields
 from topics.targets import HTTP_JOB, KAFKA_JOB
 
 _CARRIERS = {KAFKA_JOB: "kafka", HTTP_JOB: "http"}
@@ -39,17 +35,7 @@ def updated(
     *,
     spec: Spec | None = None,
     job: str | None = None,
-    args: Mapping[str, Any] | None = None,
-    target: KafkaTarget | HttpTarget | None = None,
-    misfire: Misfire | None = None,
-    overlap: OverlapName | None = None,
-    dst: Dst | None = None,
-    spread_s: int | None = None,
-    retry: Retry | None = None,
-    timeout_s: int | None = None,
-    start: Instant | None = None,
-    end: Instant | None = None,
-    max_runs: int | None = None,
+    **fields: Unpack[ScheduleFields],
 ) -> CommandRecord:
     """The ``schedule.upsert`` of ``current`` with the fields given replaced (None
     keeps a field); `InvalidCommand` naming the field if the shard would refuse it.
@@ -59,12 +45,16 @@ def updated(
 
     Example: ``updated(await client.get_schedule("fx-rates"), spec=Every("10m"))``.
     """
+    unknown_fields(fields, "updated")
     if current.kind != "schedule":
         raise InvalidCommand(
             f"id: {current.id!r} is a DAG; change it with upsert_dag (the whole DAG)"
         )
     body = dict(current.definition)
     body["spread"] = {"window_s": body.pop("spread_window_s", 0)}
+    start, end = fields.get("start"), fields.get("end")
+    misfire, dst, retry = fields.get("misfire"), fields.get("dst"), fields.get("retry")
+    spread_s = fields.get("spread_s")
     try:
         when = {
             "start": None if start is None else instant_text(start, "start"),
@@ -76,15 +66,15 @@ def updated(
     changes = {
         **when,
         "misfire": None if misfire is None else misfire.json(),
-        "overlap": overlap,
+        "overlap": fields.get("overlap"),
         "dst": None if dst is None else dst.json(),
         "spread": None if spread_s is None else {"window_s": spread_s},
         "retry": None if retry is None else retry.json(),
-        "timeout_s": timeout_s,
-        "max_runs": max_runs,
+        "timeout_s": fields.get("timeout_s"),
+        "max_runs": fields.get("max_runs"),
     }
     body.update({name: value for name, value in changes.items() if value is not None})
-    body.update(_what_runs(dict(body.pop("job")), job, args, target))
+    body.update(_what_runs(dict(body.pop("job")), job, fields.get("args"), fields.get("target")))
     return build.validated({"v": 1, "type": "schedule.upsert", "id": current.id, **body})
 
 

@@ -23,17 +23,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from topics import codec
 from topics.command_fields import FieldError
 from topics.command_parts import (
     Dst,
-    HttpTarget,
     Instant,
-    KafkaTarget,
     Misfire,
-    OverlapName,
     Retry,
     Spec,
     Task,
@@ -42,6 +39,7 @@ from topics.command_parts import (
 from topics.command_types import Command, Rejection
 from topics.commands import decode_command
 from topics.messages import parse_run_id
+from topics.schedule_fields import ScheduleFields, unknown_fields
 
 
 class InvalidCommand(ValueError):
@@ -173,28 +171,15 @@ def schedule_upsert(
     spec: Spec,
     job: str | None = None,
     *,
-    args: Mapping[str, Any] | None = None,
-    target: KafkaTarget | HttpTarget | None = None,
-    misfire: Misfire | None = None,
-    overlap: OverlapName | None = None,
-    dst: Dst | None = None,
-    spread_s: int | None = None,
-    retry: Retry | None = None,
-    timeout_s: int | None = None,
-    start: Instant | None = None,
-    end: Instant | None = None,
-    max_runs: int | None = None,
     now_ms: int | None = None,
+    **fields: Unpack[ScheduleFields],
 ) -> CommandRecord:
     """``schedule.upsert``: create or replace the schedule ``schedule_id``.
 
     ``job`` is the registered job name and ``args`` its keyword arguments (a JSON
     object); or, instead of a job, ``target`` (a `KafkaTarget` or `HttpTarget`).
-    Every other argument is a field of the command, left out when None
-    (the shard's default applies): ``misfire``, ``overlap``, ``dst``, ``spread_s``
-    (the spread window in seconds), ``retry``, ``timeout_s`` (an attempt's limit),
-    ``start`` and ``end`` (no occurrence before or after), ``max_runs`` (at most that
-    many runs ever start, triggers included; then the schedule is completed).
+    Every other keyword is a field of the command (`topics.schedule_fields.ScheduleFields`
+    says each), left out when None: the shard's default applies.
     ``now_ms`` is the instant the command is judged at (default now: an ``At`` must
     not be past its grace).
 
@@ -203,27 +188,29 @@ def schedule_upsert(
         schedule_upsert("fx-rates", Every("5m"), "billing.fx_rates",
                         overlap="skip", retry=Retry(max_attempts=3), timeout_s=60)
     """
+    unknown_fields(fields, "schedule_upsert")
+    target = fields.get("target")
     body = {
         "v": 1,
         "type": "schedule.upsert",
         "id": schedule_id,
         **_timing(
             spec,
-            misfire=misfire,
-            dst=dst,
-            spread_s=spread_s,
-            retry=retry,
-            timeout_s=timeout_s,
-            start=start,
-            end=end,
+            misfire=fields.get("misfire"),
+            dst=fields.get("dst"),
+            spread_s=fields.get("spread_s"),
+            retry=fields.get("retry"),
+            timeout_s=fields.get("timeout_s"),
+            start=fields.get("start"),
+            end=fields.get("end"),
         ),
-        "overlap": overlap,
-        "max_runs": max_runs,
+        "overlap": fields.get("overlap"),
+        "max_runs": fields.get("max_runs"),
     }
     if target is not None:
         body["target"] = target.json()
     if job is not None or target is None:  # neither: the shard's validation names it
-        body["job"] = {"name": job, "args": dict(args or {})}
+        body["job"] = {"name": job, "args": dict(fields.get("args") or {})}
     return _build(body, now_ms)
 
 

@@ -1,0 +1,64 @@
+"""The keyword fields of a schedule, typed once for every Python surface that takes them.
+
+`topics.command_builders.schedule_upsert`, `kafkron.updates.updated`,
+`kafkron.Client.create_schedule` / `update` and their `SyncClient` twins all take
+these as keyword arguments (``**fields: Unpack[ScheduleFields]``), so a field added
+to the command is added here and in the builder's body, not in five signatures, and a
+type checker still checks every keyword a caller writes. None (or leaving a field
+out) keeps the shard's default, or, in an update, the schedule's current value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from topics.command_parts import (
+    Dst,
+    HttpTarget,
+    Instant,
+    KafkaTarget,
+    Misfire,
+    OverlapName,
+    Retry,
+)
+
+
+class ScheduleFields(TypedDict, total=False):
+    """A schedule's fields besides its id, spec and job name (all optional).
+
+    - ``args``: the job's keyword arguments (a JSON object).
+    - ``target``: instead of a job, a `KafkaTarget` the shard writes or an
+      `HttpTarget` a worker calls.
+    - ``misfire``, ``overlap``, ``dst``: the policies (`Misfire`, an overlap name,
+      `Dst`).
+    - ``spread_s``: the spread window in seconds (a herd is smeared across it).
+    - ``retry``: the `Retry` policy; ``timeout_s``: an attempt's limit in seconds.
+    - ``start``, ``end``: no occurrence before or after (an aware `datetime` or
+      RFC 3339 text).
+    - ``max_runs``: at most that many runs ever start, triggers included; then the
+      schedule is completed.
+    """
+
+    args: Mapping[str, Any] | None
+    target: KafkaTarget | HttpTarget | None
+    misfire: Misfire | None
+    overlap: OverlapName | None
+    dst: Dst | None
+    spread_s: int | None
+    retry: Retry | None
+    timeout_s: int | None
+    start: Instant | None
+    end: Instant | None
+    max_runs: int | None
+
+
+FIELD_NAMES = frozenset(ScheduleFields.__optional_keys__)
+
+
+def unknown_fields(given: Mapping[str, Any], where: str) -> None:
+    """Raise `TypeError` for a keyword that is not a schedule field, as a plain
+    signature would (a typo must not be dropped silently)."""
+    unknown = sorted(set(given) - FIELD_NAMES)
+    if unknown:
+        raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r}")
