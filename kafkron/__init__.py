@@ -65,8 +65,8 @@ from topics.command_parts import (
     Task,
 )
 from topics.messages import DeadLetter, Result
-from topics.schedule_fields import ScheduleFields
 from topics.names import Settings
+from topics.schedule_fields import ScheduleFields
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy, RunStatus
 
 __all__ = [
@@ -96,8 +96,8 @@ __all__ = [
     "RunOutcome",
     "RunStatus",
     "Schedule",
-    "SendError",
     "ScheduleFields",
+    "SendError",
     "Settings",
     "Spec",
     "SyncClient",
