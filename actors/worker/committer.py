@@ -36,6 +36,8 @@ What this relies on in aiokafka 0.14 (read in its source):
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -69,6 +71,12 @@ _REFUSED_FOR_GOOD = (
     UnsupportedForMessageFormatError,
 )
 _FENCED = (ProducerFenced, TransactionalIdAuthorizationFailed)
+
+# Test-only, never set in production: the conformance suite's kill exactly mid-commit
+# (docs/WORKER-PROTOCOL.md §13). With "1", the process kills itself (SIGKILL) in its
+# first transaction that holds results, once they and the offset are acknowledged
+# and before the commit: the window no timing can hit for certain.
+KILL_BEFORE_COMMIT_ENV = "KAFKRON_TEST_KILL_BEFORE_COMMIT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +158,8 @@ async def _write(
                 return aborted, error
             return WriteOutcome("refused", failure, tuple(sorted(refused))), error
         return await _aborted(producer, failure), error
+    if commit.results and os.environ.get(KILL_BEFORE_COMMIT_ENV) == "1":
+        os.kill(os.getpid(), signal.SIGKILL)
     if abort_from_ms is not None and now_ms() >= abort_from_ms:
         # Committing now could make a result visible after the shard's own verdict.
         return await _aborted(producer, "too close to the shard's timed_out verdict"), None

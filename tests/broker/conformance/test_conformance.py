@@ -137,6 +137,97 @@ async def test_one_result_per_attempt_through_kill_9(
     assert "w1" in {m[3] for m in marks(tmp_path)}
 
 
+async def _uncommitted_results(settings: Settings) -> list[Result]:
+    """Every result record of the topic, aborted transactions' included
+    (read_uncommitted): what a worker produced whether or not it committed."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from actors.history.recorder import partitions_of
+
+    topic = settings.topic(TopicKind.RESULTS)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap,
+        isolation_level="read_uncommitted",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in await partitions_of(consumer, topic)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        begins = await consumer.beginning_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, begins[tp])
+        found: list[Result] = []
+        remaining = set(tps)
+        async with asyncio.timeout(60):
+            while remaining:
+                for tp in list(remaining):
+                    if await consumer.position(tp) >= ends[tp]:
+                        remaining.discard(tp)
+                batches = await consumer.getmany(*remaining, timeout_ms=500) if remaining else {}
+                for batch in batches.values():
+                    found += [parse_result(r.value) for r in batch if r.value is not None]
+        return found
+    finally:
+        await consumer.stop()
+
+
+async def test_one_result_per_attempt_through_kill_9_mid_commit(
+    kafka_settings: Settings, tmp_path: Path
+) -> None:
+    """The first worker kills itself (SIGKILL, the test-only
+    KAFKRON_TEST_KILL_BEFORE_COMMIT hook) in its first transaction with results, after
+    the results and the offset were acknowledged and before the commit. The next
+    owner fences that transaction (aborted: its results never become visible), reads
+    the offset committed before it, runs those attempts again and commits them: one
+    visible result per attempt, all from the next owner."""
+    tmpl = under_test()
+    ids = [key_for_partition(f"midcommit-{i}", 0, PARTITIONS) for i in range(5)]
+    first = Worker(
+        kafka_settings,
+        tmp_path,
+        "w1",
+        tmpl,
+        session_timeout_ms=SESSION_MS,
+        env={"KAFKRON_TEST_KILL_BEFORE_COMMIT": "1"},
+    )
+    second: Worker | None = None
+    try:
+        await produce(
+            kafka_settings, [run_record(sid, "test.sleep", {"seconds": 0.2}) for sid in ids]
+        )
+        deadline = asyncio.get_running_loop().time() + 90
+        while first.proc.poll() is None:
+            assert asyncio.get_running_loop().time() < deadline, first.log()
+            await asyncio.sleep(0.2)
+        assert first.proc.returncode == -9, first.log()
+        aborted = [r for r in await _uncommitted_results(kafka_settings) if r.worker == "w1"]
+        assert aborted, "the first worker produced no result before it died"
+        assert await results(kafka_settings) == []
+        second = Worker(kafka_settings, tmp_path, "w2", tmpl, session_timeout_ms=SESSION_MS)
+        await wait_results(
+            kafka_settings,
+            lambda rs: {r.schedule_id for r in rs} >= set(ids),
+            workers=[second],
+            timeout_s=90,
+        )
+        await asyncio.sleep(2)
+        found = await results(kafka_settings)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    counts = Counter((r.run_id, r.attempt) for r in found)
+    assert sorted(counts.values()) == [1] * len(ids), counts
+    assert {r.worker for r in found} == {"w2"}
+    assert {r.status for r in found} == {"succeeded"}
+    starts = Counter((m[1], m[3]) for m in marks(tmp_path) if m[0] == "start")
+    for result in aborted:
+        assert starts[(result.run_id, "w1")] == 1, result
+        assert starts[(result.run_id, "w2")] == 1, result
+
+
 async def test_cancel_of_a_running_and_a_queued_run(
     kafka_settings: Settings, tmp_path: Path
 ) -> None:

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -18,6 +20,12 @@ import (
 const TransactionTimeout = 10 * time.Second
 
 const stepTimeout = 30 * time.Second
+
+// KillBeforeCommitEnv is test-only, never set in production: the conformance suite's
+// kill exactly mid-commit (docs/WORKER-PROTOCOL.md §13). With "1", the process kills
+// itself (SIGKILL) in its first transaction that holds results, once they and the
+// offset are acknowledged and before the commit.
+const KillBeforeCommitEnv = "KAFKRON_TEST_KILL_BEFORE_COMMIT"
 
 // Outcome kinds of a write.
 const (
@@ -65,6 +73,10 @@ func writeCommit(producer *kgo.Client, names Names, commit *Commit, now func() i
 	}
 	if err := sendOffsets(ctx, producer, names, commit); err != nil {
 		return abort("committing the offset: "+err.Error(), err)
+	}
+	if len(commit.Results) > 0 && os.Getenv(KillBeforeCommitEnv) == "1" {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way; nothing more of this transaction happens
 	}
 	if limit := commit.AbortFromMs(); limit >= 0 && now() >= limit {
 		return abort("too close to the shard's timed_out verdict", nil)
