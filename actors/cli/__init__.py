@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "submit_cmd",
     "recorder_cmd",
     "history_cmd",
+    "audit_cmd",
     "rejected_cmd",
     "ls_cmd",
     "worker_cmd",

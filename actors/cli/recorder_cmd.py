@@ -12,7 +12,7 @@ from typing import Any
 
 from actors.cli import observe_args, output
 from actors.history import default_db_path
-from actors.history.recorder import HISTORY_KINDS, Recorder, RecorderError
+from actors.history.recorder import RECORDED_KINDS, Recorder, RecorderError
 from actors.history.store import HistoryError, HistoryStore
 from actors.observe.collectors import RecorderCollector
 from actors.observe.exposition import MetricsError
@@ -87,7 +87,7 @@ async def _record(settings: Settings, db: Path, rebuild: bool, metrics_port: int
         sampler = LagSampler(
             settings,
             settings.recorder_group,
-            [settings.topic(kind) for kind in HISTORY_KINDS],
+            [settings.topic(kind) for kind in RECORDED_KINDS],
         )
         async with observe_args.maybe_serve_metrics(
             metrics_port, [RecorderCollector(recorder)], [sampler]

@@ -2,9 +2,10 @@
 
 One consumer (group ``{ns}-recorder``, ``read_committed``, so aborted transactions of
 a fenced shard or worker never show) reads ``{ns}.runs``, ``{ns}.results``,
-``{ns}.dlq`` and ``{ns}.rejected``. Each polled batch becomes rows, and the rows and
-the consumer's positions are written in one SQLite transaction (see
-`actors.history.store`). On assignment the consumer seeks to the positions the
+``{ns}.dlq`` and ``{ns}.rejected``, and the changelog ``{ns}.schedules`` for each
+schedule's definitions over time (`actors.history.versions`). Each polled batch
+becomes rows, and the rows and the consumer's positions are written in one SQLite
+transaction (see `actors.history.store`). On assignment the consumer seeks to the positions the
 *database* holds, or to the beginning of a partition the database has never seen;
 the offsets it also commits to Kafka are only for people watching the group's lag.
 
@@ -47,6 +48,7 @@ from actors.history.store import (
     RejectionRow,
     Row,
 )
+from actors.history.versions import ChangelogTracker, DefinitionRow, VersionRow
 from topics import messages
 from topics.clients import consumer_kwargs
 from topics.closing import bounded
@@ -61,6 +63,10 @@ HISTORY_KINDS: tuple[TopicKind, ...] = (
     TopicKind.DLQ,
     TopicKind.REJECTED,
 )
+
+# The recorder also reads the changelog, for each schedule's definitions over time
+# (`actors.history.versions`): the audit judges each instant by the rule then in effect.
+RECORDED_KINDS: tuple[TopicKind, ...] = (*HISTORY_KINDS, TopicKind.SCHEDULES)
 
 POLL_TIMEOUT_MS = 500
 MAX_BATCH_RECORDS = 2000
@@ -231,7 +237,7 @@ class Recorder:
     def __init__(self, settings: Settings, store: HistoryStore) -> None:
         self.settings = settings
         self.store = store
-        self._kinds = {settings.topic(kind): kind for kind in HISTORY_KINDS}
+        self._kinds = {settings.topic(kind): kind for kind in RECORDED_KINDS}
         self.records_seen = 0
         self.records_skipped = 0
 
@@ -258,6 +264,7 @@ class Recorder:
                     f"topics {', '.join(missing)} do not exist; create them with "
                     f"`KAFKRON_NAMESPACE={self.settings.namespace} kafkron topics create`"
                 )
+            tracker = ChangelogTracker(await self.store.version_heads())
             consumer.subscribe(
                 topics=list(self._kinds), listener=_SeekToStore(consumer, self.store)
             )
@@ -271,6 +278,9 @@ class Recorder:
                     kind = self._kinds[tp.topic]
                     for record in records:
                         self.records_seen += 1
+                        if kind is TopicKind.SCHEDULES:
+                            rows.extend(self._versions(tracker, tp, record))
+                            continue
                         try:
                             row = to_row(
                                 kind,
@@ -307,6 +317,25 @@ class Recorder:
         finally:
             await bounded(consumer.stop(), "stopping the recorder's consumer")
 
+    def _versions(
+        self, tracker: ChangelogTracker, tp: TopicPartition, record: Any
+    ) -> list[DefinitionRow | VersionRow]:
+        try:
+            return tracker.feed(
+                tp.partition, record.offset, record.key, record.value, record.timestamp
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            self.records_skipped += 1
+            log.warning(
+                "skipping undecodable changelog record %s[%d]@%d (%s): %s",
+                tp.topic,
+                tp.partition,
+                record.offset,
+                exc,
+                describe_bytes(record.value),
+            )
+            return []
+
     async def _commit(
         self, consumer: AIOKafkaConsumer, positions: Mapping[tuple[str, int], int]
     ) -> None:
@@ -331,13 +360,13 @@ async def partitions_of(consumer: AIOKafkaConsumer, topic: str) -> list[int]:
 
 
 async def end_offsets(settings: Settings) -> dict[tuple[str, int], int]:
-    """The read_committed end (last stable offset) of every history topic partition."""
+    """The read_committed end (last stable offset) of every recorded topic partition."""
     consumer = AIOKafkaConsumer(**consumer_kwargs(settings, f"{settings.namespace}-recorder-ends"))
     await consumer.start()
     try:
         tps = [
             TopicPartition(settings.topic(kind), p)
-            for kind in HISTORY_KINDS
+            for kind in RECORDED_KINDS
             for p in await partitions_of(consumer, settings.topic(kind))
         ]
         ends = await consumer.end_offsets(tps)

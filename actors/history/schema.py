@@ -20,6 +20,11 @@ kafkron. Every row is keyed by what makes it unique on the wire:
   (a run's dead letter at one instant; the rejected command's own position).
 - ``runs``: derived from the three above, one row per run_id, recomputed whenever
   one of its inputs changes. ``kafkron history`` reads only this and ``attempts``.
+- ``definitions`` and ``schedule_versions``: from ``{ns}.schedules``, each
+  schedule's definition, pause and completion over time, one row per change
+  (`actors.history.versions`); ``kafkron audit`` judges each instant by them. They
+  are kept through a rebuild of the same namespace: the changelog is compacted, so
+  what they remember of older versions is in no topic any more.
 
 WAL mode lets ``kafkron history`` read while ``kafkron recorder`` writes.
 """
@@ -170,4 +175,29 @@ DDL: tuple[str, ...] = (
     "CREATE UNIQUE INDEX IF NOT EXISTS rejections_once ON rejections "
     "(original_topic, original_partition, original_offset)",
     "CREATE INDEX IF NOT EXISTS rejections_by_time ON rejections (rejected_ms)",
+    # Added after version 2, created at open like every table here (no rebuild): each
+    # schedule's definitions over time, read from the changelog (`actors.history.versions`),
+    # which the audit judges each instant by (`actors.history.audit_walk`).
+    """
+    CREATE TABLE IF NOT EXISTS definitions (
+        def_key  TEXT PRIMARY KEY,
+        def      TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS schedule_versions (
+        schedule_id   TEXT    NOT NULL,
+        partition     INTEGER NOT NULL,
+        offset        INTEGER NOT NULL,
+        effective_ms  INTEGER NOT NULL,
+        def_key       TEXT,
+        paused        INTEGER NOT NULL,
+        completed     TEXT,
+        created       INTEGER NOT NULL,
+        PRIMARY KEY (schedule_id, partition, offset)
+    )
+    """,
+    # The folded results that reach into a window from before it (the audit's one
+    # look outside the window): few rows, so a partial index.
+    "CREATE INDEX IF NOT EXISTS runs_folded ON runs (covers_to_ms) WHERE covers_to_ms IS NOT NULL",
 )

@@ -28,6 +28,7 @@ from typing import Any
 import aiosqlite
 
 from actors.history.schema import ADDED_COLUMNS, DDL, PRAGMAS, SCHEMA_VERSION
+from actors.history.versions import DefinitionRow, Head, VersionRow
 from topics.vocabulary import RunStatus
 
 RUNNING = "running"
@@ -154,7 +155,15 @@ class RejectionRow:
     rejected_ms: int
 
 
-Row = AttemptFired | AttemptFinished | AttemptProgress | DeadLetterRow | RejectionRow
+Row = (
+    AttemptFired
+    | AttemptFinished
+    | AttemptProgress
+    | DeadLetterRow
+    | RejectionRow
+    | DefinitionRow
+    | VersionRow
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +351,13 @@ class HistoryStore:
                 await db.commit()
             store = cls(db, path, None)
             if reset and not readonly:
-                await store.clear()
+                stored = await db.execute_fetchall(
+                    "SELECT value FROM meta WHERE name = 'namespace'"
+                )
+                same = namespace is not None and [tuple(r) for r in stored] == [(namespace,)]
+                # The definitions over time outlive a rebuild of the same namespace:
+                # the compacted changelog no longer holds the older ones.
+                await store.clear(keep_versions=same)
                 await db.execute("DELETE FROM meta")
                 await db.commit()
             store.namespace = await store._check_meta(namespace, readonly)
@@ -390,9 +405,15 @@ class HistoryStore:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def clear(self) -> None:
-        """Forget everything (rows and offsets): the next read starts at the beginning."""
-        for table in ("offsets", "attempts", "dead_letters", "rejections", "runs"):
+    async def clear(self, *, keep_versions: bool = False) -> None:
+        """Forget everything (rows and offsets): the next read starts at the beginning.
+
+        ``keep_versions`` keeps the schedules' definitions over time, which a re-read
+        of the compacted changelog could not give back."""
+        tables = ["offsets", "attempts", "dead_letters", "rejections", "runs"]
+        if not keep_versions:
+            tables += ["definitions", "schedule_versions"]
+        for table in tables:
             await self._db.execute(f"DELETE FROM {table}")
         await self._db.commit()
 
@@ -410,7 +431,33 @@ class HistoryStore:
         progress = [r for r in rows if isinstance(r, AttemptProgress)]
         dead = [r for r in rows if isinstance(r, DeadLetterRow)]
         rejected = [r for r in rows if isinstance(r, RejectionRow)]
+        definitions = [r for r in rows if isinstance(r, DefinitionRow)]
+        versions = [r for r in rows if isinstance(r, VersionRow)]
         db = self._db
+        if definitions:
+            await db.executemany(
+                "INSERT OR IGNORE INTO definitions (def_key, def) VALUES (?, ?)",
+                [(r.def_key, r.def_json) for r in definitions],
+            )
+        if versions:
+            await db.executemany(
+                "INSERT OR IGNORE INTO schedule_versions (schedule_id, partition, offset, "
+                "effective_ms, def_key, paused, completed, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        r.schedule_id,
+                        r.partition,
+                        r.offset,
+                        r.effective_ms,
+                        r.def_key,
+                        int(r.paused),
+                        r.completed,
+                        int(r.created),
+                    )
+                    for r in versions
+                ],
+            )
         if fired:
             await db.executemany(
                 "INSERT INTO attempts (run_id, attempt, schedule_id, task, job_name, "
@@ -623,6 +670,18 @@ class HistoryStore:
         """The next offset to read per (topic, partition); empty for a new database."""
         rows = await self._db.execute_fetchall("SELECT topic, partition, next_offset FROM offsets")
         return {(str(t), int(p)): int(o) for t, p, o in rows}
+
+    async def version_heads(self) -> dict[str, Head]:
+        """Every schedule's latest recorded version (`actors.history.versions.Head`)."""
+        rows = await self._db.execute_fetchall(
+            "SELECT schedule_id, partition, offset, def_key, paused, completed "
+            "FROM schedule_versions ORDER BY schedule_id, partition, offset"
+        )
+        # The last row of each schedule wins.
+        return {
+            str(s): (int(p), int(o), None if d is None else str(d), bool(pz), c)
+            for s, p, o, d, pz, c in rows
+        }
 
     async def latest_per_schedule(self) -> list[RunView]:
         """The latest run of every schedule (every task of a DAG's latest run), failures first."""

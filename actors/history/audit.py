@@ -1,0 +1,350 @@
+"""`kafkron audit`: every instant a window owed, and what became of it, from the history.
+
+Reads the recorder's database read-only with the standard library's ``sqlite3``
+(one thread, cursors streamed: an audit of a whole namespace keeps one schedule's
+rows at a time, and the definitions' compiled specs, shared as the shard shares them).
+The judgement itself is `actors.history.audit_walk`.
+
+Two ordered streams are merged by schedule id: the schedules' versions
+(``schedule_versions``) and their runs in the window (``runs``, by the
+``runs_by_schedule`` index), plus the few folded results that reach into the window
+from before it (the ``runs_folded`` partial index).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from actors.history.audit_walk import (
+    GAP,
+    PENDING,
+    Finding,
+    Outcome,
+    Version,
+    expected,
+    known_from,
+    match,
+)
+from actors.history.store import HistoryError
+from actors.timespec import CompiledSpec, compile_spec
+from topics.timefmt import parse_instant
+
+# How many gaps an audit lists (all are counted): a broken namespace must not print
+# a million lines.
+GAPS_LISTED_MAX = 10_000
+
+
+@dataclass(slots=True)
+class ScheduleAudit:
+    """One schedule's account of the window."""
+
+    schedule_id: str
+    known_from_ms: int | None
+    created: bool
+    findings: list[Finding] = field(default_factory=list)
+    """Every finding (kept only when asked: an audit by id lists each instant)."""
+    counts: Counter[str] = field(default_factory=Counter)
+    """``gap``, ``pending``, and each status of the accounted instants."""
+    gaps: list[int] = field(default_factory=list)
+    folded: int = 0
+
+
+@dataclass(slots=True)
+class AuditReport:
+    from_ms: int
+    to_ms: int
+    schedules: int = 0
+    expected: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    folded: int = 0
+    gaps: list[tuple[str, int]] = field(default_factory=list)
+    gap_count: int = 0
+    known_late: list[tuple[str, int]] = field(default_factory=list)
+    """Schedules whose history starts inside the window (not at their creation): the
+    instants before are not judged."""
+    unknown: list[str] = field(default_factory=list)
+    """Ids asked for (or with runs in the window) of which no definition is recorded."""
+    audits: list[ScheduleAudit] = field(default_factory=list)
+
+
+def _depends_on_id(spec: Any, spread_window_s: Any) -> bool:
+    # As the shard's definitions (`actors.shard.definition`): Jenkins H or a spread
+    # make a schedule's instants its own; any "h" in a cron counts, conservatively.
+    cron = spec.get("cron") if isinstance(spec, dict) else None
+    return bool(spread_window_s) or (isinstance(cron, str) and "h" in cron.lower())
+
+
+class AuditSource:
+    """The history database, opened read-only for an audit."""
+
+    def __init__(self, path: Path | str) -> None:
+        path = Path(path)
+        if not path.exists():
+            raise HistoryError(
+                f"no history database at {path}; run `kafkron recorder` to build one, "
+                "or pass --db (env KAFKRON_HISTORY_DB) to point at it"
+            )
+        self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master")}
+        if "schedule_versions" not in tables:
+            raise HistoryError(
+                f"{path} has no schedule definitions yet: run this version's "
+                "`kafkron recorder` on it (it adds the tables and reads the changelog)"
+            )
+        self._defs: dict[str, dict[str, Any]] = {}
+        self._specs: dict[tuple[str, str | None], CompiledSpec] = {}
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> AuditSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------- definitions
+
+    def compiled(self, schedule_id: str, def_key: str) -> CompiledSpec:
+        doc = self._defs.get(def_key)
+        if doc is None:
+            row = self._db.execute(
+                "SELECT def FROM definitions WHERE def_key = ?", (def_key,)
+            ).fetchone()
+            if row is None:
+                raise HistoryError(f"definition {def_key} of {schedule_id!r} is not recorded")
+            doc = self._defs[def_key] = orjson.loads(row[0])
+        owner = schedule_id if _depends_on_id(doc["spec"], doc.get("spread_window_s")) else None
+        spec = self._specs.get((def_key, owner))
+        if spec is None:
+            start, end = doc.get("start"), doc.get("end")
+            spec = self._specs[(def_key, owner)] = compile_spec(
+                doc["spec"],
+                schedule_id=schedule_id,
+                dst=doc.get("dst"),
+                spread_window_s=doc.get("spread_window_s") or 0,
+                start_ms=None if start is None else parse_instant(start),
+                end_ms=None if end is None else parse_instant(end),
+            )
+        return spec
+
+    # --------------------------------------------------------------- streams
+
+    def _versions(self, ids: Sequence[str] | None) -> Iterator[tuple[str, list[Version]]]:
+        columns = "schedule_id, effective_ms, def_key, paused, completed, created"
+        if ids is None:
+            cursor = self._db.execute(
+                f"SELECT {columns} FROM schedule_versions ORDER BY schedule_id, partition, offset"
+            )
+            rows: Iterator[Any] = iter(cursor)
+        else:
+            rows = (
+                row
+                for sid in sorted(set(ids))
+                for row in self._db.execute(
+                    f"SELECT {columns} FROM schedule_versions WHERE schedule_id = ? "
+                    "ORDER BY partition, offset",
+                    (sid,),
+                )
+            )
+        for sid, group in groupby(rows, key=lambda r: r[0]):
+            yield (
+                str(sid),
+                [Version(int(e), d, bool(p), c, bool(cr)) for _, e, d, p, c, cr in group],
+            )
+
+    def _outcomes(
+        self, from_ms: int, to_ms: int, ids: Sequence[str] | None
+    ) -> Iterator[tuple[str, list[Outcome]]]:
+        columns = "schedule_id, scheduled_ms, status, run_id, covers_to_ms, task, error_type"
+        if ids is None:
+            cursor = self._db.execute(
+                f"SELECT {columns} FROM runs INDEXED BY runs_by_schedule "
+                "WHERE scheduled_ms >= ? AND scheduled_ms <= ? ORDER BY schedule_id, scheduled_ms",
+                (from_ms, to_ms),
+            )
+            rows: Iterator[Any] = iter(cursor)
+        else:
+            rows = (
+                row
+                for sid in sorted(set(ids))
+                for row in self._db.execute(
+                    f"SELECT {columns} FROM runs WHERE schedule_id = ? "
+                    "AND scheduled_ms >= ? AND scheduled_ms <= ? ORDER BY scheduled_ms",
+                    (sid, from_ms, to_ms),
+                )
+            )
+        for sid, group in groupby(rows, key=lambda r: r[0]):
+            yield str(sid), [Outcome(int(s), st, r, c, t, e) for _, s, st, r, c, t, e in group]
+
+    def _folded_before(self, from_ms: int) -> dict[str, list[Outcome]]:
+        """Folded results that start before the window and reach into it (few)."""
+        found: dict[str, list[Outcome]] = {}
+        for sid, s, st, r, c, t, e in self._db.execute(
+            "SELECT schedule_id, scheduled_ms, status, run_id, covers_to_ms, task, error_type "
+            "FROM runs INDEXED BY runs_folded WHERE covers_to_ms >= ? AND scheduled_ms < ? "
+            "ORDER BY schedule_id, scheduled_ms",
+            (from_ms, from_ms),
+        ):
+            found.setdefault(str(sid), []).append(Outcome(int(s), st, r, c, t, e))
+        return found
+
+    # ----------------------------------------------------------------- audit
+
+    def audit(
+        self,
+        from_ms: int,
+        to_ms: int,
+        ids: Sequence[str] | None = None,
+        *,
+        keep_findings: bool = False,
+    ) -> AuditReport:
+        """Judge every instant of ``[from_ms, to_ms]`` of ``ids`` (None: every schedule)."""
+        report = AuditReport(from_ms, to_ms)
+        before = self._folded_before(from_ms)
+        outcomes = self._outcomes(from_ms, to_ms, ids)
+        pending_out = next(outcomes, None)
+        seen: set[str] = set()
+        for sid, versions in self._versions(ids):
+            seen.add(sid)
+            runs: list[Outcome] = []
+            while pending_out is not None and pending_out[0] <= sid:
+                if pending_out[0] == sid:
+                    runs = pending_out[1]
+                elif len(report.unknown) < GAPS_LISTED_MAX:
+                    report.unknown.append(pending_out[0])
+                pending_out = next(outcomes, None)
+            one = self._judge(sid, versions, before.get(sid, []) + runs, from_ms, to_ms)
+            if one is None:
+                continue
+            self._add(report, one, keep_findings)
+        while pending_out is not None:
+            if len(report.unknown) < GAPS_LISTED_MAX:
+                report.unknown.append(pending_out[0])
+            pending_out = next(outcomes, None)
+        if ids is not None:
+            report.unknown = sorted(set(report.unknown) | (set(ids) - seen))
+        return report
+
+    def _judge(
+        self,
+        sid: str,
+        versions: list[Version],
+        runs: list[Outcome],
+        from_ms: int,
+        to_ms: int,
+    ) -> ScheduleAudit | None:
+        if versions[0].effective_ms > to_ms:
+            return None  # born (or known) after the window
+        first_ms, created = known_from(versions)
+        one = ScheduleAudit(sid, first_ms, created)
+        owed = expected(versions, from_ms, to_ms, lambda key: self.compiled(sid, key))
+        for finding in match(owed, runs):
+            if finding.verdict == GAP:
+                one.counts[GAP] += 1
+                one.gaps.append(finding.at_ms)
+            elif finding.verdict == PENDING:
+                one.counts[PENDING] += 1
+            else:
+                assert finding.outcome is not None
+                one.counts[finding.outcome.status] += 1
+                one.folded += finding.folded
+            one.findings.append(finding)
+        return one
+
+    @staticmethod
+    def _add(report: AuditReport, one: ScheduleAudit, keep_findings: bool) -> None:
+        report.schedules += 1
+        report.expected += one.counts.total()
+        report.counts.update(one.counts)
+        report.folded += one.folded
+        report.gap_count += len(one.gaps)
+        for at in one.gaps:
+            if len(report.gaps) < GAPS_LISTED_MAX:
+                report.gaps.append((one.schedule_id, at))
+        known_ms = one.known_from_ms
+        if not one.created and known_ms is not None and known_ms > report.from_ms:
+            report.known_late.append((one.schedule_id, known_ms))
+        if keep_findings:
+            report.audits.append(one)
+        else:
+            one.findings.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class SloReport:
+    """How soon the window's runs started after their scheduled instants."""
+
+    within_ms: int
+    started: int
+    on_time: int
+    missed: int
+    p50_ms: int | None
+    p95_ms: int | None
+    p99_ms: int | None
+
+    @property
+    def share(self) -> float | None:
+        """On time among every run that should have started (missed ones count late)."""
+        total = self.started + self.missed
+        return None if total == 0 else self.on_time / total
+
+
+def slo(
+    db: sqlite3.Connection | AuditSource,
+    from_ms: int,
+    to_ms: int,
+    within_ms: int,
+    ids: Sequence[str] | None = None,
+) -> SloReport:
+    """The share of first attempts that started within ``within_ms`` of their instant.
+
+    A run's start is its first attempt's ``started_ms`` (the worker's, or, for a Kafka
+    target, its write: the shard's fire); a run fired but not yet started is left
+    out; a ``missed`` occurrence (each one a folded result stands for) counts as late.
+    """
+    conn = db._db if isinstance(db, AuditSource) else db
+    where = "a.attempt = 1 AND a.scheduled_ms >= ? AND a.scheduled_ms <= ?"
+    params: list[Any] = [from_ms, to_ms]
+    if ids is not None:
+        where += f" AND a.schedule_id IN ({','.join('?' * len(ids))})"
+        params += list(ids)
+    lateness = (
+        f"SELECT a.started_ms - a.scheduled_ms AS late FROM attempts a WHERE {where} "
+        "AND a.started_ms IS NOT NULL AND a.status IS NOT 'missed' AND a.status IS NOT 'skipped'"
+    )
+    started, on_time = conn.execute(
+        f"SELECT COUNT(*), COALESCE(SUM(late <= ?), 0) FROM ({lateness})", (within_ms, *params)
+    ).fetchone()
+    (missed,) = conn.execute(
+        f"SELECT COALESCE(SUM(COALESCE(a.covers_count, 1)), 0) FROM attempts a WHERE {where} "
+        "AND a.status = 'missed'",
+        params,
+    ).fetchone()
+
+    def quantile(q: float) -> int | None:
+        if started == 0:
+            return None
+        row = conn.execute(
+            f"{lateness} ORDER BY late LIMIT 1 OFFSET ?",
+            (*params, min(started - 1, int(q * started))),
+        ).fetchone()
+        return int(row[0])
+
+    return SloReport(
+        within_ms,
+        int(started),
+        int(on_time),
+        int(missed),
+        quantile(0.50),
+        quantile(0.95),
+        quantile(0.99),
+    )

@@ -1,0 +1,136 @@
+"""The audit's judgement of one schedule over a window (pure, streaming).
+
+Two sorted streams in, one out, in constant memory per schedule:
+
+- **expected**: the instants the schedule owed an outcome in ``[from_ms, to_ms]``,
+  walked with the very compiled spec the shard fires by (`actors.timespec.compile_spec`
+  on the definition's normalised fields: spec, zone, DST policy, spread, start and
+  end bounds), each from the version (`actors.history.versions`) in effect at that
+  instant. A version holds from its ``effective_ms`` (inclusive) until the next
+  one's: an upsert changes the rule from its time on. A deleted or completed
+  (``max_runs``, ``end``) version owes nothing. A paused version owes its instants
+  too, as ``skipped`` once the schedule is resumed (or, after a pause with
+  ``until``, under its misfire policy), so they are judged like any other; while
+  the schedule is still paused (its latest version is), they are ``pending``: the
+  shard reports them at the resume.
+- **outcomes**: the history's runs of the schedule, by scheduled instant, including
+  any folded missed/skipped result whose ``covers`` range reaches into the window
+  from before it.
+
+Each expected instant is **accounted** (a run at that instant, of any status, or a
+folded result whose range holds it), **pending** (a still-open pause), or a **gap**.
+Runs at instants nobody expected (triggers, a new schedule's look-back) are not
+the audit's concern: it proves that nothing owed is missing.
+
+Instants before the earliest version the history knows are not judged: the walk
+starts there, and the caller says so (`known_from`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from actors.timespec import CompiledSpec
+
+ACCOUNTED = "accounted"
+GAP = "gap"
+PENDING = "pending"
+
+DUE = "due"
+PAUSED = "paused"
+PAUSED_OPEN = "paused_open"
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """A schedule's state from ``effective_ms`` on (a row of ``schedule_versions``)."""
+
+    effective_ms: int
+    def_key: str | None
+    """None: deleted."""
+    paused: bool
+    completed: str | None
+    created: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A run of the history (a row of ``runs``)."""
+
+    scheduled_ms: int
+    status: str
+    run_id: str
+    covers_to_ms: int | None = None
+    task: str | None = None
+    error_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    at_ms: int
+    verdict: str
+    """`ACCOUNTED`, `PENDING` or `GAP`."""
+    owed: str
+    """`DUE`, `PAUSED` or `PAUSED_OPEN`: what the version in effect owed."""
+    outcome: Outcome | None = None
+    folded: bool = False
+    """Accounted by a folded result standing for a range."""
+
+
+Compiler = Callable[[str], CompiledSpec]
+"""The compiled spec of a definition key (for this schedule)."""
+
+
+def expected(
+    versions: Sequence[Version], from_ms: int, to_ms: int, compiled: Compiler
+) -> Iterator[tuple[int, str]]:
+    """``(instant, owed)`` for every instant owed in ``[from_ms, to_ms]``, ascending."""
+    last = len(versions) - 1
+    for i, version in enumerate(versions):
+        if version.def_key is None or version.completed is not None:
+            continue
+        end_ms = versions[i + 1].effective_ms if i < last else None  # exclusive
+        start_ms = max(version.effective_ms, from_ms)
+        if end_ms is not None and end_ms <= start_ms:
+            continue
+        owed = DUE
+        if version.paused:
+            owed = PAUSED_OPEN if i == last else PAUSED
+        spec = compiled(version.def_key)
+        at = spec.next_after(start_ms - 1)
+        while at is not None and at <= to_ms and (end_ms is None or at < end_ms):
+            yield at, owed
+            at = spec.next_after(at)
+
+
+def match(expected_: Iterable[tuple[int, str]], outcomes: Iterable[Outcome]) -> Iterator[Finding]:
+    """Each expected instant with its outcome; both streams ascending by instant."""
+    runs = iter(outcomes)
+    current = next(runs, None)
+    cover: Outcome | None = None  # the folded result reaching furthest so far
+    for at, owed in expected_:
+        same: Outcome | None = None
+        while current is not None and current.scheduled_ms <= at:
+            to_ms = current.covers_to_ms
+            if to_ms is not None and (cover is None or to_ms > (cover.covers_to_ms or 0)):
+                cover = current
+            if current.scheduled_ms == at and (same is None or same.task is not None):
+                same = current  # a DAG's own run (task None) over any of its tasks'
+            current = next(runs, None)
+        if same is not None:
+            yield Finding(at, ACCOUNTED, owed, same)
+        elif cover is not None and (cover.covers_to_ms or 0) >= at:
+            yield Finding(at, ACCOUNTED, owed, cover, folded=True)
+        elif owed == PAUSED_OPEN:
+            yield Finding(at, PENDING, owed)
+        else:
+            yield Finding(at, GAP, owed)
+
+
+def known_from(versions: Sequence[Version]) -> tuple[int | None, bool]:
+    """From when the history knows the schedule, and whether that is its creation
+    (else older versions were compacted away before the recorder read them)."""
+    if not versions:
+        return None, False
+    return versions[0].effective_ms, versions[0].created
