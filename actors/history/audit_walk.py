@@ -8,7 +8,8 @@ Two sorted streams in, one out, in constant memory per schedule:
   end bounds), each from the version (`actors.history.versions`) in effect at that
   instant. A version holds from its ``effective_ms`` (inclusive) until the next
   one's: an upsert changes the rule from its time on. A deleted or completed
-  (``max_runs``, ``end``) version owes nothing. A paused version owes its instants
+  (``max_runs``, ``end``) version owes nothing (from the millisecond after its
+  record: the record is written with the fire that completed it). A paused version owes its instants
   too, as ``skipped`` once the schedule is resumed (or, after a pause with
   ``until``, under its misfire policy), so they are judged like any other; while
   the schedule is still paused (its latest version is), they are ``pending``: the
@@ -90,7 +91,7 @@ def expected(
     for i, version in enumerate(versions):
         if version.def_key is None or version.completed is not None:
             continue
-        end_ms = versions[i + 1].effective_ms if i < last else None  # exclusive
+        end_ms = None if i == last else _span_end(versions[i + 1])  # exclusive
         start_ms = max(version.effective_ms, from_ms)
         if end_ms is not None and end_ms <= start_ms:
             continue
@@ -102,6 +103,15 @@ def expected(
         while at is not None and at <= to_ms and (end_ms is None or at < end_ms):
             yield at, owed
             at = spec.next_after(at)
+
+
+def _span_end(following: Version) -> int:
+    """Where a version's span ends (exclusive): at the next version's instant, but for
+    a completion, which is written with the fire that completed it, so an instant at
+    that very millisecond was still the previous version's (and fired)."""
+    if following.completed is not None and following.def_key is not None:
+        return following.effective_ms + 1
+    return following.effective_ms
 
 
 def match(expected_: Iterable[tuple[int, str]], outcomes: Iterable[Outcome]) -> Iterator[Finding]:
