@@ -25,7 +25,6 @@ import orjson
 
 from actors.history.audit_walk import (
     GAP,
-    PENDING,
     Finding,
     Outcome,
     Version,
@@ -73,6 +72,17 @@ class AuditReport:
     unknown: list[str] = field(default_factory=list)
     """Ids asked for (or with runs in the window) of which no definition is recorded."""
     audits: list[ScheduleAudit] = field(default_factory=list)
+
+
+_OUTCOME_COLUMNS = "scheduled_ms, status, run_id, covers_to_ms, task, error_type, schedule_id"
+
+
+def _outcome_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Outcome:
+    return Outcome._make(row)
+
+
+def _schedule_of(outcome: Outcome) -> str:
+    return outcome.schedule_id
 
 
 def _depends_on_id(spec: Any, spread_window_s: Any) -> bool:
@@ -164,37 +174,39 @@ class AuditSource:
     def _outcomes(
         self, from_ms: int, to_ms: int, ids: Sequence[str] | None
     ) -> Iterator[tuple[str, list[Outcome]]]:
-        columns = "schedule_id, scheduled_ms, status, run_id, covers_to_ms, task, error_type"
         if ids is None:
-            cursor = self._db.execute(
-                f"SELECT {columns} FROM runs INDEXED BY runs_by_schedule "
+            rows: Iterator[Outcome] = self._rows(
+                f"SELECT {_OUTCOME_COLUMNS} FROM runs INDEXED BY runs_by_schedule "
                 "WHERE scheduled_ms >= ? AND scheduled_ms <= ? ORDER BY schedule_id, scheduled_ms",
                 (from_ms, to_ms),
             )
-            rows: Iterator[Any] = iter(cursor)
         else:
             rows = (
                 row
                 for sid in sorted(set(ids))
-                for row in self._db.execute(
-                    f"SELECT {columns} FROM runs WHERE schedule_id = ? "
+                for row in self._rows(
+                    f"SELECT {_OUTCOME_COLUMNS} FROM runs WHERE schedule_id = ? "
                     "AND scheduled_ms >= ? AND scheduled_ms <= ? ORDER BY scheduled_ms",
                     (sid, from_ms, to_ms),
                 )
             )
-        for sid, group in groupby(rows, key=lambda r: r[0]):
-            yield str(sid), [Outcome(int(s), st, r, c, t, e) for _, s, st, r, c, t, e in group]
+        for sid, group in groupby(rows, key=_schedule_of):
+            yield sid, list(group)
+
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> Iterator[Outcome]:
+        cursor = self._db.cursor()
+        cursor.row_factory = _outcome_row
+        return iter(cursor.execute(sql, params))
 
     def _folded_before(self, from_ms: int) -> dict[str, list[Outcome]]:
         """Folded results that start before the window and reach into it (few)."""
         found: dict[str, list[Outcome]] = {}
-        for sid, s, st, r, c, t, e in self._db.execute(
-            "SELECT schedule_id, scheduled_ms, status, run_id, covers_to_ms, task, error_type "
-            "FROM runs INDEXED BY runs_folded WHERE covers_to_ms >= ? AND scheduled_ms < ? "
-            "ORDER BY schedule_id, scheduled_ms",
+        for outcome in self._rows(
+            f"SELECT {_OUTCOME_COLUMNS} FROM runs INDEXED BY runs_folded "
+            "WHERE covers_to_ms >= ? AND scheduled_ms < ? ORDER BY schedule_id, scheduled_ms",
             (from_ms, from_ms),
         ):
-            found.setdefault(str(sid), []).append(Outcome(int(s), st, r, c, t, e))
+            found.setdefault(outcome.schedule_id, []).append(outcome)
         return found
 
     # ----------------------------------------------------------------- audit
@@ -222,7 +234,9 @@ class AuditSource:
                 elif len(report.unknown) < GAPS_LISTED_MAX:
                     report.unknown.append(pending_out[0])
                 pending_out = next(outcomes, None)
-            one = self._judge(sid, versions, before.get(sid, []) + runs, from_ms, to_ms)
+            one = self._judge(
+                sid, versions, before.get(sid, []) + runs, from_ms, to_ms, keep_findings
+            )
             if one is None:
                 continue
             self._add(report, one, keep_findings)
@@ -241,23 +255,30 @@ class AuditSource:
         runs: list[Outcome],
         from_ms: int,
         to_ms: int,
+        keep_findings: bool,
     ) -> ScheduleAudit | None:
         if versions[0].effective_ms > to_ms:
             return None  # born (or known) after the window
         first_ms, created = known_from(versions)
         one = ScheduleAudit(sid, first_ms, created)
         owed = expected(versions, from_ms, to_ms, lambda key: self.compiled(sid, key))
+        counts: dict[str, int] = {}  # a plain dict: a Counter's += costs twice as much
+        folded = 0
+        keep = one.findings.append if keep_findings else None
         for finding in match(owed, runs):
-            if finding.verdict == GAP:
-                one.counts[GAP] += 1
-                one.gaps.append(finding.at_ms)
-            elif finding.verdict == PENDING:
-                one.counts[PENDING] += 1
+            outcome = finding.outcome
+            if outcome is not None:
+                key = outcome.status
+                folded += finding.folded
             else:
-                assert finding.outcome is not None
-                one.counts[finding.outcome.status] += 1
-                one.folded += finding.folded
-            one.findings.append(finding)
+                key = finding.verdict
+                if key == GAP:
+                    one.gaps.append(finding.at_ms)
+            counts[key] = counts.get(key, 0) + 1
+            if keep is not None:
+                keep(finding)
+        one.counts.update(counts)
+        one.folded = folded
         return one
 
     @staticmethod
@@ -275,8 +296,6 @@ class AuditSource:
             report.known_late.append((one.schedule_id, known_ms))
         if keep_findings:
             report.audits.append(one)
-        else:
-            one.findings.clear()
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from actors.timespec import CompiledSpec
 
@@ -55,9 +56,11 @@ class Version:
     created: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """A run of the history (a row of ``runs``)."""
+class Outcome(NamedTuple):
+    """A run of the history (a row of ``runs``, in this column order).
+
+    Named tuples, not dataclasses, for this and `Finding`: an audit of a namespace
+    makes millions, and a tuple is made in a third of the time."""
 
     scheduled_ms: int
     status: str
@@ -65,10 +68,10 @@ class Outcome:
     covers_to_ms: int | None = None
     task: str | None = None
     error_type: str | None = None
+    schedule_id: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(NamedTuple):
     at_ms: int
     verdict: str
     """`ACCOUNTED`, `PENDING` or `GAP`."""

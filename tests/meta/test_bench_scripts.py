@@ -26,6 +26,7 @@ TINY = {
     "wheel": ["--timers", "2000", "--big", "10000", "--heap-cancels", "500"],
     "shard_core": ["--schedules", "2000"],
     "metrics_overhead": ["--schedules", "2000", "--calls", "1000"],
+    "audit": ["--schedules", "300"],
 }
 RECORDS = {"shard_core"}  # takes --record PATH (tests/meta/test_bench_record.py)
 
