@@ -166,7 +166,8 @@ def plan(role: Role, namespace: str, target_topics: Sequence[str] = ()) -> tuple
         acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.worker_group, read))
         acls += _txn(txn_prefix(s.namespace, "worker"))
     elif role is Role.RECORDER:
-        acls += _topics(s, (k.RUNS, k.RESULTS, k.DLQ, k.REJECTED), read)
+        # The changelog too: each schedule's definitions over time, for the audit.
+        acls += _topics(s, (k.RUNS, k.RESULTS, k.DLQ, k.REJECTED, k.SCHEDULES), read)
         acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.recorder_group, read))
     elif role is Role.SUBMITTER:
         acls += _topics(s, (k.COMMANDS,), write)
