@@ -177,9 +177,9 @@ def count_rows(path: Path) -> int:
 def scan_rows(path: Path) -> int:
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         rows: Iterator[Any] = db.execute(
-            "SELECT schedule_id, scheduled_ms, status, run_id, covers_to_ms, task, error_type "
-            "FROM runs INDEXED BY runs_by_schedule WHERE scheduled_ms >= ? AND scheduled_ms <= ? "
-            "ORDER BY schedule_id, scheduled_ms",
+            "SELECT scheduled_ms, status, NULL, covers_to_ms, task, NULL, schedule_id "
+            "FROM runs INDEXED BY runs_by_schedule_status "
+            "WHERE scheduled_ms >= ? AND scheduled_ms <= ? ORDER BY schedule_id, scheduled_ms",
             (DAY_START_MS, DAY_START_MS + DAY_MS - 1),
         )
         return sum(1 for _ in rows)

@@ -6,9 +6,9 @@ rows at a time, and the definitions' compiled specs, shared as the shard shares 
 The judgement itself is `actors.history.audit_walk`.
 
 Two ordered streams are merged by schedule id: the schedules' versions
-(``schedule_versions``) and their runs in the window (``runs``, by the
-``runs_by_schedule`` index), plus the few folded results that reach into the window
-from before it (the ``runs_folded`` partial index).
+(``schedule_versions``) and their runs in the window (``runs``, read from the
+covering ``runs_by_schedule_status`` index alone), plus the few folded results that
+reach into the window from before it (the ``runs_folded`` partial index).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class AuditSource:
             )
         self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master")}
-        if "schedule_versions" not in tables:
+        if not {"schedule_versions", "runs_by_schedule_status", "runs_folded"} <= tables:
             raise HistoryError(
                 f"{path} has no schedule definitions yet: run this version's "
                 "`kafkron recorder` on it (it adds the tables and reads the changelog)"
@@ -175,8 +175,11 @@ class AuditSource:
         self, from_ms: int, to_ms: int, ids: Sequence[str] | None
     ) -> Iterator[tuple[str, list[Outcome]]]:
         if ids is None:
+            # Only what the covering index holds (`schema`): a namespace's audit lists
+            # gaps, which have no run, so it needs no run id.
             rows: Iterator[Outcome] = self._rows(
-                f"SELECT {_OUTCOME_COLUMNS} FROM runs INDEXED BY runs_by_schedule "
+                "SELECT scheduled_ms, status, NULL, covers_to_ms, task, NULL, schedule_id "
+                "FROM runs INDEXED BY runs_by_schedule_status "
                 "WHERE scheduled_ms >= ? AND scheduled_ms <= ? ORDER BY schedule_id, scheduled_ms",
                 (from_ms, to_ms),
             )
