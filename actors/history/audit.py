@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +27,23 @@ import orjson
 from actors.history.audit_walk import (
     GAP,
     Finding,
+    Instants,
     Outcome,
     Version,
     expected,
     known_from,
     match,
+    spec_instants,
+    tally,
 )
 from actors.history.store import HistoryError
 from actors.timespec import CompiledSpec, compile_spec
 from topics.timefmt import parse_instant
+
+# Bounds of the caches of compiled specs and of walked spans (emptied when full: they
+# only hold pure values, so refilling changes nothing but time).
+_CACHE_MAX = 65_536
+_SPANS_MAX = 256
 
 # How many gaps an audit lists (all are counted): a broken namespace must not print
 # a million lines.
@@ -81,8 +90,8 @@ def _outcome_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Outcome:
     return Outcome._make(row)
 
 
-def _schedule_of(outcome: Outcome) -> str:
-    return outcome.schedule_id
+_COUNTED_COLUMNS = "scheduled_ms, status, NULL, covers_to_ms, task, NULL, schedule_id"
+_SCHEDULE_OF = itemgetter(6)  # an `Outcome`'s schedule_id, named or not
 
 
 def _depends_on_id(spec: Any, spread_window_s: Any) -> bool:
@@ -111,6 +120,7 @@ class AuditSource:
             )
         self._defs: dict[str, dict[str, Any]] = {}
         self._specs: dict[tuple[str, str | None], CompiledSpec] = {}
+        self._spans: dict[tuple[str, int, int], tuple[int, ...]] = {}
 
     def close(self) -> None:
         self._db.close()
@@ -123,7 +133,7 @@ class AuditSource:
 
     # ----------------------------------------------------------- definitions
 
-    def compiled(self, schedule_id: str, def_key: str) -> CompiledSpec:
+    def _doc(self, schedule_id: str, def_key: str) -> dict[str, Any]:
         doc = self._defs.get(def_key)
         if doc is None:
             row = self._db.execute(
@@ -132,9 +142,17 @@ class AuditSource:
             if row is None:
                 raise HistoryError(f"definition {def_key} of {schedule_id!r} is not recorded")
             doc = self._defs[def_key] = orjson.loads(row[0])
-        owner = schedule_id if _depends_on_id(doc["spec"], doc.get("spread_window_s")) else None
+        return doc
+
+    def _owner(self, schedule_id: str, def_key: str) -> str | None:
+        doc = self._doc(schedule_id, def_key)
+        return schedule_id if _depends_on_id(doc["spec"], doc.get("spread_window_s")) else None
+
+    def compiled(self, schedule_id: str, def_key: str) -> CompiledSpec:
+        owner = self._owner(schedule_id, def_key)
         spec = self._specs.get((def_key, owner))
         if spec is None:
+            doc = self._doc(schedule_id, def_key)
             start, end = doc.get("start"), doc.get("end")
             spec = self._specs[(def_key, owner)] = compile_spec(
                 doc["spec"],
@@ -144,7 +162,28 @@ class AuditSource:
                 start_ms=None if start is None else parse_instant(start),
                 end_ms=None if end is None else parse_instant(end),
             )
+            if owner is not None and len(self._specs) > _CACHE_MAX:
+                self._specs.clear()  # per-schedule specs (H, spread): a bound, not a reuse
         return spec
+
+    def instants(self, schedule_id: str) -> Instants:
+        """A schedule's `Instants`: a span of a definition shared by many schedules (no
+        ``H``, no spread) is walked once and its instants kept, as a shard keeps one
+        compiled spec for them (most schedules of a namespace say the same thing)."""
+        walk = spec_instants(lambda key: self.compiled(schedule_id, key))
+
+        def instants(def_key: str, start_ms: int, stop_ms: int) -> Iterable[int]:
+            if self._owner(schedule_id, def_key) is not None:
+                return walk(def_key, start_ms, stop_ms)
+            key = (def_key, start_ms, stop_ms)
+            found = self._spans.get(key)
+            if found is None:
+                if len(self._spans) >= _SPANS_MAX:
+                    self._spans.clear()
+                found = self._spans[key] = tuple(walk(def_key, start_ms, stop_ms))
+            return found
+
+        return instants
 
     # --------------------------------------------------------------- streams
 
@@ -172,33 +211,39 @@ class AuditSource:
             )
 
     def _outcomes(
-        self, from_ms: int, to_ms: int, ids: Sequence[str] | None
+        self, from_ms: int, to_ms: int, ids: Sequence[str] | None, named: bool
     ) -> Iterator[tuple[str, list[Outcome]]]:
+        """Each schedule's runs in the window. ``named``: as `Outcome`s with their run
+        ids; else as the plain tuples the cursor makes, in `Outcome`'s column order,
+        without the run id (a namespace's audit counts, and lists only gaps, which
+        have no run), read from the covering index alone (`schema`): `tally` reads
+        them by position, and a named tuple per row would cost a third of the audit."""
+        columns = _OUTCOME_COLUMNS if named else _COUNTED_COLUMNS
         if ids is None:
-            # Only what the covering index holds (`schema`): a namespace's audit lists
-            # gaps, which have no run, so it needs no run id.
             rows: Iterator[Outcome] = self._rows(
-                "SELECT scheduled_ms, status, NULL, covers_to_ms, task, NULL, schedule_id "
-                "FROM runs INDEXED BY runs_by_schedule_status "
+                f"SELECT {columns} FROM runs INDEXED BY runs_by_schedule_status "
                 "WHERE scheduled_ms >= ? AND scheduled_ms <= ? ORDER BY schedule_id, scheduled_ms",
                 (from_ms, to_ms),
+                named,
             )
         else:
             rows = (
                 row
                 for sid in sorted(set(ids))
                 for row in self._rows(
-                    f"SELECT {_OUTCOME_COLUMNS} FROM runs WHERE schedule_id = ? "
+                    f"SELECT {columns} FROM runs WHERE schedule_id = ? "
                     "AND scheduled_ms >= ? AND scheduled_ms <= ? ORDER BY scheduled_ms",
                     (sid, from_ms, to_ms),
+                    named,
                 )
             )
-        for sid, group in groupby(rows, key=_schedule_of):
+        for sid, group in groupby(rows, key=_SCHEDULE_OF):
             yield sid, list(group)
 
-    def _rows(self, sql: str, params: tuple[Any, ...]) -> Iterator[Outcome]:
+    def _rows(self, sql: str, params: tuple[Any, ...], named: bool = True) -> Iterator[Outcome]:
         cursor = self._db.cursor()
-        cursor.row_factory = _outcome_row
+        if named:
+            cursor.row_factory = _outcome_row
         return iter(cursor.execute(sql, params))
 
     def _folded_before(self, from_ms: int) -> dict[str, list[Outcome]]:
@@ -225,7 +270,7 @@ class AuditSource:
         """Judge every instant of ``[from_ms, to_ms]`` of ``ids`` (None: every schedule)."""
         report = AuditReport(from_ms, to_ms)
         before = self._folded_before(from_ms)
-        outcomes = self._outcomes(from_ms, to_ms, ids)
+        outcomes = self._outcomes(from_ms, to_ms, ids, keep_findings)
         pending_out = next(outcomes, None)
         seen: set[str] = set()
         for sid, versions in self._versions(ids):
@@ -264,24 +309,22 @@ class AuditSource:
             return None  # born (or known) after the window
         first_ms, created = known_from(versions)
         one = ScheduleAudit(sid, first_ms, created)
-        owed = expected(versions, from_ms, to_ms, lambda key: self.compiled(sid, key))
-        counts: dict[str, int] = {}  # a plain dict: a Counter's += costs twice as much
-        folded = 0
-        keep = one.findings.append if keep_findings else None
+        owed = expected(versions, from_ms, to_ms, self.instants(sid))
+        if not keep_findings:
+            counted = tally(owed, runs)
+            one.counts.update(counted.counts)
+            one.gaps, one.folded = counted.gaps, counted.folded
+            return one
         for finding in match(owed, runs):
             outcome = finding.outcome
             if outcome is not None:
-                key = outcome.status
-                folded += finding.folded
+                one.counts[outcome.status] += 1
+                one.folded += finding.folded
             else:
-                key = finding.verdict
-                if key == GAP:
+                one.counts[finding.verdict] += 1
+                if finding.verdict == GAP:
                     one.gaps.append(finding.at_ms)
-            counts[key] = counts.get(key, 0) + 1
-            if keep is not None:
-                keep(finding)
-        one.counts.update(counts)
-        one.folded = folded
+            one.findings.append(finding)
         return one
 
     @staticmethod

@@ -22,11 +22,14 @@ from actors.history.audit_walk import (
     PAUSED_OPEN,
     PENDING,
     Finding,
+    Instants,
     Outcome,
     Version,
     expected,
     known_from,
     match,
+    spec_instants,
+    tally,
 )
 from actors.timespec import CompiledSpec, compile_spec
 from topics.timefmt import format_ms, parse_instant
@@ -46,7 +49,7 @@ RULES: dict[str, tuple[dict[str, Any], Any]] = {
 }
 
 
-def compiler(schedule_id: str = "s") -> Any:
+def compiler(schedule_id: str = "s") -> Instants:
     cache: dict[str, CompiledSpec] = {}
 
     def compiled(key: str) -> CompiledSpec:
@@ -54,7 +57,7 @@ def compiler(schedule_id: str = "s") -> Any:
             cache[key] = compile_spec(RULES[key][0], schedule_id=schedule_id)
         return cache[key]
 
-    return compiled
+    return spec_instants(compiled)
 
 
 def oracle_expected(versions: list[Version], from_ms: int, to_ms: int) -> list[tuple[int, str]]:
@@ -145,6 +148,15 @@ def test_the_walk_agrees_with_the_brute_force_oracle(
     ]
     found = [(f.at_ms, f.verdict, f.owed, f.folded) for f in match(iter(owed), iter(given_runs))]
     assert found == oracle_match(owed, given_runs)
+    # The counted form says the same as the listed one.
+    counted = tally(iter(owed), iter(given_runs))
+    statuses: dict[str, int] = {}
+    for f in match(iter(owed), iter(given_runs)):
+        key = f.outcome.status if f.outcome is not None else f.verdict
+        statuses[key] = statuses.get(key, 0) + 1
+    assert counted.counts == statuses
+    assert counted.gaps == [at for at, verdict, _, _ in found if verdict == GAP]
+    assert counted.folded == sum(1 for *_, folded in found if folded)
 
 
 def test_an_upsert_mid_window_is_judged_by_each_rule_in_its_own_span() -> None:
@@ -214,13 +226,17 @@ def test_the_rules_of_the_shard_zone_dst_spread_and_bounds_come_with_compile_spe
     fall_back = parse_instant("2026-11-01T00:00:00Z")
     spec = compile_spec({"cron": "30 1 * * *", "tz": "America/New_York"}, schedule_id="d")
     versions = [Version(fall_back - 3600 * S, "k", False, None)]
-    owed = list(expected(versions, fall_back, fall_back + 86_400 * S, lambda _: spec))
+    walk = spec_instants(lambda _: spec)
+    owed = list(expected(versions, fall_back, fall_back + 86_400 * S, walk))
     assert [format_ms(t) for t, _ in owed] == ["2026-11-01T05:30:00.000Z"]
     spread = compile_spec(
         {"every": "60s"}, schedule_id="d", spread_window_s=30, end_ms=T0 + 200 * S
     )
     spread_owed = [
-        t for t, _ in expected([Version(T0, "k", False, None)], T0, T0 + 600 * S, lambda _: spread)
+        t
+        for t, _ in expected(
+            [Version(T0, "k", False, None)], T0, T0 + 600 * S, spec_instants(lambda _: spread)
+        )
     ]
     assert len(spread_owed) in (3, 4) and len({t % (60 * S) for t in spread_owed}) == 1
     assert all(T0 <= t <= T0 + 200 * S for t in spread_owed)
