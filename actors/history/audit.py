@@ -30,6 +30,8 @@ from actors.history.audit_walk import (
     Instants,
     Outcome,
     Version,
+    compile_definition,
+    depends_on_id,
     expected,
     known_from,
     match,
@@ -37,8 +39,7 @@ from actors.history.audit_walk import (
     tally,
 )
 from actors.history.store import HistoryError
-from actors.timespec import CompiledSpec, compile_spec
-from topics.timefmt import parse_instant
+from actors.timespec import CompiledSpec
 
 # Bounds of the caches of compiled specs and of walked spans (emptied when full: they
 # only hold pure values, so refilling changes nothing but time).
@@ -94,13 +95,6 @@ _COUNTED_COLUMNS = "scheduled_ms, status, NULL, covers_to_ms, task, NULL, schedu
 _SCHEDULE_OF = itemgetter(6)  # an `Outcome`'s schedule_id, named or not
 
 
-def _depends_on_id(spec: Any, spread_window_s: Any) -> bool:
-    # As the shard's definitions (`actors.shard.definition`): Jenkins H or a spread
-    # make a schedule's instants its own; any "h" in a cron counts, conservatively.
-    cron = spec.get("cron") if isinstance(spec, dict) else None
-    return bool(spread_window_s) or (isinstance(cron, str) and "h" in cron.lower())
-
-
 class AuditSource:
     """The history database, opened read-only for an audit."""
 
@@ -145,23 +139,14 @@ class AuditSource:
         return doc
 
     def _owner(self, schedule_id: str, def_key: str) -> str | None:
-        doc = self._doc(schedule_id, def_key)
-        return schedule_id if _depends_on_id(doc["spec"], doc.get("spread_window_s")) else None
+        return schedule_id if depends_on_id(self._doc(schedule_id, def_key)) else None
 
     def compiled(self, schedule_id: str, def_key: str) -> CompiledSpec:
         owner = self._owner(schedule_id, def_key)
         spec = self._specs.get((def_key, owner))
         if spec is None:
             doc = self._doc(schedule_id, def_key)
-            start, end = doc.get("start"), doc.get("end")
-            spec = self._specs[(def_key, owner)] = compile_spec(
-                doc["spec"],
-                schedule_id=schedule_id,
-                dst=doc.get("dst"),
-                spread_window_s=doc.get("spread_window_s") or 0,
-                start_ms=None if start is None else parse_instant(start),
-                end_ms=None if end is None else parse_instant(end),
-            )
+            spec = self._specs[(def_key, owner)] = compile_definition(doc, schedule_id)
             if owner is not None and len(self._specs) > _CACHE_MAX:
                 self._specs.clear()  # per-schedule specs (H, spread): a bound, not a reuse
         return spec

@@ -29,11 +29,12 @@ starts there, and the caller says so (`known_from`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from actors.timespec import CompiledSpec
+from actors.timespec import CompiledSpec, compile_spec
+from topics.timefmt import parse_instant
 
 ACCOUNTED = "accounted"
 GAP = "gap"
@@ -87,6 +88,27 @@ Compiler = Callable[[str], CompiledSpec]
 
 Instants = Callable[[str, int, int], Iterable[int]]
 """The instants of a definition key (for this schedule) in ``[start_ms, stop_ms)``."""
+
+
+def depends_on_id(doc: Mapping[str, Any]) -> bool:
+    """Whether a definition's instants are its schedule's own (Jenkins ``H``, a spread),
+    as the shard decides it (`actors.shard.definition`): any "h" in a cron counts."""
+    cron = doc["spec"].get("cron")
+    return bool(doc.get("spread_window_s")) or (isinstance(cron, str) and "h" in cron.lower())
+
+
+def compile_definition(doc: Mapping[str, Any], schedule_id: str) -> CompiledSpec:
+    """The compiled spec of a normalised definition (a schedule's or a DAG's changelog
+    ``def``), with the rules the shard fires by: zone, DST policy, spread, bounds."""
+    start, end = doc.get("start"), doc.get("end")
+    return compile_spec(
+        doc["spec"],
+        schedule_id=schedule_id,
+        dst=doc.get("dst"),
+        spread_window_s=doc.get("spread_window_s") or 0,
+        start_ms=None if start is None else parse_instant(start),
+        end_ms=None if end is None else parse_instant(end),
+    )
 
 
 def spec_instants(compiled: Compiler) -> Instants:
