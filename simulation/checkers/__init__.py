@@ -10,6 +10,7 @@ the failover tests judge exactly-once, nothing-missed and never-early with one c
 from __future__ import annotations
 
 from simulation.checkers import (
+    audit_view,
     cancelled,
     converged,
     dag_order,
@@ -29,6 +30,7 @@ from simulation.checkers.evidence import Evidence, Verdict
 CHECKERS = (
     exactly_once.check,
     nothing_missed.check,
+    audit_view.check,
     never_early.check,
     target_once.check,
     lateness.check,

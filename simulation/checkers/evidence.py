@@ -11,6 +11,8 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from actors.history.audit_walk import Version
+from actors.history.versions import ChangelogTracker, DefinitionRow
 from simulation.checkers.pauses import PauseLog, PauseWindow
 from simulation.checkers.target_records import TargetDelivery, deliveries
 from simulation.targets import TargetSeen, committed_targets
@@ -104,6 +106,11 @@ class Evidence:
     target_partitions: dict[str, int] = field(default_factory=dict)
     # Pauses with an end, from the changelog's history (`checkers.pauses`).
     pauses: list[PauseWindow] = field(default_factory=list)
+    # Each schedule's definitions over time, as the history's recorder keeps them
+    # from the changelog (`actors.history.versions`), and the definitions by key
+    # (`checkers.audit_view`).
+    versions: dict[str, list[Version]] = field(default_factory=dict)
+    version_defs: dict[str, str] = field(default_factory=dict)
 
     def folded_ranges(self) -> dict[str, list[tuple[int, int]]]:
         """Per schedule, the [first, last] ranges that folded missed/skipped results cover."""
@@ -142,6 +149,8 @@ class TopicEvidence:
     final_state: dict[str, dict[str, Any]]
     targets: list[TargetDelivery] = field(default_factory=list)
     pauses: list[PauseWindow] = field(default_factory=list)
+    versions: dict[str, list[Version]] = field(default_factory=dict)
+    version_defs: dict[str, str] = field(default_factory=dict)
 
 
 def from_topics(
@@ -226,9 +235,21 @@ def from_topics(
     first_next: dict[str, int | None] = {}
     final: dict[str, dict[str, Any]] = {}
     pauses = PauseLog()
+    tracker = ChangelogTracker()
+    versions: dict[str, list[Version]] = {}
+    version_defs: dict[str, str] = {}
     for record in schedules:
         if record.key is None:
             continue
+        for row in tracker.feed(
+            record.partition, record.offset, record.key, record.value, record.append_ms
+        ):
+            if isinstance(row, DefinitionRow):
+                version_defs[row.def_key] = row.def_json
+            else:
+                versions.setdefault(row.schedule_id, []).append(
+                    Version(row.effective_ms, row.def_key, row.paused, row.completed, row.created)
+                )
         schedule_id = record.key.decode()
         state = None if record.value is None else loads(record.value)
         if schedule_id not in first_next and state is not None:
@@ -250,6 +271,8 @@ def from_topics(
         final_state=final,
         targets=deliveries(targets),
         pauses=pauses.windows,
+        versions=versions,
+        version_defs=version_defs,
     )
 
 
