@@ -241,9 +241,13 @@ def from_topics(
     for record in schedules:
         if record.key is None:
             continue
-        for row in tracker.feed(
-            record.partition, record.offset, record.key, record.value, record.append_ms
-        ):
+        try:
+            rows = tracker.feed(
+                record.partition, record.offset, record.key, record.value, record.append_ms
+            )
+        except (ValueError, KeyError, TypeError):
+            rows = []  # not a record the history could read (as the recorder, it skips it)
+        for row in rows:
             if isinstance(row, DefinitionRow):
                 version_defs[row.def_key] = row.def_json
             else:
