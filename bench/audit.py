@@ -137,7 +137,15 @@ def build(path: Path, schedules: int) -> tuple[int, list[tuple[str, int]]]:
             if folded and at >= DAY_START_MS + 12 * HOUR_MS:
                 last = compiled.next_after(DAY_START_MS + DAY_MS - HOUR_MS - 1)
                 row: tuple[Any, ...] = (
-                    run_id_for(sid, at), sid, at, None, None, at + 5, "missed", last, 12
+                    run_id_for(sid, at),
+                    sid,
+                    at,
+                    None,
+                    None,
+                    at + 5,
+                    "missed",
+                    last,
+                    12,
                 )
                 runs.append(row)
                 attempts.append(row)

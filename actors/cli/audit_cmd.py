@@ -15,11 +15,11 @@ import argparse
 import time
 from typing import Any
 
+from actors.audit.walk import ACCOUNTED, GAP, PENDING, Finding
 from actors.cli import output
 from actors.cli.history_cmd import parse_since
 from actors.history import default_db_path
 from actors.history.audit import AuditReport, AuditSource, SloReport, slo
-from actors.history.audit_walk import ACCOUNTED, GAP, PENDING, Finding
 from actors.history.store import HistoryError
 
 _EPILOG = """\

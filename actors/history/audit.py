@@ -3,7 +3,7 @@
 Reads the recorder's database read-only with the standard library's ``sqlite3``
 (one thread, cursors streamed: an audit of a whole namespace keeps one schedule's
 rows at a time, and the definitions' compiled specs, shared as the shard shares them).
-The judgement itself is `actors.history.audit_walk`.
+The judgement itself is `actors.audit.walk`.
 
 Two ordered streams are merged by schedule id: the schedules' versions
 (``schedule_versions``) and their runs in the window (``runs``, read from the
@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from actors.history.audit_walk import (
+from actors.audit.walk import (
     GAP,
     Finding,
     Instants,

@@ -3,7 +3,7 @@
 One consumer (group ``{ns}-recorder``, ``read_committed``, so aborted transactions of
 a fenced shard or worker never show) reads ``{ns}.runs``, ``{ns}.results``,
 ``{ns}.dlq`` and ``{ns}.rejected``, and the changelog ``{ns}.schedules`` for each
-schedule's definitions over time (`actors.history.versions`). Each polled batch
+schedule's definitions over time (`actors.audit.versions`). Each polled batch
 becomes rows, and the rows and the consumer's positions are written in one SQLite
 transaction (see `actors.history.store`). On assignment the consumer seeks to the positions the
 *database* holds, or to the beginning of a partition the database has never seen;
@@ -38,6 +38,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
+from actors.audit.versions import ChangelogTracker, DefinitionRow, VersionRow
 from actors.display import carrier_target, target_text
 from actors.history.store import (
     AttemptFinished,
@@ -48,7 +49,6 @@ from actors.history.store import (
     RejectionRow,
     Row,
 )
-from actors.history.versions import ChangelogTracker, DefinitionRow, VersionRow
 from topics import messages
 from topics.clients import consumer_kwargs
 from topics.closing import bounded
@@ -65,7 +65,7 @@ HISTORY_KINDS: tuple[TopicKind, ...] = (
 )
 
 # The recorder also reads the changelog, for each schedule's definitions over time
-# (`actors.history.versions`): the audit judges each instant by the rule then in effect.
+# (`actors.audit.versions`): the audit judges each instant by the rule then in effect.
 RECORDED_KINDS: tuple[TopicKind, ...] = (*HISTORY_KINDS, TopicKind.SCHEDULES)
 
 POLL_TIMEOUT_MS = 500

@@ -22,7 +22,7 @@ kafkron. Every row is keyed by what makes it unique on the wire:
   one of its inputs changes. ``kafkron history`` reads only this and ``attempts``.
 - ``definitions`` and ``schedule_versions``: from ``{ns}.schedules``, each
   schedule's definition, pause and completion over time, one row per change
-  (`actors.history.versions`); ``kafkron audit`` judges each instant by them. They
+  (`actors.audit.versions`); ``kafkron audit`` judges each instant by them. They
   are kept through a rebuild of the same namespace: the changelog is compacted, so
   what they remember of older versions is in no topic any more.
 
@@ -182,8 +182,8 @@ DDL: tuple[str, ...] = (
     "(original_topic, original_partition, original_offset)",
     "CREATE INDEX IF NOT EXISTS rejections_by_time ON rejections (rejected_ms)",
     # Added after version 2, created at open like every table here (no rebuild): each
-    # schedule's definitions over time, read from the changelog (`actors.history.versions`),
-    # which the audit judges each instant by (`actors.history.audit_walk`).
+    # schedule's definitions over time, read from the changelog (`actors.audit.versions`),
+    # which the audit judges each instant by (`actors.audit.walk`).
     """
     CREATE TABLE IF NOT EXISTS definitions (
         def_key  TEXT PRIMARY KEY,

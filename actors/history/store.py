@@ -27,8 +27,8 @@ from typing import Any
 
 import aiosqlite
 
+from actors.audit.versions import DefinitionRow, Head, VersionRow
 from actors.history.schema import ADDED_COLUMNS, DDL, PRAGMAS, SCHEMA_VERSION
-from actors.history.versions import DefinitionRow, Head, VersionRow
 from topics.vocabulary import RunStatus
 
 RUNNING = "running"
@@ -672,7 +672,7 @@ class HistoryStore:
         return {(str(t), int(p)): int(o) for t, p, o in rows}
 
     async def version_heads(self) -> dict[str, Head]:
-        """Every schedule's latest recorded version (`actors.history.versions.Head`)."""
+        """Every schedule's latest recorded version (`actors.audit.versions.Head`)."""
         rows = await self._db.execute_fetchall(
             "SELECT schedule_id, partition, offset, def_key, paused, completed "
             "FROM schedule_versions ORDER BY schedule_id, partition, offset"

@@ -1,10 +1,10 @@
 """The audit's view: `kafkron audit` over the run's window finds no gap (§9.1).
 
 The history's audit judges each instant by the definitions the recorder keeps from
-the changelog (`actors.history.versions`, here fed with the changelog's committed
+the changelog (`actors.audit.versions`, here fed with the changelog's committed
 records in log order, compacted ones included, stamped by the broker) and matches
 them with the outcomes the topics hold, with the very walk and the very rules of
-`actors.history.audit_walk`. Where `nothing_missed` judges by what was submitted,
+`actors.audit.walk`. Where `nothing_missed` judges by what was submitted,
 this judges by what the shards recorded, from each schedule's first changelog
 record to the end of the run minus the settle time: the two must agree, so a
 broken shard that drops an outcome is a gap to the audit too.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import orjson
 
-from actors.history.audit_walk import (
+from actors.audit.walk import (
     GAP,
     Outcome,
     compile_definition,

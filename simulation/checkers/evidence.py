@@ -11,8 +11,8 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from actors.history.audit_walk import Version
-from actors.history.versions import ChangelogTracker, DefinitionRow
+from actors.audit.versions import ChangelogTracker, DefinitionRow
+from actors.audit.walk import Version
 from simulation.checkers.pauses import PauseLog, PauseWindow
 from simulation.checkers.target_records import TargetDelivery, deliveries
 from simulation.targets import TargetSeen, committed_targets
@@ -107,7 +107,7 @@ class Evidence:
     # Pauses with an end, from the changelog's history (`checkers.pauses`).
     pauses: list[PauseWindow] = field(default_factory=list)
     # Each schedule's definitions over time, as the history's recorder keeps them
-    # from the changelog (`actors.history.versions`), and the definitions by key
+    # from the changelog (`actors.audit.versions`), and the definitions by key
     # (`checkers.audit_view`).
     versions: dict[str, list[Version]] = field(default_factory=dict)
     version_defs: dict[str, str] = field(default_factory=dict)

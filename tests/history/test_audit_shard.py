@@ -16,11 +16,11 @@ from pathlib import Path
 
 import orjson
 
+from actors.audit.versions import ChangelogTracker
+from actors.audit.walk import GAP, PENDING
 from actors.history.audit import AuditSource, slo
-from actors.history.audit_walk import GAP, PENDING
 from actors.history.recorder import to_row
 from actors.history.store import HistoryStore, Row
-from actors.history.versions import ChangelogTracker
 from tests.kit.shard import MINUTE, SECOND, T0, Shard, command, upsert
 from topics.covers import Covers
 from topics.messages import covers_of, parse_result, parse_run, result_value

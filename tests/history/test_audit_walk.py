@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.history.audit_walk import (
+from actors.audit.walk import (
     ACCOUNTED,
     DUE,
     GAP,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from actors.audit.versions import ChangelogTracker, DefinitionRow, VersionRow
 from actors.history.store import HistoryStore
-from actors.history.versions import ChangelogTracker, DefinitionRow, VersionRow
 from actors.shard.state import is_definition_key
 from tests.kit.shard import MINUTE, T0, Shard, command, upsert
 from topics.names import TopicKind

@@ -4,7 +4,7 @@ From the bottom up::
 
     topics                      the wire contract (names, formats, codec)
     actors.timespec, .wheel     time rules and the timer wheel: topics + stdlib/deps
-    pure cores                  actors.shard, actors.worker.core, actors.scheduler.
+    pure cores                  actors.shard, actors.audit, actors.worker.core, actors.scheduler.
                                 lifecycle / .skew / .oversize: load no aiokafka
     Kafka runtimes, simulation  runtimes drive the cores on aiokafka; the simulation
                                 drives them on a simulated Kafka, never aiokafka
@@ -46,6 +46,7 @@ PACKAGES = ("kafkron", "topics", "actors", "simulation")
 
 PURE_CORES = (
     "actors.shard",
+    "actors.audit",
     "actors.worker.core",
     "actors.scheduler.lifecycle",
     "actors.scheduler.skew",

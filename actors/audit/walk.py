@@ -5,7 +5,7 @@ Two sorted streams in, one out, in constant memory per schedule:
 - **expected**: the instants the schedule owed an outcome in ``[from_ms, to_ms]``,
   walked with the very compiled spec the shard fires by (`actors.timespec.compile_spec`
   on the definition's normalised fields: spec, zone, DST policy, spread, start and
-  end bounds), each from the version (`actors.history.versions`) in effect at that
+  end bounds), each from the version (`actors.audit.versions`) in effect at that
   instant. A version holds from its ``effective_ms`` (inclusive) until the next
   one's: an upsert changes the rule from its time on. A deleted or completed
   (``max_runs``, ``end``) version owes nothing (from the millisecond after its

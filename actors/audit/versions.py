@@ -1,6 +1,6 @@
 """Each schedule's definitions over time, read from the changelog (pure).
 
-The audit (`actors.history.audit_walk`) needs the rule that was in effect at each
+The audit (`actors.audit.walk`) needs the rule that was in effect at each
 instant, long after the command that set it has aged out of ``{ns}.commands``. The
 changelog ``{ns}.schedules`` says it, but it is compacted: only each schedule's
 latest record survives. So the recorder reads it as it is written and keeps every
