@@ -112,10 +112,12 @@ def run(args: argparse.Namespace) -> int:
                 if auditing
                 else None
             )
-            slo_report = (
-                slo(source, from_ms, judged_to_ms, int(args.within_s * 1000), ids)
-                if args.slo
-                else None
+            within_ms = int(args.within_s * 1000)
+            slo_report = slo(source, from_ms, judged_to_ms, within_ms, ids) if args.slo else None
+            per_schedule = (
+                {sid: slo(source, from_ms, judged_to_ms, within_ms, [sid]) for sid in ids}
+                if args.slo and ids is not None and len(ids) > 1
+                else {}
             )
     except HistoryError as exc:
         return output.fail("audit", str(exc))
@@ -125,12 +127,16 @@ def run(args: argparse.Namespace) -> int:
             doc.update(report_json(report))
         if slo_report is not None:
             doc["slo"] = slo_json(slo_report)
+            if per_schedule:
+                doc["slo"]["schedules"] = {s: slo_json(r) for s, r in per_schedule.items()}
         output.print_json(doc)
     else:
         if report is not None:
             print_report(report, to_ms != judged_to_ms)
         if slo_report is not None:
             print(slo_text(slo_report))
+            for sid, one in per_schedule.items():
+                print(f"  {sid}: {slo_text(one)}")
     return 1 if report is not None and report.gap_count else 0
 
 
@@ -214,16 +220,18 @@ def slo_json(report: SloReport) -> dict[str, Any]:
         "missed": report.missed,
         "share": report.share,
         "lateness_ms": {"p50": report.p50_ms, "p95": report.p95_ms, "p99": report.p99_ms},
+        "outcomes": dict(sorted(report.outcomes.items())),
     }
 
 
 def slo_text(report: SloReport) -> str:
     share = "-" if report.share is None else f"{report.share * 100:.2f}%"
+    outcomes = ", ".join(f"{n} {s}" for s, n in sorted(report.outcomes.items())) or "none"
     return (
         f"slo: {share} of runs started within {report.within_ms / 1000:g} s of their instant"
         f" ({report.on_time} of {report.started} started, {report.missed} missed count as"
         f" late); start lateness p50 {_ms(report.p50_ms)}, p95 {_ms(report.p95_ms)},"
-        f" p99 {_ms(report.p99_ms)}"
+        f" p99 {_ms(report.p99_ms)}; runs: {outcomes}"
     )
 
 

@@ -329,7 +329,7 @@ class AuditSource:
             report.audits.append(one)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SloReport:
     """How soon the window's runs started after their scheduled instants."""
 
@@ -340,6 +340,9 @@ class SloReport:
     p50_ms: int | None
     p95_ms: int | None
     p99_ms: int | None
+    outcomes: dict[str, int] = field(default_factory=dict)
+    """How the window's runs stand (their latest status: succeeded, failed,
+    dead_lettered, missed, ...; a DAG counted by its own run, not its tasks')."""
 
     @property
     def share(self) -> float | None:
@@ -389,6 +392,15 @@ def slo(
         ).fetchone()
         return int(row[0])
 
+    run_where = where.replace("a.attempt = 1 AND ", "").replace("a.", "r.")
+    outcomes = {
+        str(status): int(n)
+        for status, n in conn.execute(
+            f"SELECT r.status, COUNT(*) FROM runs r WHERE {run_where} AND r.task IS NULL "
+            "GROUP BY r.status",
+            params,
+        )
+    }
     return SloReport(
         within_ms,
         int(started),
@@ -397,4 +409,5 @@ def slo(
         quantile(0.50),
         quantile(0.95),
         quantile(0.99),
+        outcomes,
     )

@@ -35,6 +35,9 @@ async def test_a_complete_window_exits_0_and_a_vanished_run_exits_1(
     code, out, _ = cli(capsys, "audit", "--slo", *WINDOW, "--json", "--db", db)
     slo = json.loads(out)["slo"]
     assert code == 0 and slo["within_ms"] == 5000 and 0 < slo["share"] < 1
+    assert slo["outcomes"]["missed"] > 0 and slo["outcomes"]["succeeded"] > 0
+    code, out, _ = cli(capsys, "audit", "--slo", "a", "c", *WINDOW, "--within-s", "1", "--db", db)
+    assert code == 0 and "  a: slo: " in out and "  c: slo: " in out and "within 1 s" in out
 
 
 def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -178,6 +178,11 @@ async def test_the_audit_of_a_shards_hour_finds_no_gap_and_owes_what_it_accounte
         assert figures.started == len(in_window)
         assert figures.on_time == sum(1 for late in in_window if late <= 5000)
         assert figures.on_time < figures.started and figures.missed > 100
+        # How the window's runs stand: c's backlog missed (100 results, one folded for
+        # the rest: a run each), the others succeeded, a's paused span skipped.
+        assert 100 < figures.outcomes["missed"] < figures.missed
+        assert figures.outcomes["skipped"] >= 1
+        assert figures.outcomes["succeeded"] == figures.started
         assert figures.p50_ms is not None and figures.p50_ms >= 40
 
 
