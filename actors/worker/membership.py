@@ -647,10 +647,20 @@ class WorkerMachine:
         """The transaction was aborted because the broker refused these results'
         records for good (``commit.results`` indices): too large for ``{ns}.results``,
         say. Retrying the same records would fail forever; the core replaces them
-        (``WorkerCore.commit_refused``) and the rest is written again at once."""
+        (``WorkerCore.commit_refused``) and the rest is written again at once, by a
+        fresh producer of the same lease."""
         bad = sorted(set(refused))
         self.counts.refused += len(bad)
         self.core.commit_refused(commit, bad, reason)
+        slot = self._slots.get(commit.partition)
+        if slot is not None and slot.lease == commit.lease and slot.state == LIVE:
+            # A refused batch leaves the idempotent producer's sequence numbers out of
+            # step with the broker's: every later write of this producer would fail
+            # with OutOfOrderSequenceNumber (and the re-adoption after six would run
+            # the refused attempt again, for ever). A fresh producer of the same lease
+            # writes the replacements (`producer_started`).
+            slot.renew_producer = True
+            slot.write_after_ms = 0
         return self._wake(
             [
                 Note(

@@ -314,15 +314,28 @@ def test_a_commit_of_unknown_outcome_readopts_at_once() -> None:
 # --- finding 1: a result the broker refuses for good ------------------------------
 
 
+def _renewed(m: WorkerMachine, p: int, lease: int) -> list[Action]:
+    """After a refusal the next tick writes nothing with the old producer: it closes
+    it and starts a fresh one of the same lease (a refused batch leaves its sequence
+    numbers out of step: OutOfOrderSequenceNumber for ever); once started, the
+    kept results are written. The actions of that start."""
+    actions = m.tick(T0)
+    assert not of(actions, Write), actions
+    assert CloseProducer(p, lease) in actions and StartProducer(p, lease) in actions
+    assert m.lease(p) == lease and m.core.assigned == frozenset({p})
+    return m.producer_started(p, lease, T0)
+
+
 def test_a_refused_result_is_replaced_by_a_small_failure_then_left_to_the_shard() -> None:
     m = live_machine(0)
+    lease = m.lease(0) or 0
     write = _finished(m, 0, T0, deadline_ms=T0 + 3_600_000)
     m.commit_refused(write.commit, [0], "MessageSizeTooLargeError", T0)
-    [again] = of(m.tick(T0), Write)
+    [again] = of(_renewed(m, 0, lease), Write)
     [result] = [parse_result(r.value or b"") for r in again.commit.results]
     assert result.status == "failed" and result.error is not None
     assert result.error["type"] == "ResultRefused"
     m.commit_refused(again.commit, [0], "MessageSizeTooLargeError", T0)
-    [last] = of(m.tick(T0), Write)
+    [last] = of(_renewed(m, 0, lease), Write)
     assert last.commit.results == () and last.commit.offset == 1
     assert m.core.counts["left_to_shard"] == 1 and m.core.counts["refused"] == 2

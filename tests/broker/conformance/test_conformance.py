@@ -228,6 +228,55 @@ async def test_one_result_per_attempt_through_kill_9_mid_commit(
         assert starts[(result.run_id, "w2")] == 1, result
 
 
+async def test_a_result_the_broker_refuses_ends_as_result_refused(
+    kafka_settings: Settings, tmp_path: Path
+) -> None:
+    """`{ns}.results` takes at most 1 KiB a record (from after the worker started);
+    a job fails with a 1,500-character message, so its result is refused for good.
+    The worker replaces it by the small `failed` result with error `ResultRefused`
+    (no start, no finish, the job's error dropped) and goes on: a later run of the
+    same partition gets its own result, the partition never stalls, one result per
+    attempt."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from topics.admin import admin_client
+
+    big_id = key_for_partition("refused-big", 0, PARTITIONS)
+    after_id = key_for_partition("refused-after", 0, PARTITIONS)
+    worker = Worker(kafka_settings, tmp_path, "w1", under_test())
+    try:
+        # Shrunk once the worker runs: a worker may refuse to start on a results topic
+        # smaller than the largest record kafkron writes (the Python worker does).
+        await probe(kafka_settings, PARTITIONS, "r")
+        async with admin_client(kafka_settings) as admin:
+            # AlterConfigs replaces the topic's whole config: restate the cleanup policy.
+            configs = {"cleanup.policy": "delete", "max.message.bytes": "1024"}
+            topic = kafka_settings.topic(TopicKind.RESULTS)
+            await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs)])
+        await produce(kafka_settings, [run_record(big_id, "test.fail", {"message": "x" * 1500})])
+        await wait_results(
+            kafka_settings, lambda rs: big_id in {r.schedule_id for r in rs}, workers=[worker]
+        )
+        await produce(kafka_settings, [run_record(after_id, "test.noop")])
+        await wait_results(
+            kafka_settings, lambda rs: after_id in {r.schedule_id for r in rs}, workers=[worker]
+        )
+        await asyncio.sleep(2)
+        found = _outcomes(await results(kafka_settings), "refused-")
+        worker.check_alive()
+    finally:
+        worker.stop()
+    assert sorted(r.schedule_id for r in found) == sorted([big_id, after_id]), found
+    by_id = {r.schedule_id: r for r in found}
+    big = by_id[big_id]
+    assert (big.status, big.attempt, big.worker) == ("failed", 1, "w1")
+    assert big.error is not None and big.error["type"] == "ResultRefused", big.error
+    assert "refused" in big.error["message"] and "xxxx" not in big.error["message"]
+    assert big.started_ms is None and big.finished_ms is None
+    assert by_id[after_id].status == "succeeded"
+    assert ("start", run_id_for(big_id, T0), 1, "w1") in marks(tmp_path)
+
+
 async def test_cancel_of_a_running_and_a_queued_run(
     kafka_settings: Settings, tmp_path: Path
 ) -> None:

@@ -5,6 +5,8 @@ package kafkron
 // No goroutines, no Kafka, no clock reads: the runtime (worker.go) passes the time.
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"sort"
 )
@@ -512,6 +514,62 @@ func (c *Core) CommitFailed(commit *Commit) {
 	part.runs = append(append([]*Run(nil), commit.Runs...), part.runs...)
 	part.dirty = true
 	part.inCommit = nil
+}
+
+// ResultRefusedType is the error type of a result that replaces one the broker refused.
+const ResultRefusedType = "ResultRefused"
+
+// CommitRefused: the transaction was aborted because the broker refused the records
+// of these results (indices of commit.Results) for good: too large for
+// {ns}.results, say (actors/worker/core.py: WorkerCore.commit_refused). Writing them
+// again would fail forever and stall the partition, so a refused result is replaced
+// by the smallest one that says what happened (status failed, error ResultRefused,
+// no start or finish, the job's own error dropped); a refused progress report is
+// dropped; if the smallest one was itself refused, the result is dropped and its
+// offset stays finished: the shard decides the attempt at its deadline (timed_out).
+// The rest is taken again as it was.
+func (c *Core) CommitRefused(commit *Commit, refused []int, reason string) {
+	part, ok := c.parts[commit.Partition]
+	if !ok || part.inCommit != commit {
+		return
+	}
+	bad := map[int]bool{}
+	for _, i := range refused {
+		bad[i] = true
+	}
+	var results []OutRecord
+	var runs []*Run
+	for i, record := range commit.Results {
+		run := commit.Runs[i]
+		if !bad[i] {
+			results, runs = append(results, record), append(runs, run)
+			continue
+		}
+		c.Counts["refused"]++
+		if isProgress(record.Value) {
+			continue // a progress report is not the attempt's result
+		}
+		why := &ErrorInfo{Type: ResultRefusedType,
+			Message: fmt.Sprintf("the broker refused this attempt's result record (%s)", reason)}
+		value := ResultValue(run, StatusFailed, nil, nil, c.worker, why, nil, nil)
+		if bytes.Equal(value, record.Value) { // the smallest one was refused too
+			c.Counts["left_to_shard"]++
+			continue
+		}
+		results = append(results, OutRecord{[]byte(run.ScheduleID), value})
+		runs = append(runs, run)
+	}
+	part.results = append(results, part.results...)
+	part.runs = append(runs, part.runs...)
+	part.dirty = true
+	part.inCommit = nil
+}
+
+func isProgress(value []byte) bool {
+	var head struct {
+		Status string `json:"status"`
+	}
+	return json.Unmarshal(value, &head) == nil && head.Status == StatusRunning
 }
 
 // StopStarting: drain, no queued run starts.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"syscall"
 	"time"
 
@@ -33,7 +34,25 @@ const (
 	writeFailed  = "failed"
 	writeFenced  = "fenced"
 	writeUnknown = "unknown"
+	writeRefused = "refused"
 )
+
+// refusedForGood: errors the same records meet again on every retry
+// (actors/worker/committer.py: _REFUSED_FOR_GOOD). franz-go also gives
+// MessageTooLarge for a record larger than its own batch limit, before sending.
+func refusedForGood(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.CorruptMessage) || errors.Is(err, kerr.InvalidTimestamp) ||
+		errors.Is(err, kerr.UnsupportedForMessageFormat)
+}
+
+// WriteOutcome is how one transaction ended; Refused lists the indices of
+// commit.Results the broker refused for good (kind "refused").
+type WriteOutcome struct {
+	Kind    string
+	Reason  string
+	Refused []int
+}
 
 func fencedError(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
@@ -42,34 +61,47 @@ func fencedError(err error) bool {
 
 // writeCommit carries out one commit with the partition's transactional producer;
 // it never panics and says how it ended.
-func writeCommit(producer *kgo.Client, names Names, commit *Commit, now func() int64) (string, string) {
+func writeCommit(producer *kgo.Client, names Names, commit *Commit, now func() int64) WriteOutcome {
+	kind, why, refused := write(producer, names, commit, now)
+	return WriteOutcome{kind, why, refused}
+}
+
+func write(producer *kgo.Client, names Names, commit *Commit, now func() int64) (string, string, []int) {
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
 	if err := producer.BeginTransaction(); err != nil {
-		return classify(err, writeUnknown)
+		kind, why := classify(err, writeUnknown)
+		return kind, why, nil
 	}
-	abort := func(why string, err error) (string, string) {
-		actx, acancel := context.WithTimeout(context.Background(), stepTimeout)
-		defer acancel()
-		if aerr := producer.EndTransaction(actx, kgo.TryAbort); aerr != nil {
-			if fencedError(aerr) {
-				return writeFenced, aerr.Error()
-			}
-			return writeUnknown, fmt.Sprintf("%s; the abort failed too (%v)", why, aerr)
-		}
-		if err != nil && fencedError(err) {
-			return writeFenced, err.Error()
-		}
-		return writeFailed, why
+	abort := func(why string, err error) (string, string, []int) {
+		kind, reason := aborted(producer, why, err)
+		return kind, reason, nil
 	}
 	results := names.Topic("results")
 	records := make([]*kgo.Record, len(commit.Results))
+	index := make(map[*kgo.Record]int, len(commit.Results))
 	for i, r := range commit.Results {
 		records[i] = &kgo.Record{Topic: results, Key: r.Key, Value: r.Value}
+		index[records[i]] = i
 	}
 	// Every acknowledgement is read before the commit (§5.2).
-	if err := producer.ProduceSync(ctx, records...).FirstErr(); err != nil {
-		return abort("producing results: "+err.Error(), err)
+	produced := producer.ProduceSync(ctx, records...)
+	if err := produced.FirstErr(); err != nil {
+		var refused []int
+		for _, p := range produced {
+			if p.Err != nil && fencedError(p.Err) {
+				return abort("producing results: "+p.Err.Error(), p.Err)
+			}
+			if p.Err != nil && refusedForGood(p.Err) {
+				refused = append(refused, index[p.Record])
+			}
+		}
+		kind, why := aborted(producer, "producing results: "+err.Error(), err)
+		if kind == writeFailed && len(refused) > 0 {
+			sort.Ints(refused)
+			return writeRefused, err.Error(), refused
+		}
+		return kind, why, nil
 	}
 	if err := sendOffsets(ctx, producer, names, commit); err != nil {
 		return abort("committing the offset: "+err.Error(), err)
@@ -83,11 +115,27 @@ func writeCommit(producer *kgo.Client, names Names, commit *Commit, now func() i
 	}
 	if err := producer.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		if fencedError(err) {
-			return writeFenced, err.Error()
+			return writeFenced, err.Error(), nil
 		}
-		return writeUnknown, "commit failed midway: " + err.Error()
+		return writeUnknown, "commit failed midway: " + err.Error(), nil
 	}
-	return writeDone, ""
+	return writeDone, "", nil
+}
+
+// aborted aborts the open transaction: failed, or fenced, or unknown if the abort failed.
+func aborted(producer *kgo.Client, why string, err error) (string, string) {
+	actx, acancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer acancel()
+	if aerr := producer.EndTransaction(actx, kgo.TryAbort); aerr != nil {
+		if fencedError(aerr) {
+			return writeFenced, aerr.Error()
+		}
+		return writeUnknown, fmt.Sprintf("%s; the abort failed too (%v)", why, aerr)
+	}
+	if err != nil && fencedError(err) {
+		return writeFenced, err.Error()
+	}
+	return writeFailed, why
 }
 
 func classify(err error, otherwise string) (string, string) {

@@ -529,8 +529,8 @@ func (w *Worker) tick() {
 				s.writing = true
 				producer := s.producer
 				go func() {
-					kind, why := writeCommit(producer, w.names, commit, w.now)
-					w.post(func() { w.onCommitOutcome(commit, kind, why) })
+					outcome := writeCommit(producer, w.names, commit, w.now)
+					w.post(func() { w.onCommitOutcome(commit, outcome) })
 				}()
 			}
 		}
@@ -566,7 +566,8 @@ func (w *Worker) checkLease() {
 	}
 }
 
-func (w *Worker) onCommitOutcome(commit *Commit, kind, why string) {
+func (w *Worker) onCommitOutcome(commit *Commit, outcome WriteOutcome) {
+	kind, why := outcome.Kind, outcome.Reason
 	s, ok := w.slots[commit.Partition]
 	current := ok && s.lease == commit.Lease && s.state == slotLive
 	if ok && s.lease == commit.Lease {
@@ -584,6 +585,12 @@ func (w *Worker) onCommitOutcome(commit *Commit, kind, why string) {
 			w.drop(commit.Partition, "fenced")
 			s.state, s.since = slotLost, w.lastHeard.Load()
 		}
+	case writeRefused:
+		// Writing the same records again would fail forever: they are replaced
+		// (Core.CommitRefused) and the rest is written again at once.
+		w.core.CommitRefused(commit, outcome.Refused, why)
+		w.opts.Logger.Printf("runs partition %d: the broker refused %d result records (%s); they are written again as ResultRefused failures without the job's error, or left to the shard's timed_out; raise max.message.bytes of the results topic if results are this large",
+			commit.Partition, len(outcome.Refused), why)
 	case writeUnknown:
 		if current {
 			w.opts.Logger.Printf("runs partition %d: commit outcome unknown (%s); adopting it afresh", commit.Partition, why)
