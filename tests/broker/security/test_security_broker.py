@@ -530,3 +530,65 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+async def _send_runs(
+    kwargs: dict[str, Any], topic: str, records: list[tuple[bytes, bytes]]
+) -> None:
+    producer = AIOKafkaProducer(acks="all", **kwargs)
+    await producer.start()
+    try:
+        for key, value in records:
+            await producer.send_and_wait(topic, value, key=key)
+    finally:
+        await producer.stop()
+
+
+def test_the_go_worker_runs_jobs_under_the_worker_role_over_sasl_ssl(
+    cluster: SecureCluster,
+) -> None:
+    """The Go worker (workers/go) reads the same KAFKRON_* security settings as the
+    Python worker: SASL_SSL, SCRAM-SHA-512 as `work-a` (role worker), the CA from
+    KAFKRON_SSL_CAFILE. Runs written as the shards would reach it, and its results
+    commit under that principal alone; its log never shows the password."""
+    from tests.conformance.harness import go_worker_binary
+    from tests.kit.worker import run_record
+
+    a = cluster.a
+    log_path = cluster.secrets / "go-worker.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [go_worker_binary(), "--test-jobs", "--worker-id", "go-secure"],
+            env=cluster.env("work-a", a.namespace),
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    ids = [f"go-secure-{i}" for i in range(4)]
+
+    def answered() -> list[dict[str, Any]]:
+        values = asyncio.run(_committed_values(cluster.kwargs("admin"), a.topic(TopicKind.RESULTS)))
+        found = [orjson.loads(v) for v in values]
+        return [r for r in found if r.get("schedule_id") in ids]
+
+    try:
+        runs = [run_record(sid, "test.noop") for sid in ids]
+        asyncio.run(_send_runs(cluster.kwargs("admin"), a.topic(TopicKind.RUNS), runs))
+        _wait_for(
+            "results of the Go worker",
+            lambda: proc.poll() is None and len(answered()) >= len(ids),
+            180,
+            lambda: log_path.read_text(errors="replace"),
+        )
+        alive = proc.poll() is None
+    finally:
+        _stop([proc])
+    text = log_path.read_text(errors="replace")
+    assert alive, text
+    found = answered()
+    assert sorted(r["schedule_id"] for r in found) == sorted(ids), found
+    for record in found:
+        result = parse_result(orjson.dumps(record))
+        assert (result.status, result.worker) == ("succeeded", "go-secure"), record
+    assert cluster.password_file("work-a").read_text().strip() not in text
+    assert "AUTHORIZATION_FAILED" not in text.upper(), text

@@ -29,6 +29,13 @@ type Options struct {
 	LeaseLossBeats int // 0: the lease rule is off
 	Registry       *Registry
 	Logger         *log.Logger
+	ClientOpts     []kgo.Opt // every client's security (Security.Opts), none for PLAINTEXT
+}
+
+// clientOpts: the brokers and the security, then opts.
+func (w *Worker) clientOpts(opts ...kgo.Opt) []kgo.Opt {
+	all := append([]kgo.Opt{kgo.SeedBrokers(w.opts.Bootstrap...)}, w.opts.ClientOpts...)
+	return append(all, opts...)
 }
 
 const (
@@ -128,9 +135,8 @@ func (h heard) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
 }
 
 func (w *Worker) consumerOpts() []kgo.Opt {
-	return []kgo.Opt{
-		kgo.SeedBrokers(w.opts.Bootstrap...),
-		kgo.ClientID("kafkron-worker-" + w.opts.WorkerID),
+	return w.clientOpts(
+		kgo.ClientID("kafkron-worker-"+w.opts.WorkerID),
 		kgo.ConsumerGroup(w.names.WorkerGroup()),
 		kgo.ConsumeTopics(w.names.Topic("runs")),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -139,8 +145,8 @@ func (w *Worker) consumerOpts() []kgo.Opt {
 		kgo.Balancers(kgo.RoundRobinBalancer()),
 		kgo.SessionTimeout(w.opts.SessionTimeout),
 		kgo.HeartbeatInterval(w.heartbeatInterval()),
-		kgo.RebalanceTimeout(2 * w.opts.SessionTimeout),
-		kgo.FetchMaxWait(50 * time.Millisecond),
+		kgo.RebalanceTimeout(2*w.opts.SessionTimeout),
+		kgo.FetchMaxWait(50*time.Millisecond),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.WithHooks(heard{w}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, _ map[string][]int32) {
@@ -154,13 +160,13 @@ func (w *Worker) consumerOpts() []kgo.Opt {
 			parts := append([]int32(nil), lost[w.names.Topic("runs")]...)
 			w.post(func() { w.onLost(parts) })
 		}),
-	}
+	)
 }
 
 // Run consumes and runs until ctx is done, then drains and leaves the group.
 func (w *Worker) Run(ctx context.Context) error {
 	var err error
-	if w.adminCl, err = kgo.NewClient(kgo.SeedBrokers(w.opts.Bootstrap...)); err != nil {
+	if w.adminCl, err = kgo.NewClient(w.clientOpts()...); err != nil {
 		return err
 	}
 	w.admin = kadm.NewClient(w.adminCl)
@@ -340,8 +346,7 @@ func (w *Worker) adopt(p int32) {
 func (w *Worker) fenceAndRead(p int32) (*kgo.Client, int64, string, int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
-	producer, err := kgo.NewClient(
-		kgo.SeedBrokers(w.opts.Bootstrap...),
+	producer, err := kgo.NewClient(w.clientOpts(
 		kgo.ClientID(fmt.Sprintf("kafkron-worker-%s-%d", w.opts.WorkerID, p)),
 		kgo.TransactionalID(w.names.WorkerTransactionalID(p)),
 		kgo.TransactionTimeout(TransactionTimeout),
@@ -350,7 +355,7 @@ func (w *Worker) fenceAndRead(p int32) (*kgo.Client, int64, string, int64, error
 		// Readers of {ns}.results (the shards, on aiokafka) may have no snappy, lz4 or
 		// zstd library: results go uncompressed (docs/WORKER-PROTOCOL.md §5.4).
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
-	)
+	)...)
 	if err != nil {
 		return nil, 0, "", 0, err
 	}

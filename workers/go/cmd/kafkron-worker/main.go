@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kafkron/kafkron/workers/go/kafkron"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func main() {
@@ -27,10 +28,19 @@ func main() {
 	testJobs := flag.Bool("test-jobs", false, "register the conformance suite's test.* jobs")
 	flag.Parse()
 
+	var clientOpts []kgo.Opt
 	namespace := envOr("KAFKRON_NAMESPACE", "kafkron")
 	bootstrap := strings.Split(envOr("KAFKRON_BOOTSTRAP", "127.0.0.1:9092"), ",")
 	if mode := os.Getenv("KAFKRON_TRANSACTIONAL_IDS"); mode != "" && mode != "tenant" {
 		fmt.Fprintf(os.Stderr, "kafkron-worker: KAFKRON_TRANSACTIONAL_IDS=%s is not supported (only tenant)\n", mode)
+		os.Exit(2)
+	}
+	security, err := kafkron.LoadSecurity(os.Getenv)
+	if err == nil {
+		clientOpts, err = security.Opts()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kafkron-worker:", err)
 		os.Exit(2)
 	}
 	registry := kafkron.NewRegistry()
@@ -44,6 +54,7 @@ func main() {
 		SessionTimeout: time.Duration(*session) * time.Millisecond,
 		Drain:          time.Duration(*drain * float64(time.Second)), LeaseLossBeats: *leaseBeats,
 		Registry: registry, Logger: log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds),
+		ClientOpts: clientOpts,
 	}
 	if err := opts.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "kafkron-worker:", err)
