@@ -277,6 +277,61 @@ async def test_a_result_the_broker_refuses_ends_as_result_refused(
     assert ("start", run_id_for(big_id, T0), 1, "w1") in marks(tmp_path)
 
 
+async def test_http_jobs_keep_the_egress_rule(kafka_settings: Settings, tmp_path: Path) -> None:
+    """HTTP targets (the carrier job `kafkron.http`) to a local server: a worker
+    started without --http-allow refuses it by address and by the name localhost
+    (failed NonRetryable, "EgressRefused: egress refused ...", the server never hears
+    a request); one started with --http-allow 127.0.0.1 calls it and succeeds."""
+    from tests.kit.http_server import TargetServer
+    from topics.targets import target_job
+
+    async with TargetServer() as server:
+        refused_ids = {
+            "egress-by-address": server.url("/x"),
+            "egress-by-name": server.url("/x", host="localhost"),
+        }
+        worker = Worker(kafka_settings, tmp_path, "w1", under_test())
+        try:
+            runs = []
+            for sid, url in refused_ids.items():
+                job, args = target_job({"http": {"url": url}})
+                runs.append(run_record(sid, job, args))
+            await produce(kafka_settings, runs)
+            refused = await wait_results(
+                kafka_settings,
+                lambda rs: len(_outcomes(rs, "egress-by-")) >= 2,
+                workers=[worker],
+                timeout_s=60,
+            )
+        finally:
+            worker.stop()
+        heard_while_refusing = list(server.requests)
+        allowing = Worker(kafka_settings, tmp_path, "w2", under_test() + " --http-allow 127.0.0.1")
+        try:
+            job, args = target_job({"http": {"url": server.url("/y")}})
+            await produce(kafka_settings, [run_record("egress-allowed", job, args)])
+            allowed = await wait_results(
+                kafka_settings,
+                lambda rs: len(_outcomes(rs, "egress-allowed")) >= 1,
+                workers=[allowing],
+                timeout_s=60,
+            )
+        finally:
+            allowing.stop()
+    assert heard_while_refusing == []
+    for result in _outcomes(refused, "egress-by-"):
+        assert (result.status, result.worker) == ("failed", "w1"), result
+        assert result.error is not None and result.error["type"] == "NonRetryable"
+        message = result.error["message"]
+        assert message.startswith("EgressRefused: egress refused") and "loopback" in message
+    [by_name] = _outcomes(refused, "egress-by-name")
+    assert by_name.error is not None and "localhost resolves to" in by_name.error["message"]
+    [ok] = _outcomes(allowed, "egress-allowed")
+    assert (ok.status, ok.worker) == ("succeeded", "w2"), ok
+    assert ok.target is not None and ok.target["http"]["status"] == 200, ok.target
+    assert len(server.on("/y")) == 1
+
+
 async def test_cancel_of_a_running_and_a_queued_run(
     kafka_settings: Settings, tmp_path: Path
 ) -> None:

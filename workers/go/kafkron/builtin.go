@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -143,13 +144,22 @@ var notAlnum = regexp.MustCompile(`[^A-Za-z0-9]`)
 // "body" (JSON), "timeout_s" (10)}. Placeholders are rendered as for HTTP targets;
 // every request carries Idempotency-Key. The result's target is
 // {"http": {"status", "duration_ms", "body"}}.
+//
+// The egress rule (egress.go) refuses loopback, link-local, private and the other
+// non-public addresses: RegisterHTTPWith takes a rule with what --http-allow allows.
 func RegisterHTTP(reg *Registry) {
-	call := func(ctx context.Context, rc *RunContext) error { return httpCall(ctx, rc) }
+	rule, _ := ParseEgressRule(nil)
+	RegisterHTTPWith(reg, rule)
+}
+
+// RegisterHTTPWith is RegisterHTTP with the egress rule given.
+func RegisterHTTPWith(reg *Registry, rule *EgressRule) {
+	call := func(ctx context.Context, rc *RunContext) error { return httpCall(ctx, rc, rule) }
 	reg.Register("http", call)
 	reg.Register("kafkron.http", call)
 }
 
-func httpCall(ctx context.Context, rc *RunContext) error {
+func httpCall(ctx context.Context, rc *RunContext, rule *EgressRule) error {
 	values := placeholderValues(rc.Run)
 	rawURL, _ := rc.Args["url"].(string)
 	if rawURL == "" {
@@ -199,10 +209,20 @@ func httpCall(ctx context.Context, rc *RunContext) error {
 			}
 		}
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// The dialer checks every address it connects to (egress.go); no proxy of the
+	// environment, whose address the rule would never see.
+	dialer := &net.Dialer{Timeout: seconds(timeout), Control: rule.control(req.URL.Hostname())}
+	transport := &http.Transport{Proxy: nil, DialContext: dialer.DialContext, ForceAttemptHTTP2: true,
+		TLSHandshakeTimeout: seconds(timeout)}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	started := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
+		if refused := asEgressRefused(err); refused != nil {
+			return NonRetryable("EgressRefused: %s", refused.Why)
+		}
 		if rc.CancelReason() != "" {
 			return ErrCancelled
 		}

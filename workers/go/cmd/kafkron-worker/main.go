@@ -25,6 +25,9 @@ func main() {
 	drain := flag.Float64("drain-s", 30, "on SIGTERM, seconds running jobs may take to finish")
 	leaseBeats := flag.Int("lease-loss-heartbeats", 3, "cancel all jobs after N heartbeat intervals without the group coordinator (0: never)")
 	workerID := flag.String("worker-id", fmt.Sprintf("%s:%d", hostname, os.Getpid()), "name in results")
+	var httpAllow []string
+	flag.Func("http-allow", "an address, CIDR or host name HTTP jobs may reach although not public (repeatable)",
+		func(v string) error { httpAllow = append(httpAllow, v); return nil })
 	testJobs := flag.Bool("test-jobs", false, "register the conformance suite's test.* jobs")
 	flag.Parse()
 
@@ -45,7 +48,12 @@ func main() {
 	}
 	registry := kafkron.NewRegistry()
 	kafkron.RegisterShell(registry)
-	kafkron.RegisterHTTP(registry)
+	egress, err := kafkron.ParseEgressRule(httpAllow)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kafkron-worker:", err)
+		os.Exit(2)
+	}
+	kafkron.RegisterHTTPWith(registry, egress)
 	if *testJobs {
 		kafkron.RegisterTestJobs(registry)
 	}
