@@ -62,6 +62,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import topics.no_auto_create  # noqa: F401  (aiokafka's metadata requests never create topics)
 from topics.names import Settings
 from topics.security import security_kwargs
 

@@ -17,6 +17,7 @@ from actors.observe.collectors import SchedulerCollector
 from actors.observe.exposition import MetricsError
 from actors.observe.lag import LagSampler
 from actors.scheduler.runtime import RuntimeOptions, SchedulerRuntime
+from actors.scheduler.target_acks import check_deadline
 from actors.scheduler.target_table import patterns_from_env
 from topics.admin import TopicsError, shard_count
 from topics.names import Settings, TopicKind
@@ -119,6 +120,16 @@ def register(subparsers: Any) -> None:
         " comma separated); give every scheduler of the namespace the same ones. None:"
         " Kafka targets are refused",
     )
+    parser.add_argument(
+        "--target-ack-timeout-s",
+        type=float,
+        default=defaults.target_ack_timeout_s,
+        metavar="S",
+        help="a Kafka target's batch not acknowledged by then (no leader, too few in-sync"
+        " replicas) while the rest of its transaction was: its occurrences fail and the"
+        " topic is refused for a while; below the commit timeout, above a leader"
+        f" failover (default {defaults.target_ack_timeout_s:g})",
+    )
     observe_args.add_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -140,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         return output.fail("scheduler", "--standbys must be >= 0", 2)
     try:
         target_topics = patterns_from_env(tuple(args.target_topic))
+        check_deadline(args.target_ack_timeout_s, RuntimeOptions().commit_timeout_s)
     except ValueError as exc:
         return output.fail("scheduler", str(exc), 2)
     try:
@@ -158,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         figures_interval_s=args.figures_interval_s,
         max_standbys=args.standbys,
         target_topics=target_topics,
+        target_ack_timeout_s=args.target_ack_timeout_s,
     )
     settings = Settings.from_env()
     if not guard("scheduler", settings):

@@ -82,6 +82,7 @@ from actors.scheduler.restore import make_restore_consumer, read_to_end
 from actors.scheduler.shard_runner import ShardFenced, ShardRunner, ShardWriteFailed
 from actors.scheduler.skew import DEFAULT_BOUND_MS
 from actors.scheduler.standby import StandbyTailer
+from actors.scheduler.target_acks import TARGET_ACK_TIMEOUT_S
 from actors.scheduler.target_table import REFRESH_S as TARGETS_REFRESH_S
 from actors.scheduler.target_table import TargetTable, refused_target
 from actors.scheduler.warm import WarmShard
@@ -127,6 +128,8 @@ class RuntimeOptions:
     firing is held back.
     ``figures_interval_s``: how often per-shard figures are logged (0: never).
     ``commit_timeout_s``: a transaction not committed by then counts as failed.
+    ``target_ack_timeout_s``: a Kafka target's batch not acknowledged by then, while the
+    rest of its transaction was, refuses its topic (`actors.scheduler.target_acks`).
     ``max_standbys``: shards not owned this process keeps warm (tails their changelog),
     so that taking one over is a catch-up, not a restore; each holds its shard's state.
     """
@@ -138,6 +141,7 @@ class RuntimeOptions:
     skew_bound_ms: int = DEFAULT_BOUND_MS
     figures_interval_s: float = 30.0
     commit_timeout_s: float = 15.0
+    target_ack_timeout_s: float = TARGET_ACK_TIMEOUT_S
     max_standbys: int = 0
     target_topics: tuple[str, ...] = ()
     """The Kafka target topics this namespace allows (`actors.scheduler.target_table`)."""
@@ -454,6 +458,10 @@ class SchedulerRuntime:
                     )
                 )
             else:
+                if self._targets.strikes:
+                    runner = self._runners.get(write.partition)
+                    if runner is not None:
+                        self._targets.delivered(runner.last_targets)
                 self._execute(machine.write_done(write.partition, write.token, outcome))
         if refused_seen:
             # A topic may have been changed under us: learn its limits before rebuilding.
@@ -712,6 +720,7 @@ class SchedulerRuntime:
             commit_timeout_s=self.options.commit_timeout_s,
             limits=self._limits,
             mono=self._mono,
+            target_ack_timeout_s=self.options.target_ack_timeout_s,
         )
 
     def _spawn(self, coro: Awaitable[Any]) -> None:

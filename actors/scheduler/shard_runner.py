@@ -41,13 +41,17 @@ from actors.scheduler.clock import Clock
 from actors.scheduler.figures import RateWindow
 from actors.scheduler.lifecycle import ClockSample
 from actors.scheduler.probe import CLOCK_PROBE_KEY, CLOCK_PROBE_VALUE
+from actors.scheduler.target_acks import TARGET_ACK_TIMEOUT_S
 from actors.scheduler.writer import (
     MAX_BATCH_BYTES,
     BatchRefused,
     Partitioner,
     SentBatch,
     TargetDest,
+    TargetUnacknowledged,
     WritePlan,
+    acknowledged,
+    leaderless,
     refused,
     send_plan,
 )
@@ -85,6 +89,7 @@ class ShardRunner:
         commit_timeout_s: float,
         limits: Mapping[TopicKind | TargetDest, int] | None = None,
         mono: Mono = monotonic_ms,
+        target_ack_timeout_s: float = TARGET_ACK_TIMEOUT_S,
     ) -> None:
         self.partition = partition
         self.token = token
@@ -94,6 +99,9 @@ class ShardRunner:
         self._partitioner = partitioner
         self._commit_timeout_s = commit_timeout_s
         self._limits = limits
+        self._target_ack_timeout_s = target_ack_timeout_s
+        self.last_targets: frozenset[str] = frozenset()
+        """The Kafka target topics the last committed transaction wrote to."""
         self._producer: AIOKafkaProducer | None = None
         self.transactional_id = settings.shard_transactional_id(partition)
         self.restore_ms: float | None = None
@@ -167,6 +175,16 @@ class ShardRunner:
         plan = self._partitioner.plan(out)
         if not plan.records and not offsets:
             return []
+        cluster = producer.client.cluster
+        stuck = leaderless(
+            plan, lambda topic, p: cluster.leader_for_partition(TopicPartition(topic, p))
+        )
+        if stuck is not None:
+            # Kept out of the transaction (see `leaderless`); the topic is refused and the
+            # rebuilt shard fails its occurrences visibly (`target_table.refused_target`).
+            raise ShardWriteFailed(f"shard {self.partition}: target not written") from (
+                TargetUnacknowledged(*stuck, "has no leader")
+            )
         sent_ms, sent_mono_ms = self._clock.now_ms(), self._mono()
         began_s = time.perf_counter()
         acks: dict[int, tuple[int, int]] = {}
@@ -183,6 +201,9 @@ class ShardRunner:
             for batch in sent:  # their errors are this one; do not let asyncio log them
                 batch.future.add_done_callback(_retrieve)
             raise _classify(exc, f"shard {self.partition}: transaction failed") from exc
+        self.last_targets = frozenset(
+            kind.name for kind, _ in plan.groups if type(kind) is TargetDest
+        )
         metrics.shard_committed(self.partition, time.perf_counter() - began_s)
         log_committed(self.partition, out)
         self.records_written += plan.records
@@ -215,9 +236,20 @@ class ShardRunner:
                     batch.future.add_done_callback(stamp_ack)
             if offsets:
                 await producer.send_offsets_to_transaction(offsets, self._settings.scheduler_group)
-            failure = await refused(sent)
+            if any(type(b.topic) is str for b in sent):
+                failure = await acknowledged(sent, self._target_ack_timeout_s)
+            else:
+                failure = await refused(sent)
             if failure is not None:
                 raise failure
+        except BatchRefused as refusal:
+            if not isinstance(refusal.error, TargetUnacknowledged):
+                await _abort(producer)
+            # else: no abort. aiokafka flushes every pending batch before it ends a
+            # transaction, and this one is not coming: the abort would only wait out
+            # its own timeout. The shard is dropped; its next producer's fence aborts
+            # the transaction on the broker, so nothing of it is ever visible.
+            raise
         except BaseException:
             await _abort(producer)
             raise

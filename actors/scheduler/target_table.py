@@ -11,11 +11,21 @@ like time); this is the runtime side that keeps it current:
 - ``known``: partitions and ``max.message.bytes`` of each allowed topic that exists,
   read with the admin client at start, every `REFRESH_S`, and at once after a
   refusal. A topic the broker will not describe to this principal counts as absent.
-- ``refused``: a target topic whose batch the broker refused inside a transaction
-  (the transaction was aborted and the shard is rebuilt: nothing of it committed).
-  For `REFUSED_FOR_S` the shard fails that topic's occurrences with the broker's
-  reason instead of writing them, so one bad topic costs its own occurrences and
-  not every turn of the shard; then the topic is tried again.
+- ``refused``: a target topic whose batch the broker refused inside a transaction,
+  or did not acknowledge by its deadline (`actors.scheduler.target_acks`); the
+  transaction was aborted and the shard is rebuilt: nothing of it committed. For a
+  while (`refused_for_s`) the shard fails that topic's occurrences with the
+  broker's reason instead of writing them, so one bad topic costs its own
+  occurrences and not every turn of the shard; then the topic is tried again. Each
+  refusal in a row doubles the while, up to `REFUSED_MAX_S`, so a topic that keeps
+  refusing costs its shards a rebuild every quarter of an hour, not every minute;
+  a transaction that writes to the topic again ends the row (``strikes``).
+
+Only an error that is the topic's own marks it (`_TOPICS_FAULTS`, an allow-list):
+an error of the transaction, the producer or the broker as a whole (a fenced
+zombie, ``InvalidTxnState``, a coordinator moving, a timeout) takes the ordinary
+path of a failed transaction: aborted, the shard rebuilt, its occurrences fired
+again, nothing lost.
 """
 
 from __future__ import annotations
@@ -26,15 +36,21 @@ from dataclasses import dataclass, field
 
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import (
-    InvalidProducerEpoch,
-    KafkaTimeoutError,
-    ProducerFenced,
+    CorruptRecordException,
+    InvalidTimestampError,
+    InvalidTopicError,
+    MessageSizeTooLargeError,
+    PolicyViolationError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
     TopicAuthorizationFailedError,
+    UnknownError,
     UnknownTopicOrPartitionError,
+    UnsupportedForMessageFormatError,
 )
 
 from actors.scheduler.limits import BROKER_DEFAULT_BYTES, MAX_MESSAGE_BYTES
-from actors.scheduler.writer import BatchRefused
+from actors.scheduler.writer import BatchRefused, TargetUnacknowledged
 from topics.admin import admin_client, describe_topics
 from topics.names import Settings, TopicKind
 from topics.targets import TargetTopic, TargetTopics, allowed, check_pattern
@@ -42,7 +58,9 @@ from topics.targets import TargetTopic, TargetTopics, allowed, check_pattern
 log = logging.getLogger("kafkron.scheduler")
 
 REFRESH_S = 30.0
-REFUSED_FOR_S = 60.0
+# A first refusal lasts a minute; each one in a row doubles it, up to a quarter hour.
+REFUSED_FIRST_S = 60.0
+REFUSED_MAX_S = 900.0
 ENV = "KAFKRON_TARGET_TOPICS"
 
 
@@ -61,6 +79,7 @@ class TargetTable:
     allowed: tuple[str, ...]
     known: dict[str, TargetTopic] = field(default_factory=dict)
     refused: dict[str, tuple[str, float]] = field(default_factory=dict)  # -> (why, until)
+    strikes: dict[str, int] = field(default_factory=dict)  # -> refusals in a row
 
     def snapshot(self, mono_s: float) -> TargetTopics:
         live = {t: why for t, (why, until) in self.refused.items() if until > mono_s}
@@ -72,13 +91,22 @@ class TargetTable:
         )
 
     def refuse(self, topic: str, why: str, mono_s: float) -> None:
+        strikes = self.strikes[topic] = self.strikes.get(topic, 0) + 1
+        for_s = refused_for_s(strikes)
         log.warning(
-            "target topic %s refused a record: %s; its occurrences fail for %.0f s",
+            "target topic %s refused a record: %s; its occurrences fail for %.0f s"
+            " (refusal %d in a row); fix the topic, then `kafkron dlq replay` them",
             topic,
             why,
-            REFUSED_FOR_S,
+            for_s,
+            strikes,
         )
-        self.refused[topic] = (why, mono_s + REFUSED_FOR_S)
+        self.refused[topic] = (why, mono_s + for_s)
+
+    def delivered(self, topics: frozenset[str]) -> None:
+        """A transaction that wrote to ``topics`` committed: their rows of refusals end."""
+        for topic in topics:
+            self.strikes.pop(topic, None)
 
     async def refresh(self, settings: Settings) -> None:
         """Read the allowed topics' partitions and limits (keeps what it knew on error)."""
@@ -122,6 +150,8 @@ def refused_target(exc: BaseException, namespace: str) -> tuple[str, str] | None
             if isinstance(topic, TopicKind) or not _topics_fault(seen.error):
                 return None
             return topic, f"{type(seen.error).__name__}: {seen.error}"
+        if isinstance(seen, TargetUnacknowledged):  # kept out of the transaction
+            return seen.topic, f"{type(seen).__name__}: {seen}"
         if isinstance(seen, TopicAuthorizationFailedError):
             named = [a for arg in seen.args for a in _names(arg) if not a.startswith(own)]
             if named:
@@ -130,17 +160,43 @@ def refused_target(exc: BaseException, namespace: str) -> tuple[str, str] | None
     return None
 
 
+def refused_for_s(strikes: int) -> float:
+    """How long a target topic refused ``strikes`` times in a row (1: the first) stays
+    refused: `REFUSED_FIRST_S`, doubled at each further refusal, at most `REFUSED_MAX_S`."""
+    if strikes < 1:
+        raise ValueError(f"strikes must be at least 1, not {strikes}")
+    return min(REFUSED_MAX_S, REFUSED_FIRST_S * 2.0 ** min(strikes - 1, 32))
+
+
+# The errors a produce answer gives about the topic itself (or its record): the topic
+# gone, not writable by this principal, a record it does not accept (too large, a
+# timestamp out of its range, a record its cleanup policy or format refuses, a policy),
+# or not acknowledged at all (`TargetUnacknowledged`). ``UnknownError`` is an answer
+# code aiokafka does not know: at the produce version it speaks (v8) the one such
+# partition-level code is INVALID_RECORD (87), e.g. a keyless record to a compacted
+# topic. Everything else (a fenced zombie, ``InvalidTxnState``, ``InvalidProducerEpoch``,
+# ``UnknownProducerId``, a timeout, a leader moving, a coordinator away) is the
+# transaction's or the broker's: taken for the topic's, it would dead-letter the
+# topic's occurrences for a problem the rebuild heals.
+_TOPICS_FAULTS: tuple[type[BaseException], ...] = (
+    UnknownTopicOrPartitionError,
+    TopicAuthorizationFailedError,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+    InvalidTimestampError,
+    CorruptRecordException,
+    InvalidTopicError,
+    PolicyViolationError,
+    UnsupportedForMessageFormatError,
+    UnknownError,
+    TargetUnacknowledged,
+)
+
+
 def _topics_fault(error: BaseException) -> bool:
-    """Whether a batch's error is the target topic's own refusal. A fenced producer (a
-    zombie: the new owner fires the occurrence) or a broker briefly away (a timeout, a
-    leader moving: the rebuilt shard fires it again) says nothing of the topic, and
-    taking it for a refusal would dead-letter every occurrence of the topic for
-    `REFUSED_FOR_S`. A topic gone is its own (the refresh that follows finds it absent)."""
-    if isinstance(error, ProducerFenced | InvalidProducerEpoch | KafkaTimeoutError):
-        return False
-    if isinstance(error, UnknownTopicOrPartitionError):
-        return True
-    return not getattr(error, "retriable", False)
+    """Whether a batch's error is the target topic's own refusal (an allow-list)."""
+    return type(error) in _TOPICS_FAULTS
 
 
 def _names(arg: object) -> list[str]:

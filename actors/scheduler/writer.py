@@ -25,7 +25,8 @@ carries headers; it is batched like the others, under its topic's name.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -34,6 +35,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.producer.message_accumulator import BatchBuilder
 
 from actors.scheduler.oversize import BATCH_OVERHEAD_BYTES
+from actors.scheduler.target_acks import FAILED, LANDED, PENDING, Failed, GiveUp, Landed, verdict
 from topics.names import Settings, TopicKind
 from topics.partitioner import murmur2_partition
 from topics.records import OutRecord, TargetRecord
@@ -226,3 +228,76 @@ async def refused(sent: list[SentBatch]) -> BatchRefused | None:
         if isinstance(outcome, BaseException):
             return BatchRefused(batch, outcome)
     return None
+
+
+class TargetUnacknowledged(Exception):
+    """A target's partition that will not acknowledge: its batch was not acknowledged by
+    its deadline (`actors.scheduler.target_acks`) while the rest of the transaction was,
+    or the producer already knows it has no leader (`leaderless`)."""
+
+    def __init__(self, topic: str, partition: int, why: str) -> None:
+        self.topic = topic
+        self.partition = partition
+        super().__init__(f"{topic}[{partition}]: {why}")
+
+    @classmethod
+    def past(cls, topic: str, partition: int, deadline_s: float) -> TargetUnacknowledged:
+        return cls(
+            topic,
+            partition,
+            f"no acknowledgement within {deadline_s:g} s (a partition without a leader,"
+            " or fewer in-sync replicas than the topic's min.insync.replicas)",
+        )
+
+
+def leaderless(
+    plan: WritePlan, leader_of: Callable[[str, int], int | None]
+) -> tuple[str, int] | None:
+    """The first target (topic, partition) of ``plan`` that ``leader_of`` (the producer's
+    metadata: a node id, -1 for no leader, None if not known yet) says has no leader.
+
+    Such a partition must not join a transaction: the broker ends a transaction only
+    once its markers are written to every partition in it, so one without a leader
+    would hold the shard's transactional id, aborted or not, until a leader returns.
+    """
+    for kind, partition in plan.groups:
+        if type(kind) is TargetDest and leader_of(kind.name, partition) == -1:
+            return kind.name, partition
+    return None
+
+
+def _state(future: asyncio.Future[Any]) -> int:
+    if not future.done():
+        return PENDING
+    if future.cancelled() or future.exception() is not None:
+        return FAILED
+    return LANDED
+
+
+async def acknowledged(sent: list[SentBatch], target_deadline_s: float) -> BatchRefused | None:
+    """`refused` for a transaction with a Kafka target's batches: the first refusal, a
+    `TargetUnacknowledged` refusal of a target batch past its deadline, or None if all
+    landed. The decision is `target_acks.verdict`'s; this only waits and looks."""
+    began_s = time.monotonic()
+    targets = [not isinstance(b.topic, TopicKind) for b in sent]
+    while True:
+        states = [(t, _state(b.future)) for t, b in zip(targets, sent, strict=True)]
+        decided = verdict(states, time.monotonic() - began_s, target_deadline_s)
+        if isinstance(decided, Landed):
+            return None
+        if isinstance(decided, Failed):
+            batch = sent[decided.index]
+            cause = None if batch.future.cancelled() else batch.future.exception()
+            return BatchRefused(batch, cause if cause is not None else asyncio.CancelledError())
+        if isinstance(decided, GiveUp):
+            batch = sent[decided.index]
+            return BatchRefused(
+                batch,
+                TargetUnacknowledged.past(str(batch.topic), batch.partition, target_deadline_s),
+            )
+        waited = [
+            b.future
+            for t, b in zip(targets, sent, strict=True)
+            if not b.future.done() and not (decided.own_only and t)
+        ]
+        await asyncio.wait(waited, timeout=decided.timeout_s)
