@@ -201,10 +201,30 @@ def check_template(text: str, path: str) -> None:
             )
 
 
+_LONE = re.compile(r"\{([a-z_]*)\}")
+_LONE_CACHE_MAX = 4096
+# template -> the name when the whole template is one placeholder (``{schedule_id}``,
+# the usual key), else "" (a name is never empty: an empty one is refused at upsert).
+_lone_names: dict[str, str] = {}
+
+
+def _lone_name(text: str) -> str:
+    name = _lone_names.get(text)
+    if name is None:
+        if len(_lone_names) >= _LONE_CACHE_MAX:
+            _lone_names.clear()
+        whole = _LONE.fullmatch(text)
+        name = _lone_names[text] = whole.group(1) if whole is not None else ""
+    return name
+
+
 def render(text: str, values: Callable[[str], str]) -> str:
     """``text`` with each placeholder replaced by ``values(name)``; ``{{``/``}}`` unbraced."""
     if "{" not in text and "}" not in text:
         return text
+    lone = _lone_name(text)  # rendered per fire: skip the substitution when it is all
+    if lone:
+        return values(lone)
 
     def one(match: re.Match[str]) -> str:
         token = match.group(0)
@@ -303,9 +323,21 @@ class TargetTopics:
     refused: Mapping[str, str] = field(default_factory=dict)
     own_prefix: str = ""
     """The namespace's own ``{ns}.`` topics are never a target (a confused deputy)."""
+    _verdicts: dict[str, TargetTopic | str] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """`writable`'s answers: a snapshot never changes, and it is asked at every fire."""
 
     def allows(self, topic: str) -> bool:
         return allowed(topic, self.allowed, self.own_prefix)
+
+    def writable(self, topic: str) -> TargetTopic | str:
+        """What the shard knows of ``topic`` if it may write to it now, else why not."""
+        verdict = self._verdicts.get(topic)
+        if verdict is None:
+            why = self.why_not(topic)
+            verdict = self._verdicts[topic] = self.known[topic] if why is None else why
+        return verdict
 
     def why_not(self, topic: str) -> str | None:
         """None if the shard may write to ``topic`` now, else the reason it may not."""

@@ -84,6 +84,7 @@ class Partitioner:
         # murmur2 in Python costs ~15 µs; a schedule's id is hashed at every fire,
         # so remember it (one entry per id and topic, dropped wholesale past a cap).
         self._cache: dict[tuple[TopicKind, bytes], int] = {}
+        self._dests: dict[str, TargetDest] = {}  # a target topic's name -> its destination
 
     def partition_for(self, record: OutRecord) -> int:
         if record.partition is not None:
@@ -116,15 +117,19 @@ class Partitioner:
             record.key: i for i, record in enumerate(records) if record.topic is _SCHEDULES
         }
         partition_for = self.partition_for
+        dests = self._dests
         n = 0
         for i, record in enumerate(records):
             if record.topic is _SCHEDULES and last_changelog[record.key] != i:
                 continue
             kind = record.topic
-            dest = (
-                kind if isinstance(kind, TopicKind) else TargetDest(kind),
-                partition_for(record),
-            )
+            if isinstance(kind, TopicKind):
+                dest: Destination = (kind, partition_for(record))
+            else:  # a target's topic: one TargetDest per name, hashed once
+                target = dests.get(kind)
+                if target is None:
+                    target = dests[kind] = TargetDest(kind)
+                dest = (target, partition_for(record))
             bucket = groups.get(dest)
             if bucket is None:
                 bucket = groups[dest] = []

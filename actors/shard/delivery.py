@@ -45,7 +45,7 @@ _FRAMING_BYTES = 128
 class Occurrence:
     """What a target's placeholders may name, for one attempt of one occurrence."""
 
-    __slots__ = ("_interval", "_values")
+    __slots__ = ("_fired_ms", "_interval", "_values")
 
     def __init__(
         self,
@@ -58,20 +58,22 @@ class Occurrence:
         idempotency_key: str,
         interval: Callable[[], tuple[int, int]] | None,
     ) -> None:
-        scheduled = instant_text(scheduled_ms)
         self._values = {
             "run_id": run_id,
             "schedule_id": schedule_id,
-            "scheduled_at": scheduled,
-            "fired_at": instant_text(fired_ms),
+            "scheduled_at": instant_text(scheduled_ms),
             "attempt": str(attempt),
             "idempotency_key": idempotency_key,
         }
+        self._fired_ms = fired_ms
         self._interval = interval
 
     def __call__(self, name: str) -> str:
         found = self._values.get(name)
         if found is not None:
+            return found
+        if name == "fired_at":  # rarely named: made only then
+            found = self._values[name] = instant_text(self._fired_ms)
             return found
         # The interval walks the spec back: only for a template that names it.
         start_ms, end_ms = self._interval() if self._interval is not None else (0, 0)
@@ -87,35 +89,54 @@ def target_record(
     delivery: KafkaDelivery, occurrence: Occurrence, targets: TargetTopics
 ) -> TargetRecord | str:
     """The record to write, or the reason it cannot be written."""
-    why = targets.why_not(delivery.topic)
-    if why is not None:
-        return why
-    topic = targets.known[delivery.topic]
+    topic = targets.writable(delivery.topic)
+    if isinstance(topic, str):
+        return topic
     key = None if delivery.key is None else render(delivery.key, occurrence).encode()
     try:
         value = delivery.value_bytes(occurrence)
     except (TypeError, ValueError) as exc:  # orjson: a rendered value it cannot encode
         return f"target value could not be encoded: {exc}"
+    run_id = occurrence.header("run_id")
     headers = [
-        (RUN_ID_HEADER, occurrence.header("run_id")),
+        (RUN_ID_HEADER, run_id),
         (SCHEDULE_ID_HEADER, occurrence.header("schedule_id")),
         (SCHEDULED_AT_HEADER, occurrence.header("scheduled_at")),
         (ATTEMPT_HEADER, occurrence.header("attempt")),
         (IDEMPOTENCY_KEY_HEADER, occurrence.header("idempotency_key")),
     ]
-    headers += [(name, render(text, occurrence).encode()) for name, text in delivery.headers]
-    size = (
-        len(value)
-        + (0 if key is None else len(key))
-        + sum(len(n) + len(v) + 8 for n, v in headers)
-        + _FRAMING_BYTES
-    )
-    if topic.max_message_bytes is not None and size > topic.max_message_bytes:
-        return (
-            f"target record of {size} bytes with framing is larger than {delivery.topic}"
-            f" accepts ({topic.max_message_bytes}, max.message.bytes); make the value smaller"
-            " or raise max.message.bytes on the topic"
-        )
-    hashed = key if key is not None else occurrence.header("run_id")
-    partition = murmur2_partition(hashed, topic.partitions)
+    if delivery.headers:
+        headers += [(name, render(text, occurrence).encode()) for name, text in delivery.headers]
+    limit = topic.max_message_bytes
+    if limit is not None:
+        size = len(value) + (0 if key is None else len(key)) + _FRAMING_BYTES
+        for name, header in headers:
+            size += len(name) + len(header) + 8
+        if size > limit:
+            return (
+                f"target record of {size} bytes with framing is larger than {delivery.topic}"
+                f" accepts ({limit}, max.message.bytes); make the value smaller"
+                " or raise max.message.bytes on the topic"
+            )
+    if key is not None:
+        partition = _partition(key, topic.partitions)
+    else:  # the run id: new at each fire, not worth remembering
+        partition = murmur2_partition(run_id, topic.partitions)
     return TargetRecord(delivery.topic, key, value, partition, None, tuple(headers))
+
+
+_PARTITION_CACHE_MAX = 1_000_000
+# murmur2 in Python costs ~15 µs, and a keyed target's key is most often the same at
+# every fire (``{schedule_id}``): remember it (dropped wholesale past a cap).
+_partitions: dict[tuple[bytes, int], int] = {}
+
+
+def _partition(hashed: bytes, partitions: int) -> int:
+    cache_key = (hashed, partitions)
+    partition = _partitions.get(cache_key)
+    if partition is None:
+        partition = murmur2_partition(hashed, partitions)
+        if len(_partitions) >= _PARTITION_CACHE_MAX:
+            _partitions.clear()
+        _partitions[cache_key] = partition
+    return partition
