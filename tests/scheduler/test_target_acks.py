@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from aiokafka.errors import CorruptRecordException
 
 from actors.scheduler.target_acks import (
     FAILED,
@@ -15,7 +18,14 @@ from actors.scheduler.target_acks import (
     check_deadline,
     verdict,
 )
-from actors.scheduler.writer import TargetDest, WritePlan, leaderless
+from actors.scheduler.writer import (
+    SentBatch,
+    TargetDest,
+    TargetUnacknowledged,
+    WritePlan,
+    acknowledged,
+    leaderless,
+)
 from topics.names import TopicKind
 
 OWN, TARGET = False, True
@@ -71,3 +81,28 @@ def test_a_target_partition_known_to_have_no_leader_is_kept_out_of_the_transacti
     assert leaderless(plan, lambda topic, p: leaders.get((topic, p))) == ("orders.due", 1)
     leaders[("orders.due", 1)] = 3
     assert leaderless(plan, lambda topic, p: leaders.get((topic, p))) is None
+
+
+async def test_the_writer_gives_up_on_a_silent_target_once_its_own_batches_landed() -> None:
+    loop = asyncio.get_running_loop()
+    own: asyncio.Future[None] = loop.create_future()
+    silent: asyncio.Future[None] = loop.create_future()
+    sent = [SentBatch(TopicKind.RUNS, 0, 3, own), SentBatch("orders.due", 1, 2, silent)]
+    loop.call_soon(own.set_result, None)
+    refusal = await acknowledged(sent, 0.05)
+    assert refusal is not None and refusal.batch is sent[1]
+    assert isinstance(refusal.error, TargetUnacknowledged)
+    assert "orders.due[1]" in str(refusal.error) and not silent.done()
+
+
+async def test_the_writer_reports_a_refused_batch_and_commits_when_all_landed() -> None:
+    loop = asyncio.get_running_loop()
+    landed: asyncio.Future[None] = loop.create_future()
+    landed.set_result(None)
+    refused_future: asyncio.Future[None] = loop.create_future()
+    refused_future.set_exception(CorruptRecordException())
+    ok = [SentBatch(TopicKind.RUNS, 0, 1, landed), SentBatch("orders.due", 0, 1, landed)]
+    assert await acknowledged(ok, 10.0) is None
+    bad = [ok[0], SentBatch("orders.due", 0, 1, refused_future)]
+    refusal = await acknowledged(bad, 10.0)
+    assert refusal is not None and isinstance(refusal.error, CorruptRecordException)
