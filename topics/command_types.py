@@ -104,6 +104,20 @@ class Job:
     """The registered job name (``@job("billing.invoice_nightly")``)."""
     args: Mapping[str, Any]
     """Keyword arguments, any JSON object; ``{}`` when omitted."""
+    queue: str = "default"
+    """The worker queue its runs go to (`topics.queues`); ``default``: ``{ns}.runs``."""
+
+    def wire(self) -> dict[str, Any]:
+        """The job as every record carries it: ``queue`` only when not the default, so
+        a job that names no queue keeps the bytes it always had."""
+        args = self.args
+        found: dict[str, Any] = {
+            "name": self.name,
+            "args": args if type(args) is dict else dict(args),
+        }
+        if self.queue != "default":
+            found["queue"] = self.queue
+        return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,6 +73,7 @@ from topics.command_types import (
     ScheduleUpsert,
 )
 from topics.dag_graph import MAX_TASKS, GraphError, topological_order
+from topics.queues import DEFAULT_QUEUE, check_queue
 from topics.spec_compiler import CompiledSpec, NoSpecCompiler, SpecError
 from topics.targets import KAFKA_JOB, RESERVED_JOB_PREFIX, target_job
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
@@ -548,7 +549,7 @@ def _job(value: Any, path: str) -> Job:
     if value is None:
         raise FieldError(f'{path}: missing; say what runs, such as "job": {_EXAMPLE_JOB}')
     job = obj(value, path, _EXAMPLE_JOB)
-    check_keys(job, path, ("name", "args"))
+    check_keys(job, path, ("name", "args", "queue"))
     name = string(job.get("name"), f"{path}.name", max_chars=200)
     if name.startswith(RESERVED_JOB_PREFIX):
         raise FieldError(
@@ -556,7 +557,12 @@ def _job(value: Any, path: str) -> Job:
             ' own; to write a Kafka record or call a URL, give "target" instead of "job"'
         )
     args = job.get("args")
-    return Job(name, {} if args is None else obj(args, f"{path}.args", '{"customer": "c-42"}'))
+    queue = job.get("queue")
+    return Job(
+        name,
+        {} if args is None else obj(args, f"{path}.args", '{"customer": "c-42"}'),
+        DEFAULT_QUEUE if queue is None else check_queue(queue, f"{path}.queue"),
+    )
 
 
 def _misfire(value: Any) -> MisfirePolicy:

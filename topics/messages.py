@@ -29,6 +29,7 @@ import orjson
 
 from topics.command_types import Job
 from topics.covers import Covers, covers_from_message, covers_json, parse_covers
+from topics.queues import DEFAULT_QUEUE
 from topics.timefmt import format_ms, parse_instant
 from topics.vocabulary import FOLDED, RunStatus
 
@@ -168,7 +169,6 @@ def run_value(
     data_interval: tuple[int, int] | None = None,
 ) -> bytes:
     """The ``{ns}.runs`` value of one attempt."""
-    args = job.args
     record: dict[str, Any] = {
         "v": 1,
         "run_id": run_id,
@@ -176,7 +176,7 @@ def run_value(
         "scheduled_at": _format(scheduled_ms),
         "fired_at": _format(fired_ms),
         "attempt": attempt,
-        "job": {"name": job.name, "args": args if type(args) is dict else dict(args)},
+        "job": job.wire(),
         "idempotency_key": idempotency_key,
         "deadline": _format(deadline_ms),
     }
@@ -215,6 +215,7 @@ def _parse_run_fast(data: Any) -> Run:
         and type(job) is dict
         and type(job["name"]) is str
         and type(job.get("args", {})) is dict
+        and "queue" not in job
         and "logical_date" not in data
         and "data_interval" not in data
     ):
@@ -592,12 +593,11 @@ def dlq_value(
     dead_at_ms: int,
 ) -> bytes:
     """The ``{ns}.dlq`` value; ``attempts`` entries must be JSON objects (dicts)."""
-    args = job.args
     record: dict[str, Any] = {
         "v": 1,
         "run_id": run_id,
         "schedule_id": schedule_id,
-        "job": {"name": job.name, "args": args if type(args) is dict else dict(args)},
+        "job": job.wire(),
         "last_error": None
         if last_error is None
         else {"type": last_error["type"], "message": last_error["message"]},
@@ -761,7 +761,8 @@ class _Fields:
             raise ValueError(f"{self._what}.{name}: expected an object, got {value!r}")
         inner = _Fields.of(value, f"{self._what}.{name}")
         args = inner.optional_object("args")
-        return Job(inner.string("name"), {} if args is None else args)
+        queue = inner.optional_string("queue")
+        return Job(inner.string("name"), {} if args is None else args, queue or DEFAULT_QUEUE)
 
     def error(self, name: str) -> Mapping[str, str] | None:
         value = self.optional_object(name)

@@ -49,6 +49,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from topics.command_fields import FieldError, check_keys, clip, describe, integer, obj, string
+from topics.queues import QUEUE_TOPIC_INFIX
 
 KAFKA_JOB = "kafkron.kafka"
 HTTP_JOB = "kafkron.http"
@@ -350,6 +351,30 @@ class TargetTopics:
             return (
                 f"target topic {topic} does not exist (or this scheduler may not describe"
                 " it); create it, or grant the scheduler's principal Describe and Write on it"
+            )
+        return None
+
+    def queue_topic(self, queue: str) -> str:
+        """The topic of a (non-default) queue's runs: ``{ns}.runs.Q`` (`topics.queues`)."""
+        return f"{self.own_prefix}{QUEUE_TOPIC_INFIX}{queue}"
+
+    def queue_why_not(self, topic: str) -> str | None:
+        """None if the shard may write runs to queue topic ``topic`` now, else why not.
+
+        A queue's topic is one of the namespace's own (never an allowed *target*), but
+        it is created per queue by an operator, so the shard learns of it as of a
+        target topic: the runtime lists ``{ns}.runs.*`` into ``known`` and marks one
+        whose batch the broker refused in ``refused`` (docs/DESIGN.md §8.1).
+        """
+        refused = self.refused.get(topic)
+        if refused is not None:
+            return f"queue topic {topic} refused the last record written to it: {refused}"
+        if topic not in self.known:
+            return (
+                f"queue topic {topic} does not exist (or this scheduler may not describe"
+                f" it); create it (kafkron topics create --queue"
+                f" {topic[len(self.own_prefix) + len(QUEUE_TOPIC_INFIX) :]}) and grant the"
+                " schedulers Describe and Write on it (kafkron acl plan --queue)"
             )
         return None
 

@@ -46,6 +46,7 @@ COUNTERS = (
     "errors_total",
     "target_delivered_total",
     "target_refused_total",
+    "queue_refused_total",
 )
 """The counters of `ShardCore.stats`, in the order it lists them."""
 

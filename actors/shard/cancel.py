@@ -109,21 +109,24 @@ class RunCancels:
         )
 
     def request_cancel(self, state: ScheduleState, run: RunState, reason: str, now_ms: int) -> None:
-        """Ask the worker of the current attempt to stop it (the cancel record)."""
-        self._out.append(
-            OutRecord(
-                _RUNS,
-                state.key,
-                cancel_value(
-                    run_id=run.run_id,
-                    schedule_id=state.id,
-                    task=run.task,
-                    attempt=run.attempt,
-                    reason=reason,
-                    requested_ms=now_ms,
-                ),
-            )
+        """Ask the worker of the current attempt to stop it (the cancel record, on the
+        run's own topic and partition: its queue's, docs/DESIGN.md §8.1)."""
+        value = cancel_value(
+            run_id=run.run_id,
+            schedule_id=state.id,
+            task=run.task,
+            attempt=run.attempt,
+            reason=reason,
+            requested_ms=now_ms,
         )
+        queue = self._runs.queue_of(state, run)
+        if queue is None:
+            self._out.append(OutRecord(_RUNS, state.key, value))
+        # A queue topic that cannot take the cancel (gone, refused) cannot have a worker
+        # running the attempt either; the run is marked cancelled all the same, so the
+        # shard ends it `cancelled` at its deadline (`cancelled_unconfirmed`).
+        elif self._runs.queue_record(queue, state.key, value) is not None:
+            self._counts["queue_refused_total"] += 1
         run.cancel_reason = reason
         self._counts["cancel_requested_total"] += 1
         self._dirty[state.id] = state

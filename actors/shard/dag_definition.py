@@ -45,6 +45,7 @@ from topics.commands import (
     RetryPolicy,
 )
 from topics.dag_graph import topological_order
+from topics.queues import DEFAULT_QUEUE
 from topics.timefmt import format_ms, parse_instant
 from topics.vocabulary import OverlapPolicy
 
@@ -172,7 +173,7 @@ def dag_definition_doc(command: DagUpsert) -> dict[str, Any]:
         "max_active_runs": command.max_active_runs,
         "tasks": {
             name: {
-                "job": {"name": task.job.name, "args": dict(task.job.args)},
+                "job": task.job.wire(),
                 "after": list(task.after),
                 "retry": _retry_doc(task.retry),
                 "timeout_s": task.timeout_s,
@@ -215,7 +216,9 @@ def restored_dag_definition(schedule_id: str, doc: Mapping[str, Any]) -> DagDefi
     for name, task in doc["tasks"].items():
         retry = task["retry"]
         tasks[name] = DagTask(
-            job=Job(task["job"]["name"], task["job"]["args"]),
+            job=Job(
+                task["job"]["name"], task["job"]["args"], task["job"].get("queue", DEFAULT_QUEUE)
+            ),
             after=tuple(task["after"]),
             retry=RetryPolicy(
                 max_attempts=retry["max_attempts"],

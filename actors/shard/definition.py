@@ -24,6 +24,7 @@ import orjson
 
 from actors.timespec import CompiledSpec, compile_spec
 from topics.commands import Job, MisfirePolicy, RetryPolicy, ScheduleUpsert
+from topics.queues import DEFAULT_QUEUE
 from topics.targets import KAFKA_JOB, KafkaDelivery
 from topics.timefmt import format_ms, parse_instant
 from topics.vocabulary import JitterMode, MisfireMode, OverlapPolicy
@@ -47,6 +48,7 @@ class Definition:
         "max_runs",
         "misfire",
         "overlap",
+        "queue",
         "retry",
         "timeout_ms",
         "timeout_s",
@@ -76,6 +78,8 @@ class Definition:
         self.is_at = is_at  # a one-off: created late (within grace), it still fires
         # A Kafka target's record, made ready once: the shard writes it instead of a run.
         self.delivery = KafkaDelivery.of(job.args) if job.name == KAFKA_JOB else None
+        # The job's queue, None for the default one: the herd's path tests this alone.
+        self.queue: str | None = None if job.queue == DEFAULT_QUEUE else job.queue
         self._job_json: orjson.Fragment | None = None
         self._job_text: str | None = None
         self._fire_parts: FireParts | None = None
@@ -92,10 +96,7 @@ class Definition:
         """`job_json` as text."""
         found = self._job_text
         if found is None:
-            args = self.job.args
-            found = self._job_text = orjson.dumps(
-                {"name": self.job.name, "args": args if type(args) is dict else dict(args)}
-            ).decode()
+            found = self._job_text = orjson.dumps(self.job.wire()).decode()
         return found
 
     def fire_parts(self, now_ms: int) -> FireParts:
@@ -148,7 +149,7 @@ def definition_doc(command: ScheduleUpsert) -> dict[str, Any]:
     misfire = command.misfire
     doc: dict[str, Any] = {
         "spec": dict(command.spec),
-        "job": {"name": command.job.name, "args": dict(command.job.args)},
+        "job": command.job.wire(),
         "misfire": {
             "policy": misfire.policy,
             "grace_s": misfire.grace_s,
@@ -244,7 +245,7 @@ def restored_schedule_definition(
     retry, job, misfire = doc["retry"], doc["job"], doc["misfire"]
     definition = Definition(
         compiled=compiled,
-        job=Job(job["name"], job["args"]),
+        job=Job(job["name"], job["args"], job.get("queue", DEFAULT_QUEUE)),
         misfire=MisfirePolicy(
             MisfireMode(misfire["policy"]), misfire["grace_s"], misfire["catch_up_max"]
         ),

@@ -40,10 +40,17 @@ from topics.covers import Covers
 from topics.deadlines import TIMEOUT_MARGIN_MS as TIMEOUT_MARGIN_MS
 from topics.messages import dlq_value, result_value, retry_after_ms, run_id_for, run_value
 from topics.names import TopicKind
-from topics.records import OutRecord
+from topics.partitioner import murmur2_partition
+from topics.queues import DEFAULT_QUEUE
+from topics.records import OutRecord, TargetRecord
 from topics.targets import KAFKA_JOB, KafkaDelivery, TargetTopics, refusal_of
 from topics.timefmt import format_ms
 from topics.vocabulary import MisfireMode, OverlapPolicy, RunStatus
+
+# An attempt its queue's topic could not take (`RunBook.queue_refused`).
+QUEUE_REFUSED_ERROR = "QueueRefused"
+# A record's framing in a batch of its own (as `actors.shard.delivery`'s).
+QUEUE_FRAMING_BYTES = 128
 
 # When emitting a retry failed (a bug), how long until the shard tries it again.
 RETRY_AFTER_ERROR_MS = 60_000
@@ -220,11 +227,13 @@ class RunBook:
         try:
             run.attempt += 1
             try:
-                self._emit_attempt(state, run, now_ms)
+                refused = self._emit_attempt(state, run, now_ms)
             except BaseException:
                 run.attempt -= 1  # not emitted: the same attempt is tried again later
                 raise
             self._counts["retries_total"] += 1
+            if refused is not None:
+                self.queue_refused(state, run, now_ms, refused)
         finally:
             if not run.pending and (state._runs or {}).get(run.run_id) is run:
                 self._wheel.arm(run, now_ms + RETRY_AFTER_ERROR_MS)  # never stuck
@@ -351,7 +360,12 @@ class RunBook:
         run = RunState(state, run_id, scheduled_ms, None, 1, 1)
         run.fired_ms = now_ms
         run.deadline_ms = deadline_ms = parts.deadline_ms
-        self._out.append(OutRecord(_RUNS, schedule_id.encode(), value))
+        queue = definition.queue
+        refused = None
+        if queue is None:
+            self._out.append(OutRecord(_RUNS, schedule_id.encode(), value))
+        else:
+            refused = self.queue_record(queue, state.key, value)
         self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)
         runs[run_id] = run
         self.in_flight += 1
@@ -361,8 +375,46 @@ class RunBook:
         self._counts["fired_total"] += 1
         if definition.max_runs is not None and not buffered:
             self._counted(state, definition.max_runs)
+        if refused is not None:
+            self.queue_refused(state, run, now_ms, refused)
 
-    def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+    def queue_record(self, queue: str, key: bytes, value: bytes) -> str | None:
+        """Append the run (or cancel) record ``value`` to ``queue``'s topic, keyed like
+        every record of its schedule; or, without appending anything, the reason it
+        cannot be written (docs/DESIGN.md §8.1).
+
+        The partition is chosen here (murmur2 of the key, as for ``{ns}.runs``), from
+        the queue topic's partition count in the runtime's snapshot, so a run and its
+        cancel records land on one partition of one topic, in order (§6.6)."""
+        targets = self.targets
+        topic = targets.queue_topic(queue)
+        why = targets.queue_why_not(topic)
+        if why is not None:
+            return why
+        known = targets.known[topic]
+        size = len(value) + len(key) + QUEUE_FRAMING_BYTES
+        if known.max_message_bytes is not None and size > known.max_message_bytes:
+            return (
+                f"run record of {size} bytes with framing is larger than {topic} accepts"
+                f" ({known.max_message_bytes}, max.message.bytes)"
+            )
+        self._out.append(TargetRecord(topic, key, value, murmur2_partition(key, known.partitions)))
+        return None
+
+    def queue_refused(self, state: ScheduleState, run: RunState, now_ms: int, why: str) -> None:
+        """The attempt just put in flight could not be written to its queue's topic: it
+        fails at once (a ``failed`` result, `QUEUE_REFUSED_ERROR`), and the retry policy
+        decides as for any failed attempt: a later attempt finds the topic once it is
+        created, the last one goes to the DLQ. Nothing of the turn is held back."""
+        error = {"type": QUEUE_REFUSED_ERROR, "message": why}
+        self.run_result(run, RunStatus.FAILED, now_ms, error)
+        self._counts["queue_refused_total"] += 1
+        self.attempt_failed(state, run, now_ms, RunStatus.FAILED, error, self.worker)
+        self._dirty[state.id] = state
+
+    def _emit_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> str | None:
+        """Emit ``run``'s current attempt; the reason if its queue's topic refused it
+        (the caller fails the attempt with `queue_refused` once the run is in flight)."""
         run_id = run.run_id
         # The value is built before any change to the run: if it raises, none happened.
         if run.task is None:  # `run_value`'s very bytes, from the definition's parts
@@ -395,8 +447,14 @@ class RunBook:
         run.fired_ms = now_ms
         run.deadline_ms = deadline_ms
         run.retry_ms = None
-        self._out.append(OutRecord(_RUNS, state.key, value))
+        queue = state.definition.queue if run.task is None else job.queue
+        refused = None
+        if queue is None or queue == DEFAULT_QUEUE:
+            self._out.append(OutRecord(_RUNS, state.key, value))
+        else:
+            refused = self.queue_record(queue, state.key, value)
         self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)  # moves a pending one
+        return refused
 
     def start_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
         """Put ``run`` in flight at its attempt (a replay, a DAG task); the attempt is
@@ -406,15 +464,24 @@ class RunBook:
         if delivery is not None:
             self._deliver(state, run.run_id, run.scheduled_ms, run.attempt, now_ms, delivery)
             return
-        self._emit_attempt(state, run, now_ms)
+        refused = self._emit_attempt(state, run, now_ms)
         state.runs[run.run_id] = run
         self.in_flight += 1
+        if refused is not None:
+            self.queue_refused(state, run, now_ms, refused)
 
     def target_refusal(self, job: Job, state: ScheduleState | None) -> str | None:
         """Why an upsert of ``job`` is refused for its Kafka target, else None: a topic
         the namespace does not allow (known at once, unlike a missing topic, which a
         fire reports: it may be created before then), or runs of a job in flight (their
         retries would go to workers as the target's carrier job)."""
+        if state is not None and state._runs and state.definition.job.queue != job.queue:
+            # Its runs' cancel records must follow them to the topic they are on (§6.6).
+            return (
+                f"job.queue: schedule {state.id!r} has {len(state._runs)} run(s) in flight on"
+                f" queue {state.definition.job.queue!r}; a queue cannot change under them:"
+                " wait for them to end (or cancel them), then send the upsert again"
+            )
         if job.name != KAFKA_JOB:
             return None
         if state is not None and state._runs and state.definition.delivery is None:
@@ -515,6 +582,13 @@ class RunBook:
         for run in state.runs.values():
             wheel.cancel(run)
         self.in_flight -= len(state.runs)
+
+    def queue_of(self, state: ScheduleState, run: RunState) -> str | None:
+        """The queue of ``run``'s attempts, None for the default one."""
+        if run.task is None:
+            return state.definition.queue
+        queue = self._dags.task_policy(state, run)[0].queue
+        return None if queue == DEFAULT_QUEUE else queue
 
     def _policy_of(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
         """The job, timeout (ms) and retry policy of a run. (DAG tasks: per task.)"""

@@ -1,0 +1,55 @@
+"""Worker queues: which pool of workers a run goes to (docs/DESIGN.md §8.1).
+
+A job names its queue (``"job": {"name": ..., "queue": "gpu"}``); without one it is
+in `DEFAULT_QUEUE`. The default queue's runs go to ``{ns}.runs`` as they always
+did, so nothing changes for a namespace that names no queue. Queue Q's runs go to
+``{ns}.runs.Q``, which an operator creates (``kafkron topics create --queue Q``)
+and which only the workers started with ``--queue Q`` read, as consumer group
+``{ns}-workers.Q``, committing with transactional ids ``{ns}.worker.Q.{p}``.
+
+A queue name is 1-`MAX_QUEUE_CHARS` letters, digits, ``_`` or ``-``: no ``.``, so
+the transactional ids of queue Q (``{ns}.worker.Q.{p}``, two parts after
+``worker.``) can never be those of the default queue (``{ns}.worker.{p}``, one
+part) nor of another queue, and ``{ns}.runs.Q`` is a Kafka topic name.
+"""
+
+from __future__ import annotations
+
+import re
+
+from topics.command_fields import FieldError, describe, string
+
+DEFAULT_QUEUE = "default"
+MAX_QUEUE_CHARS = 100
+_QUEUE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+QUEUE_TOPIC_INFIX = "runs."
+"""Queue Q's topic is ``{ns}.runs.Q``: ``{ns}.`` + this + Q."""
+
+
+def check_queue(value: object, path: str = "queue") -> str:
+    """A valid queue name; `FieldError` naming ``path`` otherwise."""
+    name = string(value, path, max_chars=MAX_QUEUE_CHARS)
+    if not _QUEUE.fullmatch(name):
+        raise FieldError(
+            f"{path}: {describe(name)} is not a queue name (1-{MAX_QUEUE_CHARS} letters,"
+            " digits, '_' or '-'; no '.')"
+        )
+    return name
+
+
+def queue_topic(namespace: str, queue: str) -> str:
+    """The topic of ``queue``'s runs: ``{ns}.runs`` for the default queue."""
+    if queue == DEFAULT_QUEUE:
+        return f"{namespace}.runs"
+    return f"{namespace}.{QUEUE_TOPIC_INFIX}{queue}"
+
+
+def queue_of_topic(namespace: str, topic: str) -> str | None:
+    """The queue whose runs ``topic`` carries, or None if it is no runs topic of ours."""
+    if topic == f"{namespace}.runs":
+        return DEFAULT_QUEUE
+    prefix = f"{namespace}.{QUEUE_TOPIC_INFIX}"
+    if topic.startswith(prefix) and _QUEUE.fullmatch(topic[len(prefix) :]):
+        name = topic[len(prefix) :]
+        return None if name == DEFAULT_QUEUE else name
+    return None
