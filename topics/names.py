@@ -4,7 +4,8 @@
 (default ``127.0.0.1:9092``) names the brokers. Tests give each case its own
 namespace so they never see each other's records.
 
-Transactional ids are ``{ns}.shard.{p}`` and ``{ns}.worker.{p}``: the ``.`` after the
+Transactional ids are ``{ns}.shard.{p}`` and ``{ns}.worker.{p}`` (``{ns}.worker.Q.{p}``
+for worker queue Q, `topics.queues`): the ``.`` after the
 namespace is a character no namespace may contain, so the prefix ACL
 ``{ns}.worker.`` names one tenant's ids and nobody else's (topics/acl_plan.py says
 why the ``-`` of 0.1 did not). `KAFKRON_TRANSACTIONAL_IDS` (`TxnIds`) carries a
@@ -15,8 +16,10 @@ live owners of a partition (README, "Upgrading the transactional ids").
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
+
+from topics.queues import DEFAULT_QUEUE, queue_topic
 
 DEFAULT_NAMESPACE = "kafkron"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -64,9 +67,19 @@ class Settings:
     namespace: str = DEFAULT_NAMESPACE
     bootstrap: str = DEFAULT_BOOTSTRAP
     txn_ids: TxnIds = TxnIds.TENANT
+    queue: str = DEFAULT_QUEUE
+    """The worker queue a worker's settings serve (`for_queue`); every other process
+    keeps the default. It names the runs topic, the worker group and the worker
+    transactional ids (`topics.queues`); the other topics are the namespace's."""
 
     def topic(self, kind: TopicKind) -> str:
+        if kind is TopicKind.RUNS and self.queue != DEFAULT_QUEUE:
+            return queue_topic(self.namespace, self.queue)
         return f"{self.namespace}.{kind.value}"
+
+    def for_queue(self, queue: str) -> Settings:
+        """These settings as a worker of ``queue`` uses them."""
+        return replace(self, queue=queue)
 
     @property
     def scheduler_group(self) -> str:
@@ -74,6 +87,10 @@ class Settings:
 
     @property
     def worker_group(self) -> str:
+        """``{ns}-workers``; ``{ns}-workers.Q`` for queue Q: one group per queue, so a
+        rebalance of one queue's workers never stops another queue's."""
+        if self.queue != DEFAULT_QUEUE:
+            return f"{self.namespace}-workers.{self.queue}"
         return f"{self.namespace}-workers"
 
     @property
@@ -95,6 +112,10 @@ class Settings:
         fenced too, so whichever form the previous owner (or a paused zombie of it)
         holds, the new owner's adoption bumps its epoch before anything is read.
         """
+        if role == "worker" and self.queue != DEFAULT_QUEUE:
+            # A queue is newer than 0.1's ids: it has the tenant form only. No '.' in a
+            # queue name, so ``{ns}.worker.Q.{p}`` is never another queue's nor ``{ns}.worker.{p}``.
+            return (f"{self.namespace}.worker.{self.queue}.{partition}",)
         tenant = f"{self.namespace}.{role}.{partition}"
         legacy = f"{self.namespace}-{role}-{partition}"
         if self.txn_ids is TxnIds.LEGACY:

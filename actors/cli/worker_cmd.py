@@ -21,7 +21,9 @@ from actors.worker.registry import REGISTRY, load_job_modules
 from actors.worker.runtime import WorkerOptions, WorkerRuntime, default_worker_id
 from actors.worker.secrets import SecretError, Secrets
 from topics.closing import bounded
+from topics.command_fields import FieldError
 from topics.names import Settings, TopicKind
+from topics.queues import DEFAULT_QUEUE, check_queue
 from topics.targets import HTTP_JOB
 
 # After the drain: the jobs' cancellation, the last commits and the closes, each
@@ -32,9 +34,12 @@ _EPILOG = """\
 examples:
   kafkron worker --jobs actors.examples.billing.jobs
   kafkron worker --jobs actors.examples.billing.jobs,myapp.jobs --concurrency 16
+  kafkron worker --jobs myapp.gpu_jobs --queue gpu --queue gpu-large
   kafkron worker --http-only --secrets /etc/kafkron/secrets.env --http-allow 10.1.2.0/24
 
-Joins the consumer group {ns}-workers on {ns}.runs; start as many workers as you
+Joins the consumer group {ns}-workers on {ns}.runs (with --queue Q: the group
+{ns}-workers.Q on {ns}.runs.Q, per queue named, each with its own --concurrency
+slots); start as many workers as you
 like, the group shares the partitions among them. Each run's result and its offset
 are committed in one transaction, so a run whose result is visible is never run
 again by this group, and a run whose worker died is run again (at least once):
@@ -120,6 +125,14 @@ def register(subparsers: Any) -> None:
         help="cancel all jobs after N heartbeat intervals without reaching the group "
         "coordinator (default 3; 0: never, rely on fencing alone)",
     )
+    parser.add_argument(
+        "--queue",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="serve only this worker queue's runs (repeatable; default: the default queue,"
+        " {ns}.runs); queue Q is {ns}.runs.Q, created by kafkron topics create --queue Q",
+    )
     parser.add_argument("--worker-id", default=None, help="name in results (default HOST:PID)")
     observe_args.add_arguments(parser)
     parser.set_defaults(func=run)
@@ -170,14 +183,23 @@ def run(args: argparse.Namespace) -> int:
         lease_loss_heartbeats=args.lease_loss_heartbeats,
         worker_id=args.worker_id or default_worker_id(),
     )
-    settings = Settings.from_env()
-    # The worker's principal may describe only its own topics (runs in, results out).
-    if not guard("worker", settings, (TopicKind.RUNS, TopicKind.RESULTS)):
-        return 1
-    runtime = WorkerRuntime(settings, registry, options)
+    try:
+        queues = tuple(dict.fromkeys(check_queue(q, "--queue") for q in args.queue))
+    except FieldError as exc:
+        return output.fail("worker", str(exc), 2)
+    base = Settings.from_env()
+    runtimes = []
+    for queue in queues or (DEFAULT_QUEUE,):
+        # One runtime per queue: its own group, consumer, producers and slots, so the
+        # queues' partitions, offsets and rebalances never mix (docs/DESIGN.md §8.1).
+        settings = base.for_queue(queue)
+        # The worker's principal may describe only its own topics (runs in, results out).
+        if not guard("worker", settings, (TopicKind.RUNS, TopicKind.RESULTS)):
+            return 1
+        runtimes.append(WorkerRuntime(settings, registry, options))
     tune_for_throughput()  # the process's own policy: imports and jobs loaded, now run
     try:
-        run_main(_serve(runtime, port, targets))
+        run_main(_serve(runtimes, port, targets))
     except asyncio.CancelledError:  # a second SIGINT/SIGTERM: stopped without draining
         return 130
     except MetricsError as exc:
@@ -186,8 +208,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(
-    runtime: WorkerRuntime, metrics_port: int | None, targets: HttpTargets | None = None
+    runtimes: list[WorkerRuntime], metrics_port: int | None, targets: HttpTargets | None = None
 ) -> None:
+    runtime = runtimes[0]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -203,15 +226,19 @@ async def _serve(
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, request_stop)
-    settings = runtime.settings
-    sampler = LagSampler(settings, settings.worker_group, [settings.topic(TopicKind.RUNS)])
+    groups = [(r.settings.worker_group, [r.settings.topic(TopicKind.RUNS)]) for r in runtimes]
+    sampler = LagSampler(runtime.settings, *groups[0], more=groups[1:])
     # The deadline stays armed to the end: the interpreter's exit joins job
     # threads, and a sync job that ignored its cancel would hold the process up.
     try:
-        async with observe_args.maybe_serve_metrics(
-            metrics_port, [WorkerCollector(runtime)], [sampler]
+        # A runtime that fails takes the others down with it (the process exits and
+        # its queues' partitions go to other workers), never half a worker.
+        async with (
+            observe_args.maybe_serve_metrics(metrics_port, [WorkerCollector(runtimes)], [sampler]),
+            asyncio.TaskGroup() as group,
         ):
-            await runtime.run(stop)
+            for each in runtimes:
+                group.create_task(each.run(stop))
     finally:
         if targets is not None:  # its connections, after the last request
             await bounded(targets.close(), "closing the HTTP targets")

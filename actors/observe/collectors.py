@@ -8,7 +8,7 @@ Names come from `actors.observe.metrics`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import (
@@ -173,18 +173,22 @@ _WORKER_COUNTERS: tuple[tuple[str, str, str], ...] = (
 
 
 class WorkerCollector(Collector):
-    """Slots, queue and counters of a `WorkerRuntime`."""
+    """Slots, queue and counters of a worker process: of its `WorkerRuntime`, or summed
+    over its runtimes, one per queue it serves (``--queue``)."""
 
-    def __init__(self, runtime: WorkerRuntime) -> None:
-        self._runtime = runtime
+    def __init__(self, runtime: WorkerRuntime | Sequence[WorkerRuntime]) -> None:
+        self._runtimes = (runtime,) if not isinstance(runtime, Sequence) else tuple(runtime)
 
     def collect(self) -> Iterable[Metric]:
-        runtime = self._runtime
-        stats = runtime.stats()
+        stats: dict[str, int] = {}
+        for runtime in self._runtimes:
+            for key, value in runtime.stats().items():
+                if isinstance(value, int | float):
+                    stats[key] = stats.get(key, 0) + int(value)
         yield GaugeMetricFamily(
             m.WORKER_SLOTS,
-            "Jobs this worker runs at once (--concurrency).",
-            value=runtime.options.concurrency,
+            "Jobs this worker runs at once (--concurrency, per queue served).",
+            value=sum(r.options.concurrency for r in self._runtimes),
         )
         yield GaugeMetricFamily(m.WORKER_SLOTS_BUSY, "Jobs running now.", value=stats["running"])
         yield GaugeMetricFamily(

@@ -43,13 +43,21 @@ SAMPLE_TIMEOUT_S = 5.0
 class LagSampler(Collector):
     """``kafkron_consumer_lag_records{group, topic, partition}`` of one group's topics."""
 
-    def __init__(self, settings: Settings, group: str, topics: Sequence[str]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        group: str,
+        topics: Sequence[str],
+        more: Sequence[tuple[str, Sequence[str]]] = (),
+    ) -> None:
+        """``more``: further (group, topics) sampled the same way (a worker serving
+        several queues has one group per queue; one family must list them all)."""
         self._settings = settings
         self._group = group
-        self._topics = tuple(topics)
+        self._groups = ((group, tuple(topics)), *((g, tuple(t)) for g, t in more))
         self._admin: AIOKafkaAdminClient | None = None
         self._consumer: AIOKafkaConsumer | None = None
-        self._lag: dict[TopicPartition, int] = {}
+        self._lag: dict[tuple[str, TopicPartition], int] = {}
         self._sampled_at = -MIN_INTERVAL_S
         self._lock = asyncio.Lock()
 
@@ -66,7 +74,7 @@ class LagSampler(Collector):
                 return
             self._sampled_at = time.monotonic()
 
-    async def _sample(self) -> dict[TopicPartition, int]:
+    async def _sample(self) -> dict[tuple[str, TopicPartition], int]:
         if self._admin is None or self._consumer is None:
             admin = AIOKafkaAdminClient(**admin_kwargs(self._settings, f"{self._group}-lag"))
             consumer = AIOKafkaConsumer(**consumer_kwargs(self._settings, f"{self._group}-lag"))
@@ -78,24 +86,25 @@ class LagSampler(Collector):
                 raise
             self._admin, self._consumer = admin, consumer
         cluster = await self._consumer._client.fetch_all_metadata()
-        tps = [
-            TopicPartition(topic, p)
-            for topic in self._topics
-            for p in sorted(cluster.partitions_for_topic(topic) or ())
-        ]
-        if not tps:
-            return {}
-        # Named partitions, so a coordinator that answers nothing (loading its
-        # offsets, moved) raises rather than reading as "never committed": that
-        # would report each partition's whole length as lag, a false alert.
-        committed = await fetch_committed(self._admin, self._group, tps)
-        ends = await self._consumer.end_offsets(tps)
-        begins = await self._consumer.beginning_offsets(tps)
-        lag: dict[TopicPartition, int] = {}
-        for tp in tps:
-            done = committed[tp]
-            position = begins[tp] if done is None else done.offset
-            lag[tp] = max(0, ends[tp] - position)
+        lag: dict[tuple[str, TopicPartition], int] = {}
+        for group, topics in self._groups:
+            tps = [
+                TopicPartition(topic, p)
+                for topic in topics
+                for p in sorted(cluster.partitions_for_topic(topic) or ())
+            ]
+            if not tps:
+                continue
+            # Named partitions, so a coordinator that answers nothing (loading its
+            # offsets, moved) raises rather than reading as "never committed": that
+            # would report each partition's whole length as lag, a false alert.
+            committed = await fetch_committed(self._admin, group, tps)
+            ends = await self._consumer.end_offsets(tps)
+            begins = await self._consumer.beginning_offsets(tps)
+            for tp in tps:
+                done = committed[tp]
+                position = begins[tp] if done is None else done.offset
+                lag[group, tp] = max(0, ends[tp] - position)
         return lag
 
     def collect(self) -> Iterable[Metric]:
@@ -105,8 +114,8 @@ class LagSampler(Collector):
             " (read_committed end offset minus committed offset).",
             labels=["group", "topic", "partition"],
         )
-        for tp, lag in sorted(self._lag.items()):
-            family.add_metric([self._group, tp.topic, str(tp.partition)], lag)
+        for (group, tp), lag in sorted(self._lag.items()):
+            family.add_metric([group, tp.topic, str(tp.partition)], lag)
         yield family
 
     async def close(self) -> None:

@@ -366,8 +366,6 @@ class SchedulerRuntime:
     async def _refresh_targets(self) -> None:
         """Read the allowed target topics again and hand every core the new view."""
         self._targets_due_s = time.monotonic() + TARGETS_REFRESH_S
-        if not self._targets.allowed:
-            return
         try:
             await self._targets.refresh(self.settings)
         except Exception as exc:  # keep what we knew; the next refresh asks again
@@ -394,7 +392,7 @@ class SchedulerRuntime:
         max_records = self.options.max_batch
         machine = self.machine
         while not stop.is_set():
-            if self._targets.allowed and time.monotonic() >= self._targets_due_s:
+            if time.monotonic() >= self._targets_due_s:  # targets and queue topics
                 self._targets_due_s = time.monotonic() + TARGETS_REFRESH_S
                 self._spawn(self._refresh_targets())
             async with self._lock:
@@ -466,8 +464,8 @@ class SchedulerRuntime:
         if refused_seen:
             # A topic may have been changed under us: learn its limits before rebuilding.
             self._spawn(self._refresh_limits())
-        if any(isinstance(o, BaseException) for o in outcomes) and self._targets.allowed:
-            self._spawn(self._refresh_targets())  # a target topic may have gone
+        if any(isinstance(o, BaseException) for o in outcomes):
+            self._spawn(self._refresh_targets())  # a target or queue topic may have gone
 
     async def _write(self, write: Write) -> Any:
         runner = self._runners.get(write.partition)

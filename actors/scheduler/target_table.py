@@ -11,6 +11,9 @@ like time); this is the runtime side that keeps it current:
 - ``known``: partitions and ``max.message.bytes`` of each allowed topic that exists,
   read with the admin client at start, every `REFRESH_S`, and at once after a
   refusal. A topic the broker will not describe to this principal counts as absent.
+- queue topics (``{ns}.runs.Q``, docs/DESIGN.md §8.1) are read into ``known`` and
+  marked ``refused`` the same way, whatever ``allowed`` says: a missing or refused
+  queue topic fails its attempts visibly instead of failing the shard's turns.
 - ``refused``: a target topic whose batch the broker refused inside a transaction,
   or did not acknowledge by its deadline (`actors.scheduler.target_acks`); the
   transaction was aborted and the shard is rebuilt: nothing of it committed. For a
@@ -53,6 +56,7 @@ from actors.scheduler.limits import BROKER_DEFAULT_BYTES, MAX_MESSAGE_BYTES
 from actors.scheduler.writer import BatchRefused, TargetUnacknowledged
 from topics.admin import admin_client, describe_topics
 from topics.names import Settings, TopicKind
+from topics.queues import DEFAULT_QUEUE, queue_of_topic
 from topics.targets import TargetTopic, TargetTopics, allowed, check_pattern
 
 log = logging.getLogger("kafkron.scheduler")
@@ -109,13 +113,15 @@ class TargetTable:
             self.strikes.pop(topic, None)
 
     async def refresh(self, settings: Settings) -> None:
-        """Read the allowed topics' partitions and limits (keeps what it knew on error)."""
-        if not self.allowed:
-            self.known = {}
-            return
+        """Read the allowed topics' and the queue topics' partitions and limits (keeps
+        what it knew on error)."""
         own = f"{self.namespace}."
         async with admin_client(settings) as admin:
-            names = [t for t in await admin.list_topics() if allowed(t, self.allowed, own)]
+            names = [
+                t
+                for t in await admin.list_topics()
+                if allowed(t, self.allowed, own) or is_queue_topic(self.namespace, t)
+            ]
             described = await describe_topics(admin, names) if names else []
             counts = {
                 topic["topic"]: len(topic["partitions"])
@@ -139,7 +145,8 @@ class TargetTable:
 
 
 def refused_target(exc: BaseException, namespace: str) -> tuple[str, str] | None:
-    """(target topic, the broker's reason) if ``exc`` is a refusal naming a target topic:
+    """(target or queue topic, the broker's reason) if ``exc`` is a refusal naming a
+    target topic or a queue's topic (``{ns}.runs.Q``, `topics.queues`):
     a batch to it refused, or the transaction refused Write on it (aiokafka fails the
     whole transaction with the unauthorized topics when it adds their partitions)."""
     own = f"{namespace}."
@@ -153,7 +160,12 @@ def refused_target(exc: BaseException, namespace: str) -> tuple[str, str] | None
         if isinstance(seen, TargetUnacknowledged):  # kept out of the transaction
             return seen.topic, f"{type(seen).__name__}: {seen}"
         if isinstance(seen, TopicAuthorizationFailedError):
-            named = [a for arg in seen.args for a in _names(arg) if not a.startswith(own)]
+            named = [
+                a
+                for arg in seen.args
+                for a in _names(arg)
+                if not a.startswith(own) or is_queue_topic(namespace, a)
+            ]
             if named:
                 return named[0], "not authorized: the scheduler's principal may not Write it"
         seen = seen.__cause__ or seen.__context__
@@ -192,6 +204,11 @@ _TOPICS_FAULTS: tuple[type[BaseException], ...] = (
     UnknownError,
     TargetUnacknowledged,
 )
+
+
+def is_queue_topic(namespace: str, topic: str) -> bool:
+    """A (non-default) queue's runs topic: the shard learns of those as of targets."""
+    return queue_of_topic(namespace, topic) not in (None, DEFAULT_QUEUE)
 
 
 def _topics_fault(error: BaseException) -> bool:
