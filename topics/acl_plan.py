@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from topics.names import Settings, TopicKind
+from topics.queues import DEFAULT_QUEUE
 from topics.targets import check_pattern
 
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
@@ -145,11 +146,21 @@ def target_acls(target_topics: Sequence[str], namespace: str) -> list[Acl]:
     return acls
 
 
-def plan(role: Role, namespace: str, target_topics: Sequence[str] = ()) -> tuple[Acl, ...]:
+def plan(
+    role: Role, namespace: str, target_topics: Sequence[str] = (), queues: Sequence[str] = ()
+) -> tuple[Acl, ...]:
     """Every ALLOW ACL `role` needs in `namespace`, sorted, without duplicates; a
-    scheduler's also cover `target_topics` (`target_acls`), which no other role uses."""
+    scheduler's also cover `target_topics` (`target_acls`), which no other role uses.
+
+    ``queues``: worker queues (`topics.queues`), granted one by one (literal names,
+    never a prefix: a worker of one queue reads that queue's topic and no other's).
+    The scheduler writes and describes each queue's topic; a worker given queues
+    reads those topics in their groups instead of ``{ns}.runs`` (name ``default``
+    to keep it); the recorder and the viewer read them too."""
     s = Settings(namespace=check_namespace(namespace))
     k = TopicKind
+    named = [Settings(namespace=s.namespace, queue=q) for q in dict.fromkeys(queues)]
+    extra = [q for q in named if q.queue != DEFAULT_QUEUE]
     read, write, describe = Operation.READ, Operation.WRITE, Operation.DESCRIBE
     acls: list[Acl] = []
     if role is Role.SCHEDULER:
@@ -160,15 +171,21 @@ def plan(role: Role, namespace: str, target_topics: Sequence[str] = ()) -> tuple
         acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.scheduler_group, read))
         acls += _txn(txn_prefix(s.namespace, "shard"))
         acls += target_acls(target_topics, s.namespace)
+        for q in extra:
+            acls += _topics(q, (k.RUNS,), write, describe, Operation.DESCRIBE_CONFIGS)
     elif role is Role.WORKER:
-        acls += _topics(s, (k.RUNS,), read)
+        for q in named or [s]:
+            acls += _topics(q, (k.RUNS,), read)
+            acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, q.worker_group, read))
         acls += _topics(s, (k.RESULTS,), write)
-        acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.worker_group, read))
+        # ``{ns}.worker.`` covers every queue's ids too: ``{ns}.worker.Q.{p}``.
         acls += _txn(txn_prefix(s.namespace, "worker"))
     elif role is Role.RECORDER:
         # The changelog too: each schedule's definitions over time, for the audit.
         acls += _topics(s, (k.RUNS, k.RESULTS, k.DLQ, k.REJECTED, k.SCHEDULES), read)
         acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.recorder_group, read))
+        for q in extra:
+            acls += _topics(q, (k.RUNS,), read)
     elif role is Role.SUBMITTER:
         acls += _topics(s, (k.COMMANDS,), write)
         acls += _topics(s, (k.REJECTED,), read)
@@ -176,6 +193,9 @@ def plan(role: Role, namespace: str, target_topics: Sequence[str] = ()) -> tuple
         acls += _topics(s, tuple(k), read)
         for group in (s.scheduler_group, s.worker_group, s.recorder_group):
             acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, group, describe))
+        for q in extra:
+            acls += _topics(q, (k.RUNS,), read)
+            acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, q.worker_group, describe))
     return tuple(sorted(set(acls)))
 
 
@@ -277,12 +297,13 @@ def shell_commands(
     *,
     remove: bool = False,
     target_topics: Sequence[str] = (),
+    queues: Sequence[str] = (),
 ) -> list[str]:
     """What a Kafka admin runs with Kafka's own scripts to grant `role` to `principal`
     (`acls`, default the role's whole plan with `target_topics`; `remove`: to take
     them away instead)."""
     lines = []
-    whole = plan(role, namespace, target_topics)
+    whole = plan(role, namespace, target_topics, queues)
     for command in commands(whole if acls is None else acls):
         args = command.arguments(principal)
         if remove:
@@ -301,13 +322,13 @@ def _quote(arg: str) -> str:
 
 
 def table_rows(
-    namespace: str, target_topics: Sequence[str] = ()
+    namespace: str, target_topics: Sequence[str] = (), queues: Sequence[str] = ()
 ) -> list[tuple[str, str, str, str, str]]:
     """(role, resource type, pattern, name, operations) per resource, for the table."""
     rows: list[tuple[str, str, str, str, str]] = []
     for role in Role:
         by_resource: dict[tuple[ResourceType, PatternType, str], list[str]] = {}
-        for acl in plan(role, namespace, target_topics):
+        for acl in plan(role, namespace, target_topics, queues):
             by_resource.setdefault((acl.resource, acl.pattern, acl.name), []).append(
                 acl.operation.value
             )

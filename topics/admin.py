@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ from topics import guarantees
 from topics.clients import admin_kwargs
 from topics.closing import bounded
 from topics.names import SHARDED_KINDS, Settings, TopicKind
+from topics.queues import DEFAULT_QUEUE, queue_of_topic, queue_topic
 from topics.segments import SCHEDULES_SEGMENT_BYTES, slow_restore
 
 DEFAULT_PARTITIONS = 6
@@ -137,8 +138,12 @@ async def create_topics(
     partitions: int = DEFAULT_PARTITIONS,
     runs_partitions: int | None = None,
     replication_factor: int | None = None,
+    queues: Sequence[str] = (),
 ) -> list[str]:
     """Create the topics of `settings.namespace` that do not exist yet.
+
+    ``queues``: worker queues whose runs topics (``{ns}.runs.Q``, `topics.queues`) to
+    create too, with the runs topic's count and configs.
 
     `partitions` is the shard count (commands, schedules, results, and by default
     every other topic); `runs_partitions` lets the work topic have its own count,
@@ -168,6 +173,21 @@ async def create_topics(
                 topic_configs={"cleanup.policy": spec.cleanup_policy, **durability, **spec.configs},
             )
             for kind, spec in TOPIC_SPECS.items()
+        ]
+        runs_spec = TOPIC_SPECS[TopicKind.RUNS]
+        new_topics += [
+            NewTopic(
+                queue_topic(settings.namespace, queue),
+                runs_count,
+                rf,
+                topic_configs={
+                    "cleanup.policy": runs_spec.cleanup_policy,
+                    **durability,
+                    **runs_spec.configs,
+                },
+            )
+            for queue in dict.fromkeys(queues)
+            if queue != DEFAULT_QUEUE
         ]
         response = await admin.create_topics(new_topics)
         for name, error_code, error_message in response.topic_errors:
@@ -402,15 +422,31 @@ async def audit_topics(
     return Audit(broken, weakened, advice)
 
 
-async def check_topics(settings: Settings, partitions: int | None = None) -> list[str]:
+async def check_topics(
+    settings: Settings, partitions: int | None = None, queues: Sequence[str] = ()
+) -> list[str]:
     """Every way the namespace's topics differ from the contract; empty means fine.
 
     Checks existence, cleanup policy, the dead-letter retention, that the sharded
     topics share one partition count (`partitions`, if given, or else their most
     common count, so the odd one out is the one named), and the cluster guarantees
     of `topics.guarantees` (what breaks them first, then what only weakens them).
+    Every queue topic that exists (``{ns}.runs.*``) is checked as the runs topic is,
+    and each of ``queues`` must exist.
     """
-    return (await audit_topics(settings, partitions)).all
+    problems = (await audit_topics(settings, partitions)).all
+    for queue in await queues_of(settings, queues):
+        audit = await audit_topics(settings.for_queue(queue), partitions, (TopicKind.RUNS,))
+        problems += [p for p in audit.all if p not in problems]
+    return problems
+
+
+async def queues_of(settings: Settings, named: Sequence[str] = ()) -> list[str]:
+    """The (non-default) queues named, and those whose topic exists, sorted."""
+    async with admin_client(settings) as admin:
+        listed = await admin.list_topics()
+    found = {queue_of_topic(settings.namespace, t) for t in listed}
+    return sorted({q for q in (*found, *named) if q is not None and q != DEFAULT_QUEUE})
 
 
 async def guard_topics(

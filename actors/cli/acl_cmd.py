@@ -9,6 +9,7 @@ from actors.cli.output import fail, print_json, print_table
 from actors.cli.target_topics_arg import add_target_topic, target_topics_of
 from topics.acl_plan import Role, check_namespace, migration, plan, shell_commands, table_rows
 from topics.names import Settings
+from topics.queues import check_queue
 
 _EPILOG = """\
 examples:
@@ -54,6 +55,15 @@ def register(subparsers: Any) -> None:
         help="the ACL changes of the upgrade to the 0.2 transactional ids",
     )
     add_target_topic(show)
+    show.add_argument(
+        "--queue",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="grant worker queue NAME's topic {ns}.runs.NAME: the schedulers write it, a"
+        " worker given --queue reads only the queues named (add 'default' for {ns}.runs),"
+        " the recorder and viewers read it (repeatable)",
+    )
     show.set_defaults(func=run_plan)
 
 
@@ -66,8 +76,9 @@ def run_plan(args: argparse.Namespace) -> int:
     roles = [Role(args.role)] if args.role else list(Role)
     try:
         targets = target_topics_of(args)
+        queues = tuple(dict.fromkeys(check_queue(q, "--queue") for q in args.queue))
         plan(Role.SCHEDULER, namespace, targets)
-    except ValueError as exc:
+    except ValueError as exc:  # FieldError too
         return fail("acl plan", str(exc), 2)
     if args.migrate:
         if not args.role or not args.principal:
@@ -88,21 +99,25 @@ def run_plan(args: argparse.Namespace) -> int:
                         "name": a.name,
                         "operation": a.operation.value,
                     }
-                    for a in plan(role, namespace, targets)
+                    for a in plan(role, namespace, targets, queues)
                 ]
                 for role in roles
             }
         )
         return 0
     if not args.commands:
-        rows = [row for row in table_rows(namespace, targets) if row[0] in {r.value for r in roles}]
+        rows = [
+            row
+            for row in table_rows(namespace, targets, queues)
+            if row[0] in {r.value for r in roles}
+        ]
         print_table(("role", "resource", "pattern", "name", "operations"), rows)
         print()
     for role in roles:
         principal = args.principal or f"User:{role.value}"
         print(f"# {role.value}")
         for line in shell_commands(
-            role, namespace, principal, settings.bootstrap, target_topics=targets
+            role, namespace, principal, settings.bootstrap, target_topics=targets, queues=queues
         ):
             print(line)
     return 0

@@ -16,7 +16,9 @@ from topics.admin import (
     create_topics,
     guard_topics,
 )
+from topics.command_fields import FieldError
 from topics.names import Settings, TopicKind
+from topics.queues import check_queue
 
 log = logging.getLogger("kafkron.topics")
 
@@ -26,6 +28,7 @@ examples:
   kafkron topics create --partitions 12 --runs-partitions 24
   kafkron topics create --replication-factor 3
   KAFKRON_NAMESPACE=staging kafkron topics check
+  kafkron topics create --queue gpu       # worker queue gpu: {ns}.runs.gpu
 
 The shard count (partitions of commands, schedules and results) is fixed at creation.
 The replication factor defaults to min(3, brokers in the cluster); from 3 replicas up
@@ -68,6 +71,13 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="replicas of every partition (default: min(3, brokers in the cluster))",
     )
+    create.add_argument(
+        "--queue",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also create worker queue NAME's runs topic, {ns}.runs.NAME (repeatable)",
+    )
     create.set_defaults(func=run_create)
     check = actions.add_parser(
         "check",
@@ -79,6 +89,14 @@ def register(subparsers: Any) -> None:
         type=int,
         default=None,
         help="expected shard count (default: whatever the sharded topics agree on)",
+    )
+    check.add_argument(
+        "--queue",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="worker queue NAME's topic must exist too (every existing {ns}.runs.* is"
+        " checked anyway; repeatable)",
     )
     check.set_defaults(func=run_check)
 
@@ -94,10 +112,23 @@ def run_create(args: argparse.Namespace) -> int:
         print("kafkron topics create: --replication-factor must be at least 1", file=sys.stderr)
         return 2
     try:
+        queues = [check_queue(q, "--queue") for q in args.queue]
+    except FieldError as exc:
+        print(f"kafkron topics create: {exc}", file=sys.stderr)
+        return 2
+    try:
         created = asyncio.run(
-            create_topics(settings, partitions, args.runs_partitions, args.replication_factor)
+            create_topics(
+                settings, partitions, args.runs_partitions, args.replication_factor, queues
+            )
         )
         audit = asyncio.run(audit_topics(settings, args.partitions))
+        for queue in queues:
+            queue_audit = asyncio.run(
+                audit_topics(settings.for_queue(queue), args.partitions, (TopicKind.RUNS,))
+            )
+            audit.broken.extend(queue_audit.broken)
+            audit.weakened.extend(queue_audit.weakened)
     except (TopicsError, ValueError) as exc:
         print(f"kafkron topics create: {exc}", file=sys.stderr)
         return 1
@@ -119,7 +150,12 @@ def run_create(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     try:
-        problems = asyncio.run(check_topics(settings, args.partitions))
+        queues = [check_queue(q, "--queue") for q in args.queue]
+    except FieldError as exc:
+        print(f"kafkron topics check: {exc}", file=sys.stderr)
+        return 2
+    try:
+        problems = asyncio.run(check_topics(settings, args.partitions, queues))
     except TopicsError as exc:
         print(f"kafkron topics check: {exc}", file=sys.stderr)
         return 1

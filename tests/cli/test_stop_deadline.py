@@ -121,15 +121,24 @@ async def never_stops(self, stop):
 
 rt.{runtime}.run = never_stops
 cmd.{stop_s} = 1.0
-run_main(cmd._serve(rt.{runtime}(Settings.from_env(), {arguments}), None))
+run_main(cmd._serve({open}rt.{runtime}(Settings.from_env(), {arguments}){close}, None))
 """
 
 
-def _program(kind: str, runtime: str, stop_s: str, arguments: str, imports: str = "") -> str:
+def _program(
+    kind: str, runtime: str, stop_s: str, arguments: str, imports: str = "", listed: bool = False
+) -> str:
     """The program serving `kind` with `runtime` (built from the environment's settings
-    and `arguments`), its stop budget `stop_s` shortened to one second."""
+    and `arguments`; in a list if `listed`: a worker serves one runtime per queue), its
+    stop budget `stop_s` shortened to one second."""
     return _PROGRAM.format(
-        kind=kind, runtime=runtime, stop_s=stop_s, arguments=arguments, imports=imports
+        kind=kind,
+        runtime=runtime,
+        stop_s=stop_s,
+        arguments=arguments,
+        imports=imports,
+        open="[" if listed else "",
+        close="]" if listed else "",
     )
 
 
@@ -140,6 +149,7 @@ _WORKER = _program(
     "STOP_AFTER_DRAIN_S",
     "Registry(), rt.WorkerOptions(drain_s=0.5)",
     imports="from actors.worker.registry import Registry",
+    listed=True,
 )
 
 

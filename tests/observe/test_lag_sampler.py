@@ -62,8 +62,11 @@ class _Admin:
         return _Response([(TOPIC, parts)] if parts else [])
 
 
+GROUP = "t-lag-workers"
+
+
 def sampler(answer: dict[TopicPartition, OffsetAndMetadata]) -> LagSampler:
-    s = LagSampler(Settings.from_env(namespace="t-lag"), "t-lag-workers", [TOPIC])
+    s = LagSampler(Settings.from_env(namespace="t-lag"), GROUP, [TOPIC])
     s._admin = _Admin(answer)  # type: ignore[assignment]
     s._consumer = _Consumer()  # type: ignore[assignment]
     return s
@@ -72,7 +75,7 @@ def sampler(answer: dict[TopicPartition, OffsetAndMetadata]) -> LagSampler:
 async def test_lag_counts_from_the_committed_offset_or_the_beginning() -> None:
     s = sampler({TPS[0]: OffsetAndMetadata(990, ""), TPS[1]: OffsetAndMetadata(-1, "")})
     await s.refresh()
-    assert s._lag == {TPS[0]: 10, TPS[1]: 900}
+    assert s._lag == {(GROUP, TPS[0]): 10, (GROUP, TPS[1]): 900}
 
 
 async def test_a_coordinator_that_answers_nothing_is_no_sample_not_a_whole_partition_of_lag() -> (
@@ -83,8 +86,8 @@ async def test_a_coordinator_that_answers_nothing_is_no_sample_not_a_whole_parti
     # partition would show its whole length as lag: a false alert during failover.
     s = sampler({TPS[0]: OffsetAndMetadata(990, ""), TPS[1]: OffsetAndMetadata(995, "")})
     await s.refresh()
-    assert s._lag == {TPS[0]: 10, TPS[1]: 5}
+    assert s._lag == {(GROUP, TPS[0]): 10, (GROUP, TPS[1]): 5}
     s._sampled_at = -1e9  # due again
     s._admin = _Admin({})  # type: ignore[assignment]
     await s.refresh()
-    assert s._lag == {TPS[0]: 10, TPS[1]: 5}  # the last good sample stands
+    assert s._lag == {(GROUP, TPS[0]): 10, (GROUP, TPS[1]): 5}  # the last good sample stands
