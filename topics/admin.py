@@ -275,9 +275,15 @@ def _has_leaders(topic: Mapping[str, Any]) -> bool:
 
 
 async def delete_topics(settings: Settings) -> None:
-    """Delete the namespace's topics (tests and demos clean up with this)."""
+    """Delete the namespace's topics, its queue topics too (tests and demos clean up
+    with this)."""
     names = [settings.topic(kind) for kind in TopicKind]
     async with admin_client(settings) as admin:
+        names += [
+            t
+            for t in await admin.list_topics()
+            if queue_of_topic(settings.namespace, t) not in (None, DEFAULT_QUEUE)
+        ]
         await admin.delete_topics(names)
 
 

@@ -1,0 +1,104 @@
+"""Worker queues on a real broker: runs land only on the workers of their queue; a
+queue no worker serves is timed out by the shard; a queue with no topic fails visibly,
+and the shard's other work goes on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from actors.sending import encode, send_commands
+from actors.shard.runs import QUEUE_REFUSED_ERROR
+from actors.views.tail import read_to_end
+from tests.kit.worker import (
+    ChildProcess,
+    SchedulerProcess,
+    WorkerProcess,
+    marks,
+    now_ms,
+    wait_for_results,
+)
+from topics.admin import check_topics, create_topics
+from topics.messages import Result, is_cancel, parse_run
+from topics.names import Settings, TopicKind
+from topics.timefmt import format_ms
+
+PER_QUEUE = 6
+
+
+def _upsert(schedule_id: str, queue: str, **fields: Any) -> tuple[bytes, bytes]:
+    command = {
+        "v": 1,
+        "type": "schedule.upsert",
+        "id": schedule_id,
+        "spec": {"at": format_ms(now_ms() + 2_000)},
+        "job": {"name": "test.sleep", "args": {"seconds": 0.05}, "queue": queue},
+        **fields,
+    }
+    return encode(command, now_ms())
+
+
+async def _runs_on(settings: Settings, queue: str) -> list[str]:
+    topic = settings.for_queue(queue).topic(TopicKind.RUNS)
+    records = await read_to_end(settings, topic)
+    return sorted(
+        parse_run(r.value).run_id for r in records if r.value is not None and not is_cancel(r.value)
+    )
+
+
+async def test_runs_go_only_to_their_queues_workers_and_an_unserved_queue_times_out(
+    kafka_settings: Settings, tmp_path: Path
+) -> None:
+    settings = kafka_settings
+    await create_topics(settings, 3, queues=["alpha", "beta", "idle"])
+    assert await check_topics(settings, queues=["alpha", "beta", "idle"]) == []
+    assert any("runs.nope" in p for p in await check_topics(settings, queues=["nope"]))
+    children: list[ChildProcess] = [
+        SchedulerProcess(settings, tmp_path),
+        WorkerProcess(settings, tmp_path, "wa", extra_args=("--queue", "alpha")),
+        WorkerProcess(settings, tmp_path, "wb", extra_args=("--queue", "beta")),
+    ]
+    try:
+        commands = [_upsert(f"a-{i}", "alpha") for i in range(PER_QUEUE)]
+        commands += [_upsert(f"b-{i}", "beta") for i in range(PER_QUEUE)]
+        # Nobody serves "idle": its run waits on its topic until the shard's deadline.
+        retry = {"max_attempts": 1}
+        commands.append(_upsert("idle-0", "idle", timeout_s=2, retry=retry))
+        # No topic for "nope": the attempt fails at once, the turn commits the rest.
+        commands.append(_upsert("nope-0", "nope", retry=retry))
+        await send_commands(settings, commands)
+
+        def done(found: list[Result]) -> bool:
+            ended = {r.schedule_id for r in found}
+            return len(ended) == 2 * PER_QUEUE + 2
+
+        found = await wait_for_results(settings, done, timeout_s=150, workers=children)
+        by_id = {r.schedule_id: r for r in found}
+        for i in range(PER_QUEUE):
+            assert (by_id[f"a-{i}"].status, by_id[f"a-{i}"].worker) == ("succeeded", "wa")
+            assert (by_id[f"b-{i}"].status, by_id[f"b-{i}"].worker) == ("succeeded", "wb")
+        idle = by_id["idle-0"]
+        assert idle.status == "timed_out" and idle.worker.startswith("shard-")
+        nope = by_id["nope-0"]
+        assert nope.status == "failed" and nope.error is not None
+        assert nope.error["type"] == QUEUE_REFUSED_ERROR
+        # Each job ran on its own queue's worker, once; none of the idle queue's.
+        started = [
+            (run_id.split("@")[0], worker)
+            for e, run_id, _, worker in marks(tmp_path)
+            if e == "start"
+        ]
+        assert sorted(started) == sorted(
+            [(f"a-{i}", "wa") for i in range(PER_QUEUE)]
+            + [(f"b-{i}", "wb") for i in range(PER_QUEUE)]
+        )
+        # The records are on their queues' topics and nowhere else.
+        assert [r.split("@")[0] for r in await _runs_on(settings, "alpha")] == sorted(
+            f"a-{i}" for i in range(PER_QUEUE)
+        )
+        assert [r.split("@")[0] for r in await _runs_on(settings, "idle")] == ["idle-0"]
+        assert await _runs_on(settings, "default") == []
+    finally:
+        for child in children:
+            child.stop()
