@@ -74,7 +74,13 @@ def updated(
         "max_runs": fields.get("max_runs"),
     }
     body.update({name: value for name, value in changes.items() if value is not None})
-    body.update(_what_runs(dict(body.pop("job")), job, fields.get("args"), fields.get("target")))
+    old_job = dict(body.pop("job"))
+    body.update(_what_runs(old_job, job, fields.get("args"), fields.get("target")))
+    queue = fields.get("queue") or old_job.get("queue")  # a job keeps its queue
+    if queue is not None and "job" in body:
+        body["job"]["queue"] = queue
+    elif fields.get("queue") is not None:
+        raise InvalidCommand(build.QUEUE_WITH_TARGET)
     return build.validated({"v": 1, "type": "schedule.upsert", "id": current.id, **body})
 
 

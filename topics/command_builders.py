@@ -210,8 +210,21 @@ def schedule_upsert(
     if target is not None:
         body["target"] = target.json()
     if job is not None or target is None:  # neither: the shard's validation names it
-        body["job"] = {"name": job, "args": dict(fields.get("args") or {})}
+        body["job"] = job_body(job, fields.get("args"), fields.get("queue"))
+    elif fields.get("queue") is not None:
+        raise InvalidCommand(QUEUE_WITH_TARGET)
     return _build(body, now_ms)
+
+
+QUEUE_WITH_TARGET = "queue: a queue is a job's (job.queue); a target's runs go to the default queue"
+
+
+def job_body(name: str | None, args: Mapping[str, Any] | None, queue: str | None) -> dict[str, Any]:
+    """The ``job`` object: ``queue`` only when given (the default queue otherwise)."""
+    body: dict[str, Any] = {"name": name, "args": dict(args or {})}
+    if queue is not None:
+        body["queue"] = queue
+    return body
 
 
 def dag_upsert(

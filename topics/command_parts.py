@@ -303,12 +303,16 @@ class Task:
     """The task's own retry policy; the DAG's when None."""
     timeout_s: int | None = None
     """The task's own attempt timeout in seconds; the DAG's when None."""
+    queue: str | None = None
+    """The worker queue of the task's runs (`topics.queues`); the default when None."""
 
     def json(self) -> dict[str, Any]:
         """The task's object in ``tasks``."""
         job = None
         if self.job is not None or self.target is None:  # neither: the shard names it
             job = {"name": self.job, "args": dict(self.args or {})}
+            if self.queue is not None:
+                job["queue"] = self.queue
         return _pick(
             job=job,
             target=None if self.target is None else self.target.json(),

@@ -38,6 +38,8 @@ class ScheduleFields(TypedDict, total=False):
       RFC 3339 text).
     - ``max_runs``: at most that many runs ever start, triggers included; then the
       schedule is completed.
+    - ``queue``: the worker queue of the job's runs (`topics.queues`; the default
+      queue when None): only workers started with ``--queue NAME`` take them.
     """
 
     args: Mapping[str, Any] | None
@@ -51,6 +53,7 @@ class ScheduleFields(TypedDict, total=False):
     start: Instant | None
     end: Instant | None
     max_runs: int | None
+    queue: str | None
 
 
 FIELD_NAMES = frozenset(ScheduleFields.__optional_keys__)

@@ -52,6 +52,7 @@ examples:
   kafkron schedule add charge-hook --every 1h --http-post https://billing.example/charge \\
       --body '{"run": "{run_id}"}' --http-header Authorization=secret:billing-api
   kafkron schedule add welcome-mails --every 1d --job mail.welcome --max-runs 3
+  kafkron schedule add render --every 1h --job media.render --queue gpu
   kafkron schedule pause invoice-nightly
   kafkron schedule pause invoice-nightly --note 'db migration' --until 2h --after-current
   kafkron schedule trigger invoice-nightly    # fire once, now
@@ -133,6 +134,12 @@ def _register_add(actions: Any) -> None:
     add.add_argument(
         "--max-runs", type=int, metavar="N", help="at most N runs ever start (triggers count)"
     )
+    add.add_argument(
+        "--queue",
+        metavar="NAME",
+        help="worker queue of the job's runs (default: the default queue, {ns}.runs);"
+        " only workers started with --queue NAME take them",
+    )
     add.add_argument("--print", action="store_true", help="print the command, send nothing")
     add.set_defaults(func=run_add)
 
@@ -170,6 +177,8 @@ def build_upsert(args: argparse.Namespace) -> CommandRecord:
     except InvalidCommand as error:
         if error.field == "max_runs":
             raise InvalidCommand(f"--max-runs: {error.reason}") from None
+        if error.field in ("queue", "job.queue"):
+            raise InvalidCommand(f"--queue: {error.reason}") from None
         raise InvalidCommand(target_args.flag_of(error.reason)) from None
 
 
@@ -201,6 +210,7 @@ def _upsert(
         start=args.start,
         end=args.end,
         max_runs=args.max_runs,
+        queue=args.queue,
     )
 
 

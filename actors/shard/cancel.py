@@ -119,7 +119,7 @@ class RunCancels:
             reason=reason,
             requested_ms=now_ms,
         )
-        queue = self._runs.queue_of(state, run)
+        queue = run.queue  # where the attempt went, whatever the definition says now
         if queue is None:
             self._out.append(OutRecord(_RUNS, state.key, value))
         # A queue topic that cannot take the cancel (gone, refused) cannot have a worker

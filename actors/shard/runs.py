@@ -365,6 +365,7 @@ class RunBook:
         if queue is None:
             self._out.append(OutRecord(_RUNS, schedule_id.encode(), value))
         else:
+            run.queue = queue
             refused = self.queue_record(queue, state.key, value)
         self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)
         runs[run_id] = run
@@ -450,8 +451,10 @@ class RunBook:
         queue = state.definition.queue if run.task is None else job.queue
         refused = None
         if queue is None or queue == DEFAULT_QUEUE:
+            run.queue = None
             self._out.append(OutRecord(_RUNS, state.key, value))
         else:
+            run.queue = queue
             refused = self.queue_record(queue, state.key, value)
         self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)  # moves a pending one
         return refused
@@ -475,13 +478,6 @@ class RunBook:
         the namespace does not allow (known at once, unlike a missing topic, which a
         fire reports: it may be created before then), or runs of a job in flight (their
         retries would go to workers as the target's carrier job)."""
-        if state is not None and state._runs and state.definition.job.queue != job.queue:
-            # Its runs' cancel records must follow them to the topic they are on (§6.6).
-            return (
-                f"job.queue: schedule {state.id!r} has {len(state._runs)} run(s) in flight on"
-                f" queue {state.definition.job.queue!r}; a queue cannot change under them:"
-                " wait for them to end (or cancel them), then send the upsert again"
-            )
         if job.name != KAFKA_JOB:
             return None
         if state is not None and state._runs and state.definition.delivery is None:
@@ -582,13 +578,6 @@ class RunBook:
         for run in state.runs.values():
             wheel.cancel(run)
         self.in_flight -= len(state.runs)
-
-    def queue_of(self, state: ScheduleState, run: RunState) -> str | None:
-        """The queue of ``run``'s attempts, None for the default one."""
-        if run.task is None:
-            return state.definition.queue
-        queue = self._dags.task_policy(state, run)[0].queue
-        return None if queue == DEFAULT_QUEUE else queue
 
     def _policy_of(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
         """The job, timeout (ms) and retry policy of a run. (DAG tasks: per task.)"""

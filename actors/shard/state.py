@@ -23,6 +23,7 @@ The changelog value of a schedule (one record per change, key = schedule id)::
          "task": "...",                         # only for a DAG task's run
          "series_start": 3,                     # only after a dlq.replay (else 1)
          "cancel": "why",                       # only once a cancel was requested
+         "queue": "gpu",                        # only for a worker queue's attempt
          "outcomes": [{"attempt": 1, "status": "failed", "fired_at": "...",   # first 2, last 3
                        "finished_at": "...", "worker": "w-1",
                        "error": {"type": "...", "message": "..."}}]}],
@@ -107,6 +108,7 @@ class RunState(Node):
         "deadline_ms",
         "fired_ms",
         "outcomes",
+        "queue",
         "retry_ms",
         "run_id",
         "schedule",
@@ -140,6 +142,10 @@ class RunState(Node):
         # Set once a cancel record for the current attempt was written (run.cancel,
         # overlap cancel_other): its result ends the run whatever it says, no retry.
         self.cancel_reason: str | None = None
+        # The worker queue the current attempt was written to, None for the default
+        # (`topics.queues`): its cancel record must follow it there (§6.6, §8.1),
+        # whatever the definition says by then (a DAG task may have been removed).
+        self.queue: str | None = None
 
     @property
     def failures_in_series(self) -> int:
@@ -505,6 +511,8 @@ def _encode_run(run: RunState) -> dict[str, Any]:
         entry["outcomes"] = run.outcomes
     if run.cancel_reason is not None:
         entry["cancel"] = run.cancel_reason
+    if run.queue is not None:
+        entry["queue"] = run.queue
     return entry
 
 
@@ -568,6 +576,7 @@ def encode_fire(state: ScheduleState) -> bytes:
                     and run.retry_ms is None
                     and not run.outcomes
                     and run.cancel_reason is None
+                    and run.queue is None
                 ):
                     tail = _run_tail(run.attempt, run.fired_ms, run.deadline_ms)
                     runs_json = (
@@ -678,6 +687,7 @@ def _runs_json(state: ScheduleState, id_json: str) -> str:
             or run.retry_ms is not None
             or run.outcomes
             or run.cancel_reason is not None
+            or run.queue is not None
         ):
             return ""
         fired_ms = run.fired_ms
@@ -755,6 +765,7 @@ def decode_schedule(
             run.retry_ms = None if retry_at is None else instant_ms(retry_at)
             run.outcomes = entry.get("outcomes") or ()
             run.cancel_reason = entry.get("cancel")
+            run.queue = entry.get("queue")
             state.runs[run_id] = run
     buffered = doc.get("buffered")
     if buffered:

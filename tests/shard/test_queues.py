@@ -119,12 +119,21 @@ def test_a_record_larger_than_the_queue_topic_accepts_fails_instead_of_the_batch
     assert "larger than kafkron.runs.gpu accepts" in out.results[0].error["message"]  # type: ignore[index]
 
 
-def test_the_queue_cannot_change_under_runs_in_flight() -> None:
+def test_a_queue_change_moves_the_next_attempt_and_each_cancel_follows_its_attempt() -> None:
     shard = _shard()
-    shard.send(upsert(job=_gpu_job(), timeout_s=300), at_ms=T0 + 5)
-    shard.advance(T0 + MINUTE)
-    (rejected,) = shard.send(upsert(timeout_s=300)).rejected
-    assert rejected.reason.startswith("job.queue: schedule 's' has 1 run(s) in flight")
+    retry = {"initial_s": 1, "jitter": "none"}
+    shard.send(upsert(job=_gpu_job(), timeout_s=300, retry=retry), at_ms=T0 + 5)
+    (first,) = _queued(shard.advance(T0 + MINUTE).records)
+    run = parse_run(first.value or b"")
+    # Re-upserted to the default queue while attempt 1 is out on the gpu topic.
+    assert not shard.send(upsert(timeout_s=300, retry=retry)).rejected
+    run_id = run_id_for("s", T0 + MINUTE)
+    assert shard.core.schedule("s").runs[run_id].queue == "gpu"  # type: ignore[union-attr]
+    shard.report(run, "failed")
+    out = shard.advance(T0 + MINUTE + 2 * SECOND)
+    assert [r.attempt for r in out.runs] == [2] and _queued(out.records) == []
+    out = shard.send(command("run.cancel", run_id=run_id))
+    assert [c.attempt for c in out.cancels] == [2] and _queued(out.records) == []
 
 
 def test_a_queued_run_survives_a_restore() -> None:
@@ -143,3 +152,20 @@ def test_an_invalid_queue_is_rejected_naming_the_field() -> None:
     for bad in ("a.b", "", "x" * 101, 7):
         (rejected,) = shard.send(upsert(job=_gpu_job(queue=bad))).rejected
         assert rejected.reason.startswith("job.queue: ")
+
+
+def _dag(*names: str) -> dict[str, object]:
+    tasks = {name: {"job": _gpu_job(), "after": []} for name in names}
+    return command("dag.upsert", "d", spec={"every": "60s"}, tasks=tasks)
+
+
+def test_a_dag_tasks_runs_go_to_its_queue_and_a_removed_tasks_cancel_follows() -> None:
+    shard = _shard()
+    assert not shard.send(_dag("a", "b"), at_ms=T0 + 5).rejected
+    out = shard.advance(T0 + MINUTE)
+    runs = [parse_run(r.value or b"") for r in _queued(out.records)]
+    assert sorted(r.task or "" for r in runs) == ["a", "b"]
+    assert {r.topic for r in _queued(out.records)} == {GPU}
+    out = shard.send(_dag("a"))  # b is removed while it runs: its cancel goes where it is
+    (cancel,) = _queued(out.records)
+    assert cancel.topic == GPU and parse_cancel(cancel.value or b"").task == "b"
