@@ -27,10 +27,12 @@ from topics.timefmt import parse_instant
 
 
 class JobRecord(faust.Record, include_metadata=False):
-    """``{"name", "args"}``: the registered job and its keyword arguments."""
+    """``{"name", "args", "queue"?}``: the registered job, its keyword arguments and its
+    worker queue (None, left out on the wire: the default queue)."""
 
     name: str
     args: dict[str, Any]
+    queue: str | None = None
 
 
 class ErrorRecord(faust.Record, include_metadata=False):

@@ -45,17 +45,22 @@ class WireShape:
     parse: Callable[[bytes], object]
     """The codec's parser of this kind; raises ``ValueError`` naming the bad field."""
     omitted_when_none: frozenset[str]
-    """Top-level fields the codec's builder leaves out rather than writing ``null``."""
+    """Fields the codec's builder leaves out rather than writing ``null`` (a dotted
+    name is a field of a nested object: ``job.queue``)."""
 
 
-RUN = WireShape(RunRecord, messages.parse_run, frozenset({"task", "logical_date", "data_interval"}))
+RUN = WireShape(
+    RunRecord,
+    messages.parse_run,
+    frozenset({"task", "logical_date", "data_interval", "job.queue"}),
+)
 RESULT = WireShape(
     ResultRecord,
     messages.parse_result,
     frozenset({"task", "error", "counts", "progress", "covers", "target"}),
 )
 RUN_CANCEL = WireShape(RunCancelRecord, messages.parse_cancel, frozenset({"task"}))
-DEAD_LETTER = WireShape(DeadLetterRecord, messages.parse_dlq, frozenset({"task"}))
+DEAD_LETTER = WireShape(DeadLetterRecord, messages.parse_dlq, frozenset({"task", "job.queue"}))
 REJECTED = WireShape(RejectedRecord, messages.parse_rejected, frozenset())
 
 
@@ -111,8 +116,10 @@ class KafkronCodec(codecs.Codec):
                 f"expected a {self.shape.model.__name__} or a JSON object, got {type(s).__name__}"
             )
         for name in self.shape.omitted_when_none:
-            if plain.get(name, "") is None:
-                del plain[name]
+            holder_name, _, leaf = name.rpartition(".")  # "job.queue": a nested field
+            holder = plain.get(holder_name) if holder_name else plain
+            if isinstance(holder, dict) and holder.get(leaf, "") is None:
+                del holder[leaf]
         data = codec.dumps(plain)
         self.shape.parse(data)
         return data

@@ -71,7 +71,9 @@ def _run(**optional: Any) -> bytes:
         scheduled_ms=T0,
         fired_ms=T0 + 5,
         attempt=2,
-        job=Job("billing.charge", {"customers": [1, 2], "dry": False}),
+        job=Job(
+            "billing.charge", {"customers": [1, 2], "dry": False}, optional.get("queue", "default")
+        ),
         idempotency_key=messages.idempotency_key(RUN_ID),
         deadline_ms=T0 + 60_000,
         logical_date_ms=optional.get("logical_date_ms"),
@@ -114,7 +116,7 @@ def _dead_letter(**optional: Any) -> bytes:
         run_id=RUN_ID,
         schedule_id="pay",
         task=optional.get("task"),
-        job=Job("billing.charge", {}),
+        job=Job("billing.charge", {}, optional.get("queue", "default")),
         last_error=optional.get("last_error"),
         attempts=[
             {"attempt": 1, "status": "failed", "error": {"type": "E", "message": "m"}},
@@ -141,6 +143,7 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (RUN, run_codec, _run()),
     (RUN, run_codec, _run(task="charge", logical_date_ms=T0 - 86_400_000)),
     (RUN, run_codec, _run(data_interval=(T0 - 86_400_000, T0))),
+    (RUN, run_codec, _run(queue="gpu")),
     (RESULT, result_codec, _result()),
     (RESULT, result_codec, _result(task="charge", status="failed", error=ERROR)),
     (RESULT, result_codec, _result(status="missed", started_ms=None, finished_ms=None)),
@@ -153,6 +156,7 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (RUN_CANCEL, run_codec, _cancel(task="charge")),
     (DEAD_LETTER, dead_letter_codec, _dead_letter()),
     (DEAD_LETTER, dead_letter_codec, _dead_letter(task="charge", last_error=ERROR)),
+    (DEAD_LETTER, dead_letter_codec, _dead_letter(queue="gpu")),
     (REJECTED, rejected_codec, _rejected(b"\x00not json")),
     (REJECTED, rejected_codec, _rejected(None)),
 ]
@@ -160,7 +164,12 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
 FULLEST: list[tuple[type[faust.Record], bytes]] = [
     (
         RunRecord,
-        _run(task="charge", logical_date_ms=T0, data_interval=(T0 - 86_400_000, T0)),
+        _run(
+            task="charge",
+            logical_date_ms=T0,
+            data_interval=(T0 - 86_400_000, T0),
+            queue="gpu",
+        ),
     ),
     (
         ResultRecord,
@@ -175,7 +184,7 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
         ),
     ),
     (RunCancelRecord, _cancel(task="charge")),
-    (DeadLetterRecord, _dead_letter(task="charge", last_error=ERROR)),
+    (DeadLetterRecord, _dead_letter(task="charge", last_error=ERROR, queue="gpu")),
     (RejectedRecord, _rejected(b"x")),
 ]
 
