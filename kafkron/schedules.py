@@ -28,6 +28,7 @@ from topics.command_fields import FieldError, instant
 from topics.command_parts import Dst, Instant, Spec, instant_text
 from topics.command_types import Rejection, ScheduleUpsert
 from topics.commands import decode_object
+from topics.queues import DEFAULT_QUEUE
 from topics.spec_compiler import CompiledSpec
 from topics.timefmt import to_datetime
 
@@ -82,6 +83,16 @@ class Schedule:
             return None
         name: str | None = job.get("name")
         return name
+
+    @property
+    def queue(self) -> str | None:
+        """The worker queue of a schedule's job runs (``"default"`` unless it names
+        one); None for a DAG (each task names its own) and for a target."""
+        job = self.definition.get("job")
+        if self.job is None or not isinstance(job, Mapping):
+            return None
+        queue: str = job.get("queue") or DEFAULT_QUEUE
+        return queue
 
     @property
     def target(self) -> Mapping[str, Any] | None:

@@ -5,8 +5,9 @@ line, RFC 3339 UTC with milliseconds, computed by exactly the code the schedule
 actors use. It doubles as the test oracle of the rest of the project.
 
 Given a whole ``schedule.upsert`` whose occurrences run a target, each line also says
-where each fire goes (``→ kafka:orders.due``, ``→ POST https://...``): the answer to
-"what will it do, and when". A spec alone, or a job, prints the instants only.
+where each fire goes (``→ kafka:orders.due``, ``→ POST https://...``), and for a job
+on a worker queue, which queue (``→ queue gpu ...``): the answer to "what will it do,
+and when". A spec alone, or a job of the default queue, prints the instants only.
 
 ``--max-runs N`` (or a command's ``max_runs``) stops the list after N fires, as the
 shard stops the schedule: it counts from ``--from``, as a new schedule would (a
@@ -29,6 +30,8 @@ from actors.timespec import CompiledSpec, SpecError, compile_spec
 from actors.timespec.cronspec import CronSpec
 from actors.timespec.zones import load_zone
 from actors.views.spec_arg import parse_spec_text
+from topics.command_fields import FieldError
+from topics.queues import DEFAULT_QUEUE, check_queue
 from topics.timefmt import format_ms, parse_instant
 
 EPILOG = """\
@@ -77,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         spec, zone_name = build(args)
         after_ms = now_ms() if args.from_ is None else parse_instant(args.from_)
         limit = max_runs(args)
+        goes = _target_of(args.spec)
     except (SpecError, ValueError) as exc:
         print(f"kafkron next: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -84,7 +88,6 @@ def run(args: argparse.Namespace) -> int:
         print("kafkron next: -n must be at least 1", file=sys.stderr)
         return EXIT_USAGE
     zone = ZoneInfo(zone_name)
-    goes = _target_of(args.spec)
     for i in range(args.n):
         if limit is not None and i >= limit:
             print(f"kafkron next: no further fires (max_runs {limit} reached)", file=sys.stderr)
@@ -103,10 +106,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _target_of(text: str) -> str | None:
-    """Where a command's target goes (``kafka:TOPIC``, ``POST URL``), None for a spec."""
+    """Where a command's target goes (``kafka:TOPIC``, ``POST URL``), or the worker
+    queue its job's runs go to (``queue gpu``, when not the default); None otherwise."""
     _, command = parse_spec_text(text)
     target = command.get("target")
-    return target_text(target) if isinstance(target, Mapping) else None
+    if isinstance(target, Mapping):
+        return target_text(target)
+    job = command.get("job")
+    queue = job.get("queue") if isinstance(job, Mapping) else None
+    if queue is None:
+        return None
+    try:
+        name = check_queue(queue, "job.queue")
+    except FieldError as error:
+        raise SpecError(str(error)) from None
+    return None if name == DEFAULT_QUEUE else f"queue {name} (workers started with --queue {name})"
 
 
 def max_runs(args: argparse.Namespace) -> int | None:
