@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import time
 from typing import Any
 
 from actors.cli import output
 from actors.shard.state import decode_schedule
-from actors.views.schedules import latest_states, schedule_json, spec_text
+from actors.views.queues import QueueState, queue_states
+from actors.views.schedules import latest_states, schedule_json, spec_text, waiting_note
 from actors.views.tail import TailError, read_to_end
 from topics.names import Settings, TopicKind
+from topics.queues import DEFAULT_QUEUE
+
+log = logging.getLogger("kafkron.ls")
 
 _EPILOG = """\
 examples:
@@ -27,7 +33,10 @@ examples:
 
 Columns: id, spec, zone, job (a target shows where it goes: → kafka:TOPIC, → POST URL),
 next fire (UTC), state, last fired (the latest occurrence fired), last outcome of its
-latest run (running, retrying, dead_lettered, completed). state is the schedule's own:
+latest run (running, retrying, dead_lettered, completed; "waiting ...: no worker serves
+queue Q" for a run out on a worker queue whose group has no member now). A job on a
+worker queue shows it: "media.render (queue gpu)", and a table of the queues follows
+(workers, records not finished, the oldest one's age). state is the schedule's own:
   active                     (active (runs 1/3) with --max-runs 3: one run started)
   paused until 2026-12-03 14:00 UTC by ops: db migration   (what the pause said)
   pausing after the current run                             (pause --after-current)
@@ -58,10 +67,17 @@ def run(args: argparse.Namespace) -> int:
         records = asyncio.run(read_to_end(settings, topic))
     except TailError as exc:
         return output.fail("ls", str(exc))
+    queues = _queues(settings)
+    unserved = {q.queue for q in queues if q.workers == 0}
     rows: list[dict[str, Any]] = []
     for key, value in sorted(latest_states(records).items()):
         try:
-            rows.append(schedule_json(decode_schedule(value)))
+            state = decode_schedule(value)
+            row = schedule_json(state)
+            waiting = waiting_note(state, unserved)
+            if waiting is not None:  # the shard says "in flight"; nobody can be running it
+                row["last_outcome"] = waiting
+            rows.append(row)
         except (ValueError, KeyError, TypeError) as exc:
             rows.append({"id": key, "error": f"unreadable changelog record ({exc})"})
     if args.json:
@@ -76,7 +92,33 @@ def run(args: argparse.Namespace) -> int:
         title=f"schedules in {topic}",
         status_column="last outcome",
     )
+    if any(q.queue != DEFAULT_QUEUE for q in queues):  # a namespace without queues: as before
+        now = time.time_ns() // 1_000_000
+        print()
+        output.print_table(
+            ("queue", "topic", "workers", "open records", "oldest open"),
+            [
+                (
+                    q.queue,
+                    q.topic,
+                    str(q.workers) if q.workers else "0 (no worker serves it)",
+                    str(q.open_runs),
+                    "-" if q.oldest_open_ms is None else f"{q.age_s(now):.0f} s ago",
+                )
+                for q in queues
+            ],
+            title="worker queues",
+        )
     return 0
+
+
+def _queues(settings: Settings) -> list[QueueState]:
+    """The queues' states; none if the broker will not say (ls still lists schedules)."""
+    try:
+        return asyncio.run(queue_states(settings))
+    except Exception as exc:  # ACLs, a slow broker: the schedules are the point of ls
+        log.debug("queues not read: %s", exc)
+        return []
 
 
 def _table_row(row: dict[str, Any]) -> tuple[str, ...]:
@@ -96,7 +138,11 @@ def _table_row(row: dict[str, Any]) -> tuple[str, ...]:
 
 def _job(row: dict[str, Any]) -> str:
     target = output.target_text(row.get("target"))
-    return f"→ {target}" if target is not None else output.job_text(row["job"])
+    if target is not None:
+        return f"→ {target}"
+    queue = row.get("queue")
+    text = output.job_text(row["job"])
+    return text if queue in (None, DEFAULT_QUEUE) else f"{text} (queue {queue})"
 
 
 def _short(text: str | None) -> str:

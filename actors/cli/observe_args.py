@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from prometheus_client.registry import Collector
 
 from actors.observe.exposition import ENV_PORT, MetricsError, check_port, port_from_env
-from actors.observe.lag import LagSampler
+from actors.observe.lag import Sampler
 from actors.observe.logs import ENV_FORMAT, LOG_FORMATS, check_format, default_format
 from actors.observe.logs import setup_logging as _setup_logging
 
@@ -51,7 +51,7 @@ def metrics_port(args: argparse.Namespace) -> int | None:
 
 @contextlib.asynccontextmanager
 async def maybe_serve_metrics(
-    port: int | None, collectors: Sequence[Collector], samplers: Sequence[LagSampler]
+    port: int | None, collectors: Sequence[Collector], samplers: Sequence[Sampler]
 ) -> AsyncIterator[None]:
     """`serve_metrics` when a port is given, nothing otherwise."""
     if port is None:

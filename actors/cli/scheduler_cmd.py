@@ -15,7 +15,8 @@ from actors.cli.stop_deadline import StopDeadline, run_main
 from actors.cli.topics_cmd import guard
 from actors.observe.collectors import SchedulerCollector
 from actors.observe.exposition import MetricsError
-from actors.observe.lag import LagSampler
+from actors.observe.lag import LagSampler, Sampler
+from actors.observe.queue_age import QueueAgeSampler
 from actors.scheduler.runtime import RuntimeOptions, SchedulerRuntime
 from actors.scheduler.target_acks import check_deadline
 from actors.scheduler.target_table import patterns_from_env
@@ -203,7 +204,7 @@ async def _serve(runtime: SchedulerRuntime, metrics_port: int | None) -> None:
         loop.add_signal_handler(sig, request_stop)
     settings = runtime.settings
     collectors: list[Collector] = []
-    samplers: list[LagSampler] = []
+    samplers: list[Sampler] = []
     if metrics_port is not None:
         shards = await shard_count(settings)
         collectors.append(SchedulerCollector(runtime, lambda: shards))
@@ -214,6 +215,7 @@ async def _serve(runtime: SchedulerRuntime, metrics_port: int | None) -> None:
                 [settings.topic(TopicKind.COMMANDS), settings.topic(TopicKind.RESULTS)],
             )
         )
+        samplers.append(QueueAgeSampler(settings))  # waiting runs per worker queue
     # The deadline stays armed to the end: the interpreter's exit can hang too.
     async with observe_args.maybe_serve_metrics(metrics_port, collectors, samplers):
         await runtime.run(stop)

@@ -22,7 +22,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
-from actors.observe.lag import LagSampler
+from actors.observe.lag import Sampler
 from actors.observe.metrics import REGISTRY
 
 log = logging.getLogger("kafkron.metrics")
@@ -57,7 +57,7 @@ def check_port(raw: str | int, where: str = "--metrics-port") -> int:
 async def serve_metrics(
     port: int,
     collectors: Sequence[Collector] = (),
-    samplers: Sequence[LagSampler] = (),
+    samplers: Sequence[Sampler] = (),
     *,
     host: str = BIND_HOST,
 ) -> AsyncIterator[str]:

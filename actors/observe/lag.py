@@ -22,6 +22,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -38,6 +39,15 @@ log = logging.getLogger("kafkron.metrics")
 
 MIN_INTERVAL_S = 5.0
 SAMPLE_TIMEOUT_S = 5.0
+
+
+class Sampler(Protocol):
+    """What `actors.observe.exposition.serve_metrics` asks of a sampler: fresh figures
+    before a scrape, its families at the scrape, its clients closed at the end."""
+
+    async def refresh(self) -> None: ...
+    def collect(self) -> Iterable[Metric]: ...
+    async def close(self) -> None: ...
 
 
 class LagSampler(Collector):

@@ -10,6 +10,7 @@ dead-lettered run, or ``completed`` (the run ended without a dead letter).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import orjson
@@ -25,6 +26,7 @@ from actors.shard.state import (
 )
 from actors.views.schedule_status import status_json
 from actors.views.tail import Record
+from topics.queues import DEFAULT_QUEUE
 
 
 def latest_states(records: list[Record]) -> dict[str, bytes]:
@@ -98,9 +100,25 @@ def job_of(definition: dict[str, Any]) -> tuple[str | None, dict[str, Any] | Non
 
 
 def shown_job(definition: dict[str, Any]) -> str:
-    """The job cell of every schedule view: its name, or ``→ kafka:TOPIC``/``→ POST URL``."""
+    """The job cell of every schedule view: its name (and its worker queue, when not the
+    default), or ``→ kafka:TOPIC``/``→ POST URL``."""
     job = definition.get("job") or {}
-    return job_text(job.get("name"), job.get("args"))
+    text = job_text(job.get("name"), job.get("args"))
+    queue = job.get("queue")
+    return text if queue in (None, DEFAULT_QUEUE) else f"{text} (queue {queue})"
+
+
+def waiting_note(state: ScheduleState, unserved: Collection[str]) -> str | None:
+    """``waiting (attempt N): no worker serves queue Q`` for a schedule whose latest run
+    is out on a queue no worker serves now (``unserved``: `actors.views.queues`)."""
+    runs = [r for r in state.runs.values() if r.queue in unserved and r.retry_ms is None]
+    if not runs:
+        return None
+    latest = max(runs, key=lambda r: (r.scheduled_ms, r.task or ""))
+    return (
+        f"waiting (attempt {latest.attempt} since {instant(latest.fired_ms)}):"
+        f" no worker serves queue {latest.queue}"
+    )
 
 
 def schedule_json(state: ScheduleState) -> dict[str, Any]:
@@ -113,13 +131,20 @@ def schedule_json(state: ScheduleState) -> dict[str, Any]:
         "zone": spec.get("tz", "UTC") if "cron" in spec else None,
         "job": job,
         "target": target,
+        "queue": None if job is None else (definition["job"].get("queue") or DEFAULT_QUEUE),
         "next_fire": None if state.next_ms is None else instant(state.next_ms),
         "paused": state.paused,
         **status_json(state),
         "last_fired": None if state.last_fired_ms is None else instant(state.last_fired_ms),
         "last_outcome": last_outcome(state),
         "in_flight": [
-            {"run_id": r.run_id, "attempt": r.attempt, "waiting_retry": r.retry_ms is not None}
+            {
+                "run_id": r.run_id,
+                "attempt": r.attempt,
+                "waiting_retry": r.retry_ms is not None,
+                "queue": r.queue or DEFAULT_QUEUE,
+                "fired_at": instant(r.fired_ms),
+            }
             for r in state.runs.values()
         ],
         "dead_lettered": list(state.dead_or_none or ()),

@@ -5,13 +5,20 @@ and the shard's other work goes on.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+from actors.observe.metrics import QUEUE_OLDEST_AGE, QUEUE_WORKERS
+from actors.observe.queue_age import QueueAgeSampler
 from actors.sending import encode, send_commands
 from actors.shard.runs import QUEUE_REFUSED_ERROR
+from actors.views.queues import queue_states
 from actors.views.tail import read_to_end
 from tests.kit.worker import (
+    REPO,
     ChildProcess,
     SchedulerProcess,
     WorkerProcess,
@@ -37,6 +44,25 @@ def _upsert(schedule_id: str, queue: str, **fields: Any) -> tuple[bytes, bytes]:
         **fields,
     }
     return encode(command, now_ms())
+
+
+def _ls(settings: Settings, tmp: Path) -> str:
+    env = {
+        **os.environ,
+        "KAFKRON_NAMESPACE": settings.namespace,
+        "KAFKRON_BOOTSTRAP": settings.bootstrap,
+        "PYTHONPATH": str(REPO),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "actors.cli", "ls"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout
 
 
 async def _runs_on(settings: Settings, queue: str) -> list[str]:
@@ -68,6 +94,29 @@ async def test_runs_go_only_to_their_queues_workers_and_an_unserved_queue_times_
         # No topic for "nope": the attempt fails at once, the turn commits the rest.
         commands.append(_upsert("nope-0", "nope", retry=retry))
         await send_commands(settings, commands)
+
+        def served(found: list[Result]) -> bool:
+            ended = {r.schedule_id for r in found}
+            return len(ended - {"idle-0"}) == 2 * PER_QUEUE + 1
+
+        await wait_for_results(settings, served, timeout_s=150, workers=children)
+        # While the idle queue's run waits (its deadline plus the margin is ~32 s off):
+        # the queues' view, `kafkron ls` and the scheduler's metric say so.
+        states = {q.queue: q for q in await queue_states(settings)}
+        assert states["idle"].workers == 0 and states["idle"].open_runs >= 1
+        assert states["idle"].oldest_open_ms is not None
+        assert states["alpha"].workers == 1 and states["beta"].workers == 1
+        assert states["default"].workers == 0  # nothing started on {ns}.runs
+        listing = _ls(settings, tmp_path)
+        assert "no worker serves queue idle" in listing, listing
+        assert "test.sleep (queue alpha)" in listing, listing
+        sampler = QueueAgeSampler(settings)
+        await sampler.refresh()
+        families = {f.name: f for f in sampler.collect()}
+        ages = {s.labels["queue"]: s.value for s in families[QUEUE_OLDEST_AGE].samples}
+        assert ages["idle"] > 0
+        workers = {s.labels["queue"]: s.value for s in families[QUEUE_WORKERS].samples}
+        assert (workers["idle"], workers["alpha"]) == (0, 1)
 
         def done(found: list[Result]) -> bool:
             ended = {r.schedule_id for r in found}
