@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,7 @@ from topics import guarantees
 from topics.clients import admin_kwargs
 from topics.closing import bounded
 from topics.names import SHARDED_KINDS, Settings, TopicKind
-from topics.queues import DEFAULT_QUEUE, queue_of_topic, queue_topic
+from topics.queues import queue_topics_in
 from topics.segments import SCHEDULES_SEGMENT_BYTES, slow_restore
 
 DEFAULT_PARTITIONS = 6
@@ -138,12 +138,9 @@ async def create_topics(
     partitions: int = DEFAULT_PARTITIONS,
     runs_partitions: int | None = None,
     replication_factor: int | None = None,
-    queues: Sequence[str] = (),
 ) -> list[str]:
-    """Create the topics of `settings.namespace` that do not exist yet.
-
-    ``queues``: worker queues whose runs topics (``{ns}.runs.Q``, `topics.queues`) to
-    create too, with the runs topic's count and configs.
+    """Create the topics of `settings.namespace` that do not exist yet (the worker
+    queues' topics: `topics.queue_topics.create_queue_topics`).
 
     `partitions` is the shard count (commands, schedules, results, and by default
     every other topic); `runs_partitions` lets the work topic have its own count,
@@ -173,21 +170,6 @@ async def create_topics(
                 topic_configs={"cleanup.policy": spec.cleanup_policy, **durability, **spec.configs},
             )
             for kind, spec in TOPIC_SPECS.items()
-        ]
-        runs_spec = TOPIC_SPECS[TopicKind.RUNS]
-        new_topics += [
-            NewTopic(
-                queue_topic(settings.namespace, queue),
-                runs_count,
-                rf,
-                topic_configs={
-                    "cleanup.policy": runs_spec.cleanup_policy,
-                    **durability,
-                    **runs_spec.configs,
-                },
-            )
-            for queue in dict.fromkeys(queues)
-            if queue != DEFAULT_QUEUE
         ]
         response = await admin.create_topics(new_topics)
         for name, error_code, error_message in response.topic_errors:
@@ -275,15 +257,10 @@ def _has_leaders(topic: Mapping[str, Any]) -> bool:
 
 
 async def delete_topics(settings: Settings) -> None:
-    """Delete the namespace's topics, its queue topics too (tests and demos clean up
-    with this)."""
+    """Delete the namespace's topics, queues' too (tests and demos clean up with this)."""
     names = [settings.topic(kind) for kind in TopicKind]
     async with admin_client(settings) as admin:
-        names += [
-            t
-            for t in await admin.list_topics()
-            if queue_of_topic(settings.namespace, t) not in (None, DEFAULT_QUEUE)
-        ]
+        names += queue_topics_in(settings.namespace, await admin.list_topics())
         await admin.delete_topics(names)
 
 
@@ -428,31 +405,16 @@ async def audit_topics(
     return Audit(broken, weakened, advice)
 
 
-async def check_topics(
-    settings: Settings, partitions: int | None = None, queues: Sequence[str] = ()
-) -> list[str]:
+async def check_topics(settings: Settings, partitions: int | None = None) -> list[str]:
     """Every way the namespace's topics differ from the contract; empty means fine.
 
     Checks existence, cleanup policy, the dead-letter retention, that the sharded
     topics share one partition count (`partitions`, if given, or else their most
     common count, so the odd one out is the one named), and the cluster guarantees
     of `topics.guarantees` (what breaks them first, then what only weakens them).
-    Every queue topic that exists (``{ns}.runs.*``) is checked as the runs topic is,
-    and each of ``queues`` must exist.
+    The queue topics: `topics.queue_topics.check_with_queues`.
     """
-    problems = (await audit_topics(settings, partitions)).all
-    for queue in await queues_of(settings, queues):
-        audit = await audit_topics(settings.for_queue(queue), partitions, (TopicKind.RUNS,))
-        problems += [p for p in audit.all if p not in problems]
-    return problems
-
-
-async def queues_of(settings: Settings, named: Sequence[str] = ()) -> list[str]:
-    """The (non-default) queues named, and those whose topic exists, sorted."""
-    async with admin_client(settings) as admin:
-        listed = await admin.list_topics()
-    found = {queue_of_topic(settings.namespace, t) for t in listed}
-    return sorted({q for q in (*found, *named) if q is not None and q != DEFAULT_QUEUE})
+    return (await audit_topics(settings, partitions)).all
 
 
 async def guard_topics(

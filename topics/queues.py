@@ -16,6 +16,7 @@ part) nor of another queue, and ``{ns}.runs.Q`` is a Kafka topic name.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from topics.command_fields import FieldError, describe, string
 
@@ -53,3 +54,8 @@ def queue_of_topic(namespace: str, topic: str) -> str | None:
         name = topic[len(prefix) :]
         return None if name == DEFAULT_QUEUE else name
     return None
+
+
+def queue_topics_in(namespace: str, topics: Iterable[str]) -> list[str]:
+    """The (non-default) queue topics of ``namespace`` among ``topics``."""
+    return [t for t in topics if queue_of_topic(namespace, t) not in (None, DEFAULT_QUEUE)]

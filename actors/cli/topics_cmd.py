@@ -12,12 +12,12 @@ from topics.admin import (
     DEFAULT_PARTITIONS,
     TopicsError,
     audit_topics,
-    check_topics,
     create_topics,
     guard_topics,
 )
 from topics.command_fields import FieldError
 from topics.names import Settings, TopicKind
+from topics.queue_topics import check_with_queues, create_queue_topics
 from topics.queues import check_queue
 
 log = logging.getLogger("kafkron.topics")
@@ -118,8 +118,14 @@ def run_create(args: argparse.Namespace) -> int:
         return 2
     try:
         created = asyncio.run(
-            create_topics(
-                settings, partitions, args.runs_partitions, args.replication_factor, queues
+            create_topics(settings, partitions, args.runs_partitions, args.replication_factor)
+        )
+        created += asyncio.run(
+            create_queue_topics(
+                settings,
+                queues,
+                args.runs_partitions or partitions,
+                args.replication_factor,
             )
         )
         audit = asyncio.run(audit_topics(settings, args.partitions))
@@ -155,7 +161,7 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"kafkron topics check: {exc}", file=sys.stderr)
         return 2
     try:
-        problems = asyncio.run(check_topics(settings, args.partitions, queues))
+        problems = asyncio.run(check_with_queues(settings, args.partitions, queues))
     except TopicsError as exc:
         print(f"kafkron topics check: {exc}", file=sys.stderr)
         return 1

@@ -142,9 +142,9 @@ FAUST_UNDECODABLE = Counter(
 # --- every group: consumer lag, sampled at scrape time ----------------------------
 
 CONSUMER_LAG = "kafkron_consumer_lag_records"
-QUEUE_OPEN_RUNS = "kafkron_queue_open_records"
-QUEUE_OLDEST_AGE = "kafkron_queue_oldest_open_age_seconds"
-QUEUE_WORKERS = "kafkron_queue_workers"
+QUEUE_OPEN_RUNS = "kafkron_scheduler_queue_open_records"
+QUEUE_OLDEST_AGE = "kafkron_scheduler_queue_oldest_open_age_seconds"
+QUEUE_WORKERS = "kafkron_scheduler_queue_workers"
 CONSUMER_LAG_SAMPLE_ERRORS = Counter(
     "kafkron_consumer_lag_sample_errors",
     "Scrapes whose consumer-lag sample failed (the broker did not answer in time).",

@@ -1,10 +1,10 @@
 """Per worker queue: what waits, for how long, and whether any worker serves it.
 
-``kafkron_queue_oldest_open_age_seconds{queue}`` is the age of the oldest run the
+``kafkron_scheduler_queue_oldest_open_age_seconds{queue}`` is the age of the oldest run the
 queue's workers have not finished (waiting or running: the broker's append time of
 the first record their group has not committed, `actors.views.queues`);
-``kafkron_queue_open_records{queue}`` how many records that is, and
-``kafkron_queue_workers{queue}`` the members of the queue's group. A queue nobody
+``kafkron_scheduler_queue_open_records{queue}`` how many records that is, and
+``kafkron_scheduler_queue_workers{queue}`` the members of the queue's group. A queue nobody
 serves shows 0 workers and a growing age until the shard's deadline ends its runs.
 
 The scheduler serves these (it runs whether or not any worker of a queue does). The

@@ -26,9 +26,9 @@ from tests.kit.worker import (
     now_ms,
     wait_for_results,
 )
-from topics.admin import check_topics, create_topics
 from topics.messages import Result, is_cancel, parse_run
 from topics.names import Settings, TopicKind
+from topics.queue_topics import check_with_queues, create_queue_topics
 from topics.timefmt import format_ms
 
 PER_QUEUE = 6
@@ -77,9 +77,9 @@ async def test_runs_go_only_to_their_queues_workers_and_an_unserved_queue_times_
     kafka_settings: Settings, tmp_path: Path
 ) -> None:
     settings = kafka_settings
-    await create_topics(settings, 3, queues=["alpha", "beta", "idle"])
-    assert await check_topics(settings, queues=["alpha", "beta", "idle"]) == []
-    assert any("runs.nope" in p for p in await check_topics(settings, queues=["nope"]))
+    assert len(await create_queue_topics(settings, ["alpha", "beta", "idle"], 3)) == 3
+    assert await check_with_queues(settings, queues=["alpha", "beta", "idle"]) == []
+    assert any("runs.nope" in p for p in await check_with_queues(settings, queues=["nope"]))
     children: list[ChildProcess] = [
         SchedulerProcess(settings, tmp_path),
         WorkerProcess(settings, tmp_path, "wa", extra_args=("--queue", "alpha")),
