@@ -96,6 +96,25 @@ def test_an_unauthorized_target_topic_is_found_but_never_one_of_the_namespaces()
     assert refused_target(_wrapped(TopicAuthorizationFailedError({"ns.runs"})), "ns") is None
 
 
+def test_a_queue_topics_refusal_is_found_and_fails_its_attempts_for_a_while() -> None:
+    # A queue's topic is the namespace's own, yet it is refused like a target's: its
+    # batch refused, or Write on it not authorized (docs/DESIGN.md §8.1).
+    found = refused_target(_wrapped(_refused("ns.runs.gpu")), "ns")
+    assert found is not None and found[0] == "ns.runs.gpu"
+    denied = TopicAuthorizationFailedError({"ns.runs.gpu", "ns.runs"})
+    assert refused_target(_wrapped(denied), "ns") == (
+        "ns.runs.gpu",
+        "not authorized: the scheduler's principal may not Write it",
+    )
+    table = TargetTable("ns", (), {"ns.runs.gpu": TargetTopic(3)})
+    assert table.snapshot(0).queue_why_not("ns.runs.gpu") is None
+    table.refuse("ns.runs.gpu", "TopicAuthorizationFailedError", mono_s=100.0)
+    during = table.snapshot(100.0 + REFUSED_FOR_S - 1).queue_why_not("ns.runs.gpu")
+    assert "refused the last record" in (during or "")
+    assert table.snapshot(100.0 + REFUSED_FOR_S + 1).queue_why_not("ns.runs.gpu") is None
+    assert "topics create --queue cpu" in (table.snapshot(0).queue_why_not("ns.runs.cpu") or "")
+
+
 def test_a_refusal_lasts_its_while_and_the_snapshot_says_why() -> None:
     table = TargetTable("ns", ("orders.*",), {"orders.due": TargetTopic(3)})
     table.refuse("orders.due", "CorruptRecord", mono_s=100.0)
