@@ -22,7 +22,8 @@ from topics.command_fields import FieldError, describe, string
 
 DEFAULT_QUEUE = "default"
 MAX_QUEUE_CHARS = 100
-_QUEUE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+QUEUE_NAME_PATTERN = r"[A-Za-z0-9_-]{1,100}"
+_QUEUE = re.compile(f"^{QUEUE_NAME_PATTERN}$")
 QUEUE_TOPIC_INFIX = "runs."
 """Queue Q's topic is ``{ns}.runs.Q``: ``{ns}.`` + this + Q."""
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ from topics import messages
 from topics.clients import consumer_kwargs
 from topics.closing import bounded
 from topics.names import Settings, TopicKind
+from topics.queues import QUEUE_NAME_PATTERN, QUEUE_TOPIC_INFIX
 from topics.timefmt import parse_instant
 
 log = logging.getLogger("kafkron.recorder")
@@ -238,6 +240,9 @@ class Recorder:
         self.settings = settings
         self.store = store
         self._kinds = {settings.topic(kind): kind for kind in RECORDED_KINDS}
+        names = "|".join(re.escape(name) for name in self._kinds)
+        queues = re.escape(f"{settings.namespace}.{QUEUE_TOPIC_INFIX}") + QUEUE_NAME_PATTERN
+        self._pattern = f"^({names}|{queues})$"
         self.records_seen = 0
         self.records_skipped = 0
 
@@ -265,9 +270,9 @@ class Recorder:
                     f"`KAFKRON_NAMESPACE={self.settings.namespace} kafkron topics create`"
                 )
             tracker = ChangelogTracker(await self.store.version_heads())
-            consumer.subscribe(
-                topics=list(self._kinds), listener=_SeekToStore(consumer, self.store)
-            )
+            # A pattern, so a worker queue's runs topic ({ns}.runs.Q) is followed too,
+            # also one created while the recorder runs (found at a metadata refresh).
+            consumer.subscribe(pattern=self._pattern, listener=_SeekToStore(consumer, self.store))
             written: dict[tuple[str, int], int] = {}
             while not stop.is_set():
                 batches = await consumer.getmany(
@@ -275,7 +280,7 @@ class Recorder:
                 )
                 rows: list[Row] = []
                 for tp, records in batches.items():
-                    kind = self._kinds[tp.topic]
+                    kind = self._kinds.get(tp.topic, TopicKind.RUNS)  # else a queue's
                     for record in records:
                         self.records_seen += 1
                         if kind is TopicKind.SCHEDULES:

@@ -5,6 +5,8 @@ and the shard's other work goes on.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -46,7 +48,7 @@ def _upsert(schedule_id: str, queue: str, **fields: Any) -> tuple[bytes, bytes]:
     return encode(command, now_ms())
 
 
-def _ls(settings: Settings, tmp: Path) -> str:
+def _cli(settings: Settings, *argv: str) -> str:
     env = {
         **os.environ,
         "KAFKRON_NAMESPACE": settings.namespace,
@@ -54,7 +56,7 @@ def _ls(settings: Settings, tmp: Path) -> str:
         "PYTHONPATH": str(REPO),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "actors.cli", "ls"],
+        [sys.executable, "-m", "actors.cli", *argv],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -84,6 +86,8 @@ async def test_runs_go_only_to_their_queues_workers_and_an_unserved_queue_times_
         SchedulerProcess(settings, tmp_path),
         WorkerProcess(settings, tmp_path, "wa", extra_args=("--queue", "alpha")),
         WorkerProcess(settings, tmp_path, "wb", extra_args=("--queue", "beta")),
+        # The history follows every queue's topic (a pattern), "idle" included.
+        ChildProcess(settings, tmp_path, "recorder", ["recorder", "--db", str(tmp_path / "h.db")]),
     ]
     try:
         commands = [_upsert(f"a-{i}", "alpha") for i in range(PER_QUEUE)]
@@ -107,9 +111,17 @@ async def test_runs_go_only_to_their_queues_workers_and_an_unserved_queue_times_
         assert states["idle"].oldest_open_ms is not None
         assert states["alpha"].workers == 1 and states["beta"].workers == 1
         assert states["default"].workers == 0  # nothing started on {ns}.runs
-        listing = _ls(settings, tmp_path)
+        listing = _cli(settings, "ls")
         assert "no worker serves queue idle" in listing, listing
         assert "test.sleep (queue alpha)" in listing, listing
+        for _ in range(60):  # the recorder records the idle run as fired, no result yet
+            shown = json.loads(
+                _cli(settings, "history", "idle-0", "--db", str(tmp_path / "h.db"), "--json")
+            )
+            if shown:
+                break
+            await asyncio.sleep(0.5)
+        assert [(r["status"], r["attempts"]) for r in shown] == [("running", 1)], shown
         sampler = QueueAgeSampler(settings)
         await sampler.refresh()
         families = {f.name: f for f in sampler.collect()}
