@@ -169,7 +169,9 @@ class Console:
     # --- pages ----------------------------------------------------------------------
 
     async def schedules(self, request: web.Request) -> web.Response:
-        rows = await data.schedule_rows(self.changelog)
+        queues = await data.worker_queues(self.settings)
+        unserved = {q.queue for q in queues if q.workers == 0}
+        rows = await data.schedule_rows(self.changelog, unserved)
         latest: dict[str, Any] = {}
         store, history_error = await self._history_or_none()
         if store is not None:
@@ -181,6 +183,8 @@ class Console:
             request,
             "schedules.html",
             rows=rows,
+            queues=queues,
+            now_ms=time.time_ns() // 1_000_000,
             latest=latest,
             history_error=history_error,
             topic=self.settings.topic(TopicKind.SCHEDULES),

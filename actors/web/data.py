@@ -10,8 +10,9 @@ so a page that links to several schedules reads the topic once.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -23,13 +24,23 @@ import orjson
 from actors.history.store import AttemptView, HistoryError, HistoryStore
 from actors.shard.state import ScheduleState, decode_schedule
 from actors.timespec import compile_spec
+from actors.views.queues import QueueState, queue_states
 from actors.views.schedule_status import status_text
-from actors.views.schedules import last_outcome, latest_states, shown_job, spec_text
+from actors.views.schedules import (
+    last_outcome,
+    latest_states,
+    shown_job,
+    spec_text,
+    waiting_note,
+)
 from actors.views.tail import read_to_end
 from topics.messages import Result
 from topics.names import Settings, TopicKind
+from topics.queues import DEFAULT_QUEUE
 from topics.timefmt import format_ms
 from topics.vocabulary import DstFold, DstGap, RunStatus
+
+log = logging.getLogger("kafkron.web")
 
 CHANGELOG_TTL_S = 1.0
 NEXT_FIRES = 3
@@ -111,7 +122,8 @@ def _zone_of(spec: Mapping[str, Any]) -> str:
     return tz if isinstance(tz, str) and tz else "UTC"
 
 
-def row_of(state: ScheduleState) -> ScheduleRow:
+def row_of(state: ScheduleState, unserved: Collection[str] = ()) -> ScheduleRow:
+    """``unserved``: queues no worker serves now (their runs only wait)."""
     definition = orjson.loads(state.def_bytes)
     spec = definition.get("spec", {})
     job = "DAG" if state.dag is not None else shown_job(definition)
@@ -122,17 +134,17 @@ def row_of(state: ScheduleState) -> ScheduleRow:
         job=job,
         paused=state.paused,
         next_fires=[] if state.paused else next_fires(state),
-        last_outcome=last_outcome(state),
+        last_outcome=waiting_note(state, unserved) or last_outcome(state),
         is_dag=state.dag is not None,
         dead=list(state.dead_or_none or ()),
         state=status_text(state),
     )
 
 
-def schedule_row(key: str, value: bytes) -> ScheduleRow:
+def schedule_row(key: str, value: bytes, unserved: Collection[str] = ()) -> ScheduleRow:
     """The row of a changelog record; an unreadable record is a row saying so."""
     try:
-        return row_of(decode_schedule(value))
+        return row_of(decode_schedule(value), unserved)
     except (ValueError, KeyError, TypeError) as exc:
         return ScheduleRow(
             id=key, spec="-", zone="-", job="-", paused=False, next_fires=[],
@@ -141,8 +153,21 @@ def schedule_row(key: str, value: bytes) -> ScheduleRow:
         )  # fmt: skip
 
 
-async def schedule_rows(changelog: Changelog) -> list[ScheduleRow]:
-    return [schedule_row(k, v) for k, v in sorted((await changelog.states()).items())]
+async def schedule_rows(changelog: Changelog, unserved: Collection[str] = ()) -> list[ScheduleRow]:
+    states = sorted((await changelog.states()).items())
+    return [schedule_row(k, v, unserved) for k, v in states]
+
+
+async def worker_queues(settings: Settings) -> list[QueueState]:
+    """The namespace's worker queues (`actors.views.queues`); none when there are no
+    queues but the default one, or when the broker will not say (the page still shows
+    the schedules)."""
+    try:
+        queues = await queue_states(settings)
+    except Exception as exc:  # ACLs, a slow broker
+        log.debug("queues not read: %s", exc)
+        return []
+    return queues if any(q.queue != DEFAULT_QUEUE for q in queues) else []
 
 
 class History:

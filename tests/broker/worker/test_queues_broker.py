@@ -13,12 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from aiohttp.test_utils import TestClient, TestServer
+
 from actors.observe.metrics import QUEUE_OLDEST_AGE, QUEUE_WORKERS
 from actors.observe.queue_age import QueueAgeSampler
 from actors.sending import encode, send_commands
 from actors.shard.runs import QUEUE_REFUSED_ERROR
 from actors.views.queues import queue_states
 from actors.views.tail import read_to_end
+from actors.web.app import Console, WebOptions
 from tests.kit.worker import (
     REPO,
     ChildProcess,
@@ -122,6 +125,11 @@ async def test_runs_go_only_to_their_queues_workers_and_an_unserved_queue_times_
                 break
             await asyncio.sleep(0.5)
         assert [(r["status"], r["attempts"]) for r in shown] == [("running", 1)], shown
+        console = Console(settings, WebOptions(db=tmp_path / "h.db", token="t"))
+        async with TestClient(TestServer(console.app())) as web:
+            page = await (await web.get("/")).text()
+        assert 'data-queue="idle"' in page and "0: no worker serves it" in page, page
+        assert "no worker serves queue idle" in page and "test.sleep (queue beta)" in page
         sampler = QueueAgeSampler(settings)
         await sampler.refresh()
         families = {f.name: f for f in sampler.collect()}
