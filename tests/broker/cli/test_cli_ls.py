@@ -114,7 +114,16 @@ def test_ls_shows_what_the_changelog_holds(
     charge = rows["charge"]
     assert charge["last_fired"] == format_ms(T0 + 3_600_000)
     assert charge["last_outcome"].startswith("retrying (attempt 2 at ")
-    assert charge["in_flight"] == [{"run_id": run.run_id, "attempt": 1, "waiting_retry": True}]
+    assert charge["in_flight"] == [
+        {
+            "run_id": run.run_id,
+            "attempt": 1,
+            "waiting_retry": True,
+            "queue": "default",
+            "fired_at": format_ms(T0 + 3_600_000),
+        }
+    ]
+    assert charge["queue"] == "default"
 
     code, out, _ = cli(capsys, "ls")
     assert code == 0
