@@ -109,9 +109,9 @@ def test_a_queue_topics_refusal_is_found_and_fails_its_attempts_for_a_while() ->
     table = TargetTable("ns", (), {"ns.runs.gpu": TargetTopic(3)})
     assert table.snapshot(0).queue_why_not("ns.runs.gpu") is None
     table.refuse("ns.runs.gpu", "TopicAuthorizationFailedError", mono_s=100.0)
-    during = table.snapshot(100.0 + REFUSED_FOR_S - 1).queue_why_not("ns.runs.gpu")
+    during = table.snapshot(100.0 + REFUSED_FIRST_S - 1).queue_why_not("ns.runs.gpu")
     assert "refused the last record" in (during or "")
-    assert table.snapshot(100.0 + REFUSED_FOR_S + 1).queue_why_not("ns.runs.gpu") is None
+    assert table.snapshot(100.0 + REFUSED_FIRST_S + 1).queue_why_not("ns.runs.gpu") is None
     assert "topics create --queue cpu" in (table.snapshot(0).queue_why_not("ns.runs.cpu") or "")
 
 
