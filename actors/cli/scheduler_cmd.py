@@ -124,12 +124,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--target-ack-timeout-s",
         type=float,
-        default=defaults.target_ack_timeout_s,
+        default=None,
         metavar="S",
         help="a Kafka target's batch not acknowledged by then (no leader, too few in-sync"
         " replicas) while the rest of its transaction was: its occurrences fail and the"
-        " topic is refused for a while; below the commit timeout, above a leader"
-        f" failover (default {defaults.target_ack_timeout_s:g})",
+        " topic is refused for a while. Below the commit timeout (15 s) and above the"
+        " longest leader failover you expect, or a failover dead-letters occurrences"
+        " (default: off, the commit timeout alone)",
     )
     observe_args.add_arguments(parser)
     parser.set_defaults(func=run)
@@ -152,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
         return output.fail("scheduler", "--standbys must be >= 0", 2)
     try:
         target_topics = patterns_from_env(tuple(args.target_topic))
-        check_deadline(args.target_ack_timeout_s, RuntimeOptions().commit_timeout_s)
+        if args.target_ack_timeout_s is not None:
+            check_deadline(args.target_ack_timeout_s, RuntimeOptions().commit_timeout_s)
     except ValueError as exc:
         return output.fail("scheduler", str(exc), 2)
     try:

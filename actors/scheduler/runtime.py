@@ -82,7 +82,6 @@ from actors.scheduler.restore import make_restore_consumer, read_to_end
 from actors.scheduler.shard_runner import ShardFenced, ShardRunner, ShardWriteFailed
 from actors.scheduler.skew import DEFAULT_BOUND_MS
 from actors.scheduler.standby import StandbyTailer
-from actors.scheduler.target_acks import TARGET_ACK_TIMEOUT_S
 from actors.scheduler.target_table import REFRESH_S as TARGETS_REFRESH_S
 from actors.scheduler.target_table import TargetTable, refused_target
 from actors.scheduler.warm import WarmShard
@@ -129,7 +128,8 @@ class RuntimeOptions:
     ``figures_interval_s``: how often per-shard figures are logged (0: never).
     ``commit_timeout_s``: a transaction not committed by then counts as failed.
     ``target_ack_timeout_s``: a Kafka target's batch not acknowledged by then, while the
-    rest of its transaction was, refuses its topic (`actors.scheduler.target_acks`).
+    rest of its transaction was, refuses its topic (`actors.scheduler.target_acks`);
+    None (the default): no such deadline, the commit timeout alone.
     ``max_standbys``: shards not owned this process keeps warm (tails their changelog),
     so that taking one over is a catch-up, not a restore; each holds its shard's state.
     """
@@ -141,7 +141,7 @@ class RuntimeOptions:
     skew_bound_ms: int = DEFAULT_BOUND_MS
     figures_interval_s: float = 30.0
     commit_timeout_s: float = 15.0
-    target_ack_timeout_s: float = TARGET_ACK_TIMEOUT_S
+    target_ack_timeout_s: float | None = None
     max_standbys: int = 0
     target_topics: tuple[str, ...] = ()
     """The Kafka target topics this namespace allows (`actors.scheduler.target_table`)."""

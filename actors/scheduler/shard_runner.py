@@ -41,7 +41,6 @@ from actors.scheduler.clock import Clock
 from actors.scheduler.figures import RateWindow
 from actors.scheduler.lifecycle import ClockSample
 from actors.scheduler.probe import CLOCK_PROBE_KEY, CLOCK_PROBE_VALUE
-from actors.scheduler.target_acks import TARGET_ACK_TIMEOUT_S
 from actors.scheduler.writer import (
     MAX_BATCH_BYTES,
     BatchRefused,
@@ -89,7 +88,7 @@ class ShardRunner:
         commit_timeout_s: float,
         limits: Mapping[TopicKind | TargetDest, int] | None = None,
         mono: Mono = monotonic_ms,
-        target_ack_timeout_s: float = TARGET_ACK_TIMEOUT_S,
+        target_ack_timeout_s: float | None = None,
     ) -> None:
         self.partition = partition
         self.token = token
@@ -176,8 +175,12 @@ class ShardRunner:
         if not plan.records and not offsets:
             return []
         cluster = producer.client.cluster
-        stuck = leaderless(
-            plan, lambda topic, p: cluster.leader_for_partition(TopicPartition(topic, p))
+        stuck = (
+            None
+            if self._target_ack_timeout_s is None
+            else leaderless(
+                plan, lambda topic, p: cluster.leader_for_partition(TopicPartition(topic, p))
+            )
         )
         if stuck is not None:
             # Kept out of the transaction (see `leaderless`); the topic is refused and the
@@ -236,8 +239,9 @@ class ShardRunner:
                     batch.future.add_done_callback(stamp_ack)
             if offsets:
                 await producer.send_offsets_to_transaction(offsets, self._settings.scheduler_group)
-            if any(type(b.topic) is str for b in sent):
-                failure = await acknowledged(sent, self._target_ack_timeout_s)
+            deadline_s = self._target_ack_timeout_s
+            if deadline_s is not None and any(type(b.topic) is str for b in sent):
+                failure = await acknowledged(sent, deadline_s)
             else:
                 failure = await refused(sent)
             if failure is not None:
