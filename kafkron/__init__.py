@@ -53,14 +53,18 @@ from topics.command_builders import (
     validated,
 )
 from topics.command_parts import (
+    AnyOf,
     At,
+    BusinessDay,
     Cron,
+    Days,
     Dst,
     Every,
     HttpTarget,
     KafkaTarget,
     Misfire,
     Retry,
+    RRule,
     Spec,
     Task,
 )
@@ -71,10 +75,13 @@ from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapP
 
 __all__ = [
     "CANCELLED_ERROR",
+    "AnyOf",
     "At",
+    "BusinessDay",
     "Client",
     "CommandRecord",
     "Cron",
+    "Days",
     "DeadLetter",
     "Dst",
     "DstFold",
@@ -88,6 +95,7 @@ __all__ = [
     "MisfireMode",
     "NonRetryable",
     "OverlapPolicy",
+    "RRule",
     "ReadError",
     "Result",
     "Retry",

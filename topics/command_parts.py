@@ -139,8 +139,132 @@ class At:
         return {"at": instant_text(self.instant, "spec.at")}
 
 
-Spec = Cron | Every | At
-"""When a schedule or a DAG fires: one of `Cron`, `Every`, `At`."""
+@dataclass(frozen=True, slots=True)
+class RRule:
+    """``{"rrule": rule, "dtstart": local_time, "tz": zone}``: an RFC 5545 recurrence.
+
+    ``rule`` is one RRULE line (``FREQ=...;...``), expanded in the local wall time of
+    ``tz`` from ``dtstart`` (a local time without offset, as RFC 5545's DTSTART with a
+    TZID); the cron DST rule applies (docs/DESIGN.md §5.6).
+
+    Example: ``RRule("FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1",
+    dtstart="2026-01-01T18:00:00", tz="Europe/London")``: 18:00 on the last weekday.
+    """
+
+    rule: str
+    """The RRULE, e.g. ``"FREQ=WEEKLY;BYDAY=MO,WE;BYHOUR=9;BYMINUTE=0"``."""
+    dtstart: str
+    """The local start, ``YYYY-MM-DDTHH:MM:SS`` (no offset): times of day default to it."""
+    tz: str | None = None
+    """IANA time zone of the wall times; None for UTC."""
+
+    def json(self) -> dict[str, Any]:
+        """The ``spec`` object."""
+        return _pick(rrule=self.rule, dtstart=self.dtstart, tz=self.tz)
+
+
+@dataclass(frozen=True, slots=True)
+class BusinessDay:
+    """``{"business_day": nth, "time": "HH:MM", "tz": zone}``: at ``time`` on the
+    ``nth`` business day of every month (-1 the last), a business day being a Monday
+    to Friday that the spec's exclusions leave (inside `AnyOf`).
+
+    Example: ``AnyOf([BusinessDay(-1, "18:00")], exclude=[uk_holidays], tz="Europe/London")``.
+    """
+
+    nth: int
+    """1 to 23 from the start of the month, -1 to -23 from its end."""
+    time: str
+    """Local time of day, ``"HH:MM"`` or ``"HH:MM:SS"``."""
+    tz: str | None = None
+    """IANA time zone; inside `AnyOf`, None takes the AnyOf's."""
+
+    def json(self) -> dict[str, Any]:
+        """The ``spec`` object."""
+        return _pick(business_day=self.nth, time=self.time, tz=self.tz)
+
+
+@dataclass(frozen=True, slots=True)
+class Days:
+    """A calendar's days, for ``AnyOf(exclude=[...])``: dates, inclusive date ranges
+    and weekdays, each a whole local day of ``tz``.
+
+    Example: ``Days(tz="Europe/London", dates=["2026-12-25"], weekdays=["SAT", "SUN"])``.
+    """
+
+    tz: str | None = None
+    """IANA zone whose days these are; None for UTC."""
+    dates: tuple[str, ...] = ()
+    """``YYYY-MM-DD`` dates."""
+    ranges: tuple[tuple[str, str], ...] = ()
+    """``(first, last)`` date pairs, both included."""
+    weekdays: tuple[str, ...] = ()
+    """``MON`` ... ``SUN``."""
+
+    def json(self) -> dict[str, Any]:
+        """The ``{"calendar": {...}}`` exclusion."""
+        days = _pick(
+            tz=self.tz,
+            dates=list(self.dates) or None,
+            ranges=[list(r) for r in self.ranges] or None,
+            weekdays=list(self.weekdays) or None,
+        )
+        return {"calendar": days}
+
+
+@dataclass(frozen=True, slots=True)
+class SpecJson:
+    """A spec given as its JSON object, as the topics contract writes it
+    (docs/DESIGN.md §2.2): for what the typed parts do not say, or a spec read back.
+
+    Example: ``SpecJson({"any": [{"cron": "0 9 * * *"}], "exclude": [{"cron": "0 0 * * SUN"}]})``.
+    """
+
+    value: Mapping[str, Any]
+    """The ``spec`` object (judged by the shard's own decoder when the command is built)."""
+
+    def json(self) -> dict[str, Any]:
+        """A copy of the object."""
+        return dict(self.value)
+
+
+Single = Cron | Every | At | RRule | BusinessDay | SpecJson
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    """``{"any": [...], "exclude": [...], "adjust": ..., "tz": zone}``: several specs
+    merged (an instant fired by two fires once), minus the days of ``exclude``
+    (`Days` calendars, or specs: the days they fire on), a fixed-time fire on an
+    excluded day moved by ``adjust`` (``skip``, ``next_business_day``,
+    ``previous_business_day``, ``modified_following``). docs/DESIGN.md §5.6.
+
+    Example: ``AnyOf([Cron("0 6 * * *")], exclude=[Days(weekdays=("SAT", "SUN"))],
+    adjust="next_business_day", tz="Europe/London")``.
+    """
+
+    specs: Sequence[Single]
+    """The specs whose fires are merged."""
+    exclude: Sequence[Days | Single] = ()
+    """Calendars and specs whose days are taken away."""
+    adjust: str | None = None
+    """What becomes of a fixed-time fire on an excluded day; None is ``skip``."""
+    tz: str | None = None
+    """Zone of the days and of members without one; None: the first member's zone."""
+
+    def json(self) -> dict[str, Any]:
+        """The ``spec`` object."""
+        return _pick(
+            any=[s.json() for s in self.specs],
+            exclude=[e.json() for e in self.exclude] or None,
+            adjust=self.adjust,
+            tz=self.tz,
+        )
+
+
+Spec = Cron | Every | At | RRule | BusinessDay | AnyOf | SpecJson
+"""When a schedule or a DAG fires: `Cron`, `Every`, `At`, `RRule`, `BusinessDay`,
+`AnyOf` (several, minus excluded days) or `SpecJson` (the object itself)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,11 +133,12 @@ _SCHEDULE_FIELDS = ("spec", "misfire", "dst", "spread", "start", "end", "retry",
 _UPSERT_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "job", "target", "overlap", "max_runs"))
 _DAG_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "tasks", "max_active_runs"))
 _TASK_KEYS = frozenset(("job", "target", "after", "retry", "timeout_s"))
-_SPEC_KINDS = ("cron", "every", "at")
-_SPEC_KEYS = frozenset((*_SPEC_KINDS, "tz", "anchor"))
+_SPEC_KINDS = ("cron", "every", "at", "rrule", "business_day", "any")
+# The fields of each kind are checked by the compiler (actors/timespec/compile.py).
+_SPEC_KEYS = frozenset((*_SPEC_KINDS, "tz", "anchor", "dtstart", "time", "exclude", "adjust"))
 _SPEC_ALIASES = {"timezone": "tz", "time_zone": "tz", "zone": "tz", "interval": "every"}
 
-_FIELD_PATH = re.compile(r"[a-z_]+(\.[a-z_]+)*: ")
+_FIELD_PATH = re.compile(r"[a-z_]+(\[\d+\])?(\.[a-z_]+(\[\d+\])?)*: ")
 
 _EXAMPLE_COMMAND = '{"v": 1, "type": "schedule.delete", "id": "invoice-nightly"}'
 _EXAMPLE_SPEC = '{"cron": "0 0 * * *", "tz": "Europe/London"}'
@@ -461,8 +462,8 @@ def _spec_shape(value: Any) -> dict[str, Any]:
     if len(kinds) != 1:
         found = f"got {' and '.join(kinds)}" if kinds else "got none"
         raise FieldError(
-            f"spec: give exactly one of cron, every or at ({found}); for example {_EXAMPLE_SPEC}, "
-            '{"every": "60s"} or {"at": "2026-12-04T14:05:00Z"}'
+            f"spec: give exactly one of {', '.join(_SPEC_KINDS)} ({found}); for example "
+            f'{_EXAMPLE_SPEC}, {{"every": "60s"}} or {{"at": "2026-12-04T14:05:00Z"}}'
         )
     return spec
 

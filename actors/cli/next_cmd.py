@@ -29,6 +29,7 @@ from actors.display import target_text
 from actors.timespec import CompiledSpec, SpecError, compile_spec
 from actors.timespec.cronspec import CronSpec
 from actors.timespec.zones import load_zone
+from actors.views.schedules import spec_zone
 from actors.views.spec_arg import parse_spec_text
 from topics.command_fields import FieldError
 from topics.queues import DEFAULT_QUEUE, check_queue
@@ -144,10 +145,11 @@ def now_ms() -> int:
 def build(args: argparse.Namespace) -> tuple[CompiledSpec, str]:
     """The compiled spec and the zone to show local times in."""
     spec, command = parse_spec_text(args.spec)
+    zoned = any(k in spec for k in ("cron", "rrule", "business_day", "any"))
     if args.tz is not None:
-        if "cron" in spec and "tz" in spec and spec["tz"] != args.tz:
+        if zoned and "tz" in spec and spec["tz"] != args.tz:
             raise SpecError(f"--tz {args.tz} contradicts spec.tz {spec['tz']}; give one")
-        if "cron" in spec:
+        if zoned:
             spec["tz"] = args.tz
     schedule_id = args.id if args.id is not None else command.get("id")
     spread = command.get("spread") or {}
@@ -166,7 +168,7 @@ def build(args: argparse.Namespace) -> tuple[CompiledSpec, str]:
         raise SpecError(
             "this spec uses H or a spread window, which depend on the schedule id: pass --id ID"
         )
-    zone_name = args.tz or (spec.get("tz") if isinstance(spec.get("tz"), str) else None) or "UTC"
+    zone_name = args.tz or spec_zone(spec) or "UTC"
     load_zone(zone_name)  # --tz of an every/at spec is only for --local, but must exist
     return compiled, zone_name
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from actors.cli import output, pause_args, target_args
 from actors.cli.submit_cmd import produce
+from actors.timespec.composite import ADJUSTMENTS
 from topics import codec
 from topics.command_builders import (
     CommandRecord,
@@ -26,15 +27,21 @@ from topics.command_builders import (
     schedule_upsert,
 )
 from topics.command_parts import (
+    AnyOf,
     At,
+    BusinessDay,
     Cron,
+    Days,
     Dst,
     Every,
     HttpTarget,
     KafkaTarget,
     Misfire,
     Retry,
+    RRule,
+    Single,
     Spec,
+    SpecJson,
 )
 from topics.commands import MISFIRE_POLICIES, OVERLAP_POLICIES
 from topics.names import Settings
@@ -53,6 +60,12 @@ examples:
       --body '{"run": "{run_id}"}' --http-header Authorization=secret:billing-api
   kafkron schedule add welcome-mails --every 1d --job mail.welcome --max-runs 3
   kafkron schedule add render --every 1h --job media.render --queue gpu
+  kafkron schedule add ledger-close --business-day -1 --time 18:00 --tz Europe/London \
+      --exclude weekends --exclude 2026-12-25 --exclude 2026-12-28 --job ledger.close
+  kafkron schedule add payroll --cron '0 6 25 * *' --tz Europe/London --exclude weekends \
+      --adjust previous_business_day --job payroll.run
+  kafkron schedule add board-pack --rrule 'FREQ=MONTHLY;BYDAY=1MO' --dtstart 2026-01-05T08:00:00 \
+      --tz Europe/Paris --job reports.board_pack
   kafkron schedule pause invoice-nightly
   kafkron schedule pause invoice-nightly --note 'db migration' --until 2h --after-current
   kafkron schedule trigger invoice-nightly    # fire once, now
@@ -100,11 +113,41 @@ def _register_add(actions: Any) -> None:
     add.add_argument("id", help="schedule id (the record key)")
     when = add.add_mutually_exclusive_group(required=True)
     when.add_argument(
-        "--cron", metavar="EXPR", help="cron expression (5 fields, or 6 with seconds)"
+        "--cron",
+        metavar="EXPR",
+        action="append",
+        help="cron expression (5 fields, or 6 with seconds); repeat it to merge several",
     )
     when.add_argument("--every", metavar="D", help="fixed interval, e.g. 90s, 5m, 1h30m")
     when.add_argument("--at", metavar="T", help="once, at an RFC 3339 instant")
-    add.add_argument("--tz", metavar="ZONE", help="IANA time zone of --cron (default UTC)")
+    when.add_argument(
+        "--rrule",
+        metavar="RULE",
+        help="RFC 5545 RRULE, e.g. FREQ=MONTHLY;BYMONTHDAY=-1 (--dtstart)",
+    )
+    when.add_argument(
+        "--business-day", type=int, metavar="N", help="N-th business day of each month (-1 last)"
+    )
+    when.add_argument(
+        "--spec",
+        metavar="JSON",
+        help='a whole spec object, e.g. \'{"any": [...], "exclude": [...]}\'',
+    )
+    add.add_argument(
+        "--dtstart", metavar="LOCAL", help="--rrule's local start, 2026-01-05T09:00:00"
+    )
+    add.add_argument("--time", metavar="HH:MM", help="--business-day's local time of day")
+    add.add_argument(
+        "--exclude",
+        metavar="DAYS",
+        action="append",
+        help="days on which nothing fires: weekends, a date 2026-12-25, a range "
+        "2026-12-24..2027-01-01, or a JSON spec; repeatable",
+    )
+    add.add_argument(
+        "--adjust", choices=ADJUSTMENTS, help="a fixed-time fire on an excluded day (skip)"
+    )
+    add.add_argument("--tz", metavar="ZONE", help="IANA time zone of the wall times (default UTC)")
     add.add_argument("--anchor", metavar="T", help="instant --every counts from (default epoch)")
     what = add.add_mutually_exclusive_group(required=True)
     what.add_argument("--job", metavar="NAME", help="registered job name")
@@ -161,17 +204,7 @@ def build_upsert(args: argparse.Namespace) -> CommandRecord:
             ) from None
         if not isinstance(job_args, dict):
             raise ValueError('--args must be a JSON object, like \'{"customer": "c-42"}\'')
-    if args.tz is not None and args.cron is None:
-        raise ValueError("--tz applies to --cron only (--every and --at are instants)")
-    if args.anchor is not None and args.every is None:
-        raise ValueError("--anchor applies to --every only")
-    spec: Spec
-    if args.cron is not None:
-        spec = Cron(args.cron, tz=args.tz)
-    elif args.every is not None:
-        spec = Every(args.every, anchor=args.anchor)
-    else:
-        spec = At(args.at)
+    spec = spec_of(args)
     try:
         return _upsert(args, spec, job_args, target)
     except InvalidCommand as error:
@@ -180,6 +213,76 @@ def build_upsert(args: argparse.Namespace) -> CommandRecord:
         if error.field in ("queue", "job.queue"):
             raise InvalidCommand(f"--queue: {error.reason}") from None
         raise InvalidCommand(target_args.flag_of(error.reason)) from None
+
+
+def spec_of(args: argparse.Namespace) -> Spec:
+    """The spec of the when-flags (several, exclusions and adjustment make an AnyOf)."""
+    zoned = args.cron is not None or args.rrule is not None or args.business_day is not None
+    if args.tz is not None and not zoned and not args.exclude:
+        raise ValueError("--tz applies to --cron, --rrule, --business-day and --exclude")
+    if args.anchor is not None and args.every is None:
+        raise ValueError("--anchor applies to --every only")
+    if args.dtstart is not None and args.rrule is None:
+        raise ValueError("--dtstart applies to --rrule only")
+    if args.time is not None and args.business_day is None:
+        raise ValueError("--time applies to --business-day only")
+    if args.spec is not None:
+        if args.exclude or args.adjust or args.tz:
+            raise ValueError("--spec is the whole spec: put exclude, adjust and tz inside it")
+        try:
+            raw = codec.loads(args.spec)
+        except ValueError:
+            raise ValueError(f"--spec {args.spec!r} is not JSON") from None
+        if not isinstance(raw, dict):
+            raise ValueError("--spec must be a JSON object")
+        return SpecJson(raw)
+    singles: list[Single]
+    if args.cron is not None:
+        singles = [Cron(expr, tz=args.tz) for expr in args.cron]
+    elif args.every is not None:
+        singles = [Every(args.every, anchor=args.anchor)]
+    elif args.rrule is not None:
+        if args.dtstart is None:
+            raise ValueError("--rrule needs --dtstart, its local start (2026-01-05T09:00:00)")
+        singles = [RRule(args.rrule, args.dtstart, tz=args.tz)]
+    elif args.business_day is not None:
+        if args.time is None:
+            raise ValueError("--business-day needs --time, the local time of day (18:00)")
+        singles = [BusinessDay(args.business_day, args.time, tz=args.tz)]
+    else:
+        singles = [At(args.at)]
+    if len(singles) == 1 and not args.exclude and args.adjust is None:
+        return singles[0]
+    return AnyOf(singles, exclude=exclusions(args.exclude or [], args.tz), adjust=args.adjust)
+
+
+def exclusions(texts: list[str], tz: str | None) -> list[Days | Single | SpecJson]:
+    """``--exclude`` values: weekends, dates and ranges make one calendar in ``tz``."""
+    dates: list[str] = []
+    ranges: list[tuple[str, str]] = []
+    weekdays: list[str] = []
+    found: list[Days | Single | SpecJson] = []
+    for text in texts:
+        if text.strip().startswith("{"):
+            try:
+                raw = codec.loads(text)
+            except ValueError:
+                raise ValueError(f"--exclude {text!r} is not JSON") from None
+            if not isinstance(raw, dict):
+                raise ValueError("--exclude JSON must be an object")
+            found.append(SpecJson(raw))
+        elif text.lower() == "weekends":
+            weekdays += ["SAT", "SUN"]
+        elif ".." in text:
+            first, last = text.split("..", 1)
+            ranges.append((first, last))
+        else:
+            dates.append(text)
+    if dates or ranges or weekdays:
+        found.insert(
+            0, Days(tz=tz, dates=tuple(dates), ranges=tuple(ranges), weekdays=tuple(weekdays))
+        )
+    return found
 
 
 def _upsert(

@@ -10,23 +10,37 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.timespec.api import CompiledSpec
+from actors.timespec.base import BoundedSpec
+from actors.timespec.businessday import BusinessDaySpec, parse_nth, parse_time_of_day
+from actors.timespec.composite_compile import compile_composite
 from actors.timespec.cronparse import resolve_hash, split_fields, uses_hash
 from actors.timespec.cronspec import CronSpec
 from actors.timespec.crontable import compile_table
 from actors.timespec.durations import parse_duration_s
 from actors.timespec.errors import SpecError
 from actors.timespec.hashing import spread_offset_ms
+from actors.timespec.rrulespec import RRuleSpec, parse_rrule
 from actors.timespec.simple import AtSpec, EverySpec
-from actors.timespec.zones import is_utc, load_zone
+from actors.timespec.zones import ZoneTable, is_utc, load_zone
 from topics.timefmt import parse_instant
 from topics.vocabulary import DstFold, DstGap
 
-_KEYS = {"cron": {"cron", "tz"}, "every": {"every", "anchor"}, "at": {"at"}}
+_KEYS = {
+    "cron": {"cron", "tz"},
+    "every": {"every", "anchor"},
+    "at": {"at"},
+    "rrule": {"rrule", "dtstart", "tz"},
+    "business_day": {"business_day", "time", "tz"},
+    "any": {"any", "exclude", "adjust", "tz"},
+}
+# Members of ``any`` and exclusions are single specs: no nesting.
+_SINGLE = ("cron", "every", "at", "rrule", "business_day")
 # A spread larger than a year would reorder a schedule's own occurrences.
 _MAX_SPREAD_S = 366 * 86_400
 _EXAMPLE = (
     '{"cron": "0 9 * * MON-FRI", "tz": "Europe/London"}, {"every": "90s"} or '
-    '{"at": "2026-12-04T14:05:00Z"}'
+    '{"at": "2026-12-04T14:05:00Z"}, {"rrule": "FREQ=MONTHLY;BYMONTHDAY=1", "dtstart": '
+    '"2026-01-01T09:00:00"} or {"any": [...], "exclude": [...]}'
 )
 
 
@@ -54,30 +68,86 @@ def compile_spec(
     if len(kinds) != 1:
         found = "none" if not kinds else " and ".join(kinds)
         raise SpecError(
-            f"spec: needs exactly one of cron, every, at (found {found}); e.g. {_EXAMPLE}"
+            "spec: needs exactly one of cron, every, at, rrule, business_day, any "
+            f"(found {found}); e.g. {_EXAMPLE}"
         )
     kind = kinds[0]
-    unknown = sorted(str(k) for k in spec if k not in _KEYS[kind])
-    if unknown:
-        article = "a" if kind == "cron" else "an"
-        allowed = ", ".join(sorted(_KEYS[kind]))
-        raise SpecError(
-            f"spec.{unknown[0]}: not a field of {article} {kind} spec (allowed: {allowed})"
-        )
+    _check_fields(spec, kind, "spec")
     gap_shift, fold_once = _dst_policy(dst)
     offset_ms = spread_offset_ms(schedule_id, _spread_s(spread_window_s))
     _check_bounds(start_ms, end_ms)
+    if kind == "any":
+        return compile_composite(
+            spec,
+            single=lambda member: _single(member, schedule_id, gap_shift, fold_once, 0, None, None),
+            offset_ms=offset_ms,
+            start_ms=start_ms,
+            end_ms=end_ms,
+        )
+    return _single(spec, schedule_id, gap_shift, fold_once, offset_ms, start_ms, end_ms)
+
+
+def _check_fields(spec: Mapping[str, Any], kind: str, path: str) -> None:
+    unknown = sorted(str(k) for k in spec if k not in _KEYS[kind])
+    if unknown:
+        article = "an" if kind[0] in "aeiou" else "a"
+        allowed = ", ".join(sorted(_KEYS[kind]))
+        raise SpecError(
+            f"{path}.{unknown[0]}: not a field of {article} {kind} spec (allowed: {allowed})"
+        )
+
+
+def _zone_of(spec: Mapping[str, Any]) -> ZoneTable | None:
+    tz = spec.get("tz", "UTC")
+    if not isinstance(tz, str):
+        raise SpecError(f"spec.tz: expected an IANA zone name string, got {type(tz).__name__}")
+    return None if is_utc(tz) else load_zone(tz)
+
+
+def _single(
+    spec: Mapping[str, Any],
+    schedule_id: str,
+    gap_shift: bool,
+    fold_once: bool,
+    offset_ms: int,
+    start_ms: int | None,
+    end_ms: int | None,
+) -> BoundedSpec:
+    """One spec of a single kind (cron, every, at, rrule, business_day)."""
+    kinds = [k for k in _SINGLE if k in spec]
+    if len(kinds) != 1:
+        found = "none" if not kinds else " and ".join(kinds)
+        raise SpecError(f"spec: needs exactly one of {', '.join(_SINGLE)} (found {found})")
+    kind = kinds[0]
+    _check_fields(spec, kind, "spec")
+    if kind == "rrule":
+        return RRuleSpec(
+            parse_rrule(spec["rrule"], spec.get("dtstart")),
+            _zone_of(spec),
+            gap_shift=gap_shift,
+            fold_once=fold_once,
+            offset_ms=offset_ms,
+            start_ms=start_ms,
+            end_ms=end_ms,
+        )
+    if kind == "business_day":
+        return BusinessDaySpec(
+            parse_nth(spec["business_day"]),
+            parse_time_of_day(spec.get("time")),
+            _zone_of(spec),
+            gap_shift=gap_shift,
+            fold_once=fold_once,
+            offset_ms=offset_ms,
+            start_ms=start_ms,
+            end_ms=end_ms,
+        )
     if kind == "cron":
         fields, written = split_fields(spec["cron"])
         resolved = resolve_hash(fields, written, schedule_id)
         table = compile_table(resolved, written)
-        tz = spec.get("tz", "UTC")
-        if not isinstance(tz, str):
-            raise SpecError(f"spec.tz: expected an IANA zone name string, got {type(tz).__name__}")
-        zone = None if is_utc(tz) else load_zone(tz)
         return CronSpec(
             table,
-            zone,
+            _zone_of(spec),
             gap_shift=gap_shift,
             fold_once=fold_once,
             uses_hash=uses_hash(fields),

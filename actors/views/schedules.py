@@ -72,7 +72,31 @@ def spec_text(spec: dict[str, Any]) -> str:
         return f"every {spec['every']}" + (f" from {anchor}" if anchor else "")
     if "at" in spec:
         return f"at {spec['at']}"
+    if "rrule" in spec:
+        return f"rrule {spec['rrule']} from {spec.get('dtstart')}"
+    if "business_day" in spec:
+        nth = spec["business_day"]
+        return f"business day {'last' if nth == -1 else nth} at {spec.get('time')}"
+    if "any" in spec and isinstance(spec["any"], list):
+        parts = " + ".join(spec_text(m) if isinstance(m, dict) else str(m) for m in spec["any"])
+        exclude = spec.get("exclude") or []
+        text = parts + (f" minus {len(exclude)} exclusion(s)" if exclude else "")
+        adjust = spec.get("adjust")
+        return text + (f", {adjust}" if adjust and adjust != "skip" else "")
     return orjson.dumps(spec).decode()
+
+
+def spec_zone(spec: dict[str, Any]) -> str | None:
+    """The zone a spec's wall times are in (None for instants: every, at)."""
+    if any(k in spec for k in ("cron", "rrule", "business_day")):
+        tz = spec.get("tz", "UTC")
+        return tz if isinstance(tz, str) else None
+    if "any" in spec and isinstance(spec["any"], list):
+        if isinstance(spec.get("tz"), str):
+            return str(spec["tz"])
+        zones = [spec_zone(m) for m in spec["any"] if isinstance(m, dict)]
+        return next((z for z in zones if z is not None), None)
+    return None
 
 
 def last_outcome(state: ScheduleState) -> str:
@@ -128,7 +152,7 @@ def schedule_json(state: ScheduleState) -> dict[str, Any]:
     return {
         "id": state.id,
         "spec": spec,
-        "zone": spec.get("tz", "UTC") if "cron" in spec else None,
+        "zone": spec_zone(spec),
         "job": job,
         "target": target,
         "queue": None if job is None else (definition["job"].get("queue") or DEFAULT_QUEUE),

@@ -31,6 +31,7 @@ from actors.views.schedules import (
     latest_states,
     shown_job,
     spec_text,
+    spec_zone,
     waiting_note,
 )
 from actors.views.tail import read_to_end
@@ -41,6 +42,9 @@ from topics.timefmt import format_ms
 from topics.vocabulary import DstFold, DstGap, RunStatus
 
 log = logging.getLogger("kafkron.web")
+
+# Spec kinds whose wall times are in a zone ("When will it run?" takes one).
+_ZONED = ("cron", "rrule", "business_day", "any")
 
 CHANGELOG_TTL_S = 1.0
 NEXT_FIRES = 3
@@ -118,8 +122,7 @@ def _fire(at_ms: int, zone: ZoneInfo | None) -> Fire:
 
 
 def _zone_of(spec: Mapping[str, Any]) -> str:
-    tz = spec.get("tz") if "cron" in spec else None
-    return tz if isinstance(tz, str) and tz else "UTC"
+    return spec_zone(dict(spec)) or "UTC"
 
 
 def row_of(state: ScheduleState, unserved: Collection[str] = ()) -> ScheduleRow:
@@ -189,6 +192,14 @@ class History:
 
 def dst_rule(spec: Mapping[str, Any], dst: Mapping[str, Any] | None) -> str:
     """The daylight-saving rule that applies to ``spec``, in a sentence (cronie's rule)."""
+    if any(k in spec for k in ("rrule", "business_day", "any")):
+        return (
+            f"Wall times of {_zone_of(spec)}: an RRULE of FREQ DAILY or coarser, a business"
+            " day and a fixed-time cron fire once on a DST day (a time in the spring gap at"
+            " its end, a repeated time once, unless dst says otherwise); an hourly or finer"
+            " rule and a wildcard cron at every real instant. Excluded days never fire;"
+            " adjust moves a fixed-time fire to the nearest allowed day."
+        )
     if "cron" not in spec:
         return (
             "Not a cron: intervals and instants are UTC instants, so daylight saving"
@@ -235,7 +246,7 @@ def when_will_it_run(
     from actors.views.spec_arg import parse_spec_text
 
     spec, command = parse_spec_text(spec_text_in)
-    if tz and "cron" in spec:
+    if tz and any(k in spec for k in _ZONED):
         spec["tz"] = tz
     compiled = compile_spec(spec, schedule_id=str(command.get("id", "")), dst=command.get("dst"))
     zone_name = tz or _zone_of(spec)

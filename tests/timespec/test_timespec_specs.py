@@ -165,7 +165,7 @@ def test_schedules_with_the_same_expression_share_one_compiled_table() -> None:
         ({"at": "2026-12-04T14:05:00"}, "spec.at: '2026-12-04T14:05:00' has no UTC offset"),
         ({"at": 1234}, "spec.at: expected an RFC 3339 instant"),
         ({"cron": "* * * * *", "every": "1m"}, "spec: needs exactly one of cron, every, at"),
-        ({}, "spec: needs exactly one of cron, every, at (found none)"),
+        ({}, "spec: needs exactly one of cron, every, at, rrule, business_day, any (found none)"),
     ],
 )
 def test_bad_specs_name_the_field(spec: dict[str, Any], message: str) -> None:

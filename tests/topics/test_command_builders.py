@@ -28,8 +28,11 @@ from topics.command_builders import (
     validated,
 )
 from topics.command_parts import (
+    AnyOf,
     At,
+    BusinessDay,
     Cron,
+    Days,
     Dst,
     DstFoldName,
     DstGapName,
@@ -39,6 +42,7 @@ from topics.command_parts import (
     MisfireName,
     OverlapName,
     Retry,
+    RRule,
     Task,
 )
 from topics.command_types import DagUpsert, RunCancel, ScheduleUpsert
@@ -131,7 +135,14 @@ def test_every_part_can_write_every_field_the_decoder_knows() -> None:
     assert set(Dst("shift", "once").json()) == {"gap", "fold"}
     kinds = {
         k
-        for s in (Cron("x", "UTC"), Every("1m", "2026-01-01T00:00:00Z"), At("x"))
+        for s in (
+            Cron("x", "UTC"),
+            Every("1m", "2026-01-01T00:00:00Z"),
+            At("x"),
+            RRule("FREQ=DAILY", "2026-01-01T00:00:00", "UTC"),
+            BusinessDay(1, "09:00", "UTC"),
+            AnyOf([Cron("x")], exclude=[Days(weekdays=("SAT",))], adjust="skip", tz="UTC"),
+        )
         for k in s.json()
     }
     assert kinds == commands._SPEC_KEYS
