@@ -15,11 +15,23 @@ from collections.abc import Collection
 from topics.codec import dumps, loads
 
 VARIANT = "restore-forgets-fired-count"
+# The same place, another loss: a restored definition whose any spec lost its
+# exclude, so the new owner fires on the excluded days (checker `excluded-days`).
+EXCLUSIONS_VARIANT = "restore-drops-exclusions"
 
 
 def as_restored(value: bytes | None, broken: Collection[str]) -> bytes | None:
-    """``value`` as the shard should restore it: as written, unless the variant is on."""
-    if value is None or VARIANT not in broken or b'"fired_count"' not in value:
+    """``value`` as the shard should restore it: as written, unless a variant is on."""
+    if value is None:
+        return value
+    if EXCLUSIONS_VARIANT in broken and b'"exclude"' in value:
+        doc = loads(value)
+        definition = doc.get("def")
+        spec = definition.get("spec") if isinstance(definition, dict) else None
+        if isinstance(spec, dict) and "any" in spec:
+            spec.pop("exclude", None)
+            value = dumps(doc)
+    if VARIANT not in broken or b'"fired_count"' not in value:
         return value
     doc = loads(value)
     doc.pop("fired_count", None)

@@ -180,9 +180,17 @@ def definition_bytes(command: ScheduleUpsert) -> bytes:
 
 
 def _depends_on_id(spec: Mapping[str, Any], spread_window_s: int) -> bool:
-    # Conservative: any "h" in a cron expression (even in "THU") counts as Jenkins H.
+    # Conservative: any "h" in a cron expression (even in "THU") counts as Jenkins H,
+    # the crons of an any spec's members and exclusions included (docs/DESIGN.md §5.6).
+    return spread_window_s > 0 or _cron_has_h(spec)
+
+
+def _cron_has_h(spec: Mapping[str, Any]) -> bool:
     cron = spec.get("cron")
-    return spread_window_s > 0 or (isinstance(cron, str) and "h" in cron.lower())
+    if isinstance(cron, str) and "h" in cron.lower():
+        return True
+    nested = [*(spec.get("any") or []), *(spec.get("exclude") or [])] if "any" in spec else []
+    return any(isinstance(part, Mapping) and _cron_has_h(part) for part in nested)
 
 
 # Keyed by the definition's bytes alone when it does not depend on the schedule's id

@@ -16,6 +16,7 @@ from simulation.checkers import (
     dag_order,
     effects,
     exactly_once,
+    excluded_days,
     lateness,
     lease,
     max_runs,
@@ -41,6 +42,7 @@ CHECKERS = (
     cancelled.check,
     max_runs.check,
     pause_until.check,
+    excluded_days.check,
     converged.check,
 )
 

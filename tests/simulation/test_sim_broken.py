@@ -74,6 +74,9 @@ WORKER_VARIANTS = [
     # A restore that drops a schedule's count against max_runs (in what the simulated
     # scheduler feeds its shard core): the new owner starts max_runs runs again.
     ("restore-forgets-fired-count", "max-runs-and-pauses-across-takeovers", "max-runs"),
+    # A restore that drops an any spec's exclude (in what the simulated scheduler
+    # feeds its shard core): the new owner fires on the excluded Saturday.
+    ("restore-drops-exclusions", "excluded-days-across-takeovers", "excluded-days"),
 ]
 
 

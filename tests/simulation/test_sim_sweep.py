@@ -40,6 +40,7 @@ SWEEPS = {
     "schedule-recreated-at-its-minute": 10,
     "kafka-targets-takeovers": 8,
     "max-runs-and-pauses-across-takeovers": 30,
+    "excluded-days-across-takeovers": 20,
 }
 
 

@@ -1,0 +1,98 @@
+"""No fire lands on an excluded day (docs/DESIGN.md §5.6).
+
+For every schedule whose spec is an ``any`` with ``exclude``, each first attempt in
+``{ns}.runs`` (and each Kafka target's record) is judged by its scheduled instant,
+less the schedule's spread offset (spread moves a fire later, never onto another
+day's rule): the local day of that instant must be held by no calendar of the spec
+(its dates, ranges and weekdays, in the calendar's own zone, read by zoneinfo
+here) and no spec exclusion must fire on it (the exclusion compiled alone, its day
+bounded by zoneinfo). The judgement never asks the schedule's own compiled spec,
+so a shard that fires the members without their exclusions is caught.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import date, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from actors.timespec import compile_spec, spread_offset_ms
+from simulation.checkers.evidence import Evidence, Verdict
+from simulation.checkers.max_runs import first_attempts
+from topics.timefmt import format_ms
+
+_WEEKDAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
+
+
+def _zone_name(spec: Mapping[str, Any]) -> str:
+    if isinstance(spec.get("tz"), str):
+        return str(spec["tz"])
+    for member in spec.get("any", []):
+        if isinstance(member, Mapping) and isinstance(member.get("tz"), str):
+            return str(member["tz"])
+    return "UTC"
+
+
+def _calendar_rule(days: Mapping[str, Any]) -> Callable[[int], bool]:
+    zone = ZoneInfo(days.get("tz", "UTC"))
+    held = {date.fromisoformat(d) for d in days.get("dates", [])}
+    for first, last in days.get("ranges", []):
+        d = date.fromisoformat(first)
+        while d <= date.fromisoformat(last):
+            held.add(d)
+            d += timedelta(days=1)
+    weekdays = {_WEEKDAYS.index(w.upper()[:3]) for w in days.get("weekdays", [])}
+
+    def holds(instant_ms: int) -> bool:
+        day = datetime.fromtimestamp(instant_ms / 1000, zone).date()
+        return day in held or day.weekday() in weekdays
+
+    return holds
+
+
+def _spec_rule(entry: Mapping[str, Any], zone_name: str) -> Callable[[int], bool]:
+    spec = dict(entry)
+    if "tz" not in spec and any(k in spec for k in ("cron", "rrule", "business_day")):
+        spec["tz"] = zone_name
+    compiled = compile_spec(spec, schedule_id="")
+    zone = ZoneInfo(zone_name)
+
+    def holds(instant_ms: int) -> bool:
+        day = datetime.fromtimestamp(instant_ms / 1000, zone).date()
+        start = datetime.combine(day, time(), zone).timestamp()
+        end = datetime.combine(day + timedelta(days=1), time(), zone).timestamp()
+        fire = compiled.next_after(int(start * 1000) - 1)
+        return fire is not None and fire < end * 1000
+
+    return holds
+
+
+def exclusion_rules(spec: Mapping[str, Any]) -> list[Callable[[int], bool]]:
+    """The spec's exclusions as "is this instant's day excluded?" tests."""
+    if "any" not in spec:
+        return []
+    zone_name = _zone_name(spec)
+    rules = []
+    for entry in spec.get("exclude", []):
+        if "calendar" in entry:
+            rules.append(_calendar_rule(entry["calendar"]))
+        else:
+            rules.append(_spec_rule(entry, zone_name))
+    return rules
+
+
+def check(evidence: Evidence) -> Verdict:
+    verdict = Verdict("excluded-days", "no fire lands on a day its spec excludes")
+    fired = first_attempts(evidence)
+    for schedule_id, command in sorted(evidence.definitions.items()):
+        rules = exclusion_rules(command.spec)
+        if not rules:
+            continue
+        verdict.checked += 1
+        offset_ms = spread_offset_ms(schedule_id, command.spread_window_s)
+        for run_id, scheduled_ms in sorted(fired.get(schedule_id, {}).items()):
+            nominal_ms = scheduled_ms - offset_ms
+            if any(rule(nominal_ms) for rule in rules):
+                verdict.fail(f"{run_id} fired on an excluded day ({format_ms(nominal_ms)})")
+    return verdict
