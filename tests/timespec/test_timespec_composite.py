@@ -246,4 +246,3 @@ def test_the_client_parts_write_the_wire_spec() -> None:
     with pytest.raises(InvalidCommand) as caught:
         schedule_upsert("payroll", SpecJson({"any": [{"cron": "0 6 * * *"}], "adjust": "x"}), "p.r")
     assert caught.value.field == "spec.adjust"
-
