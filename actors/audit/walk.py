@@ -92,9 +92,17 @@ Instants = Callable[[str, int, int], Iterable[int]]
 
 def depends_on_id(doc: Mapping[str, Any]) -> bool:
     """Whether a definition's instants are its schedule's own (Jenkins ``H``, a spread),
-    as the shard decides it (`actors.shard.definition`): any "h" in a cron counts."""
-    cron = doc["spec"].get("cron")
-    return bool(doc.get("spread_window_s")) or (isinstance(cron, str) and "h" in cron.lower())
+    as the shard decides it (`actors.shard.definition`): any "h" in a cron counts, the
+    crons of an any spec's members and exclusions included (docs/DESIGN.md §5.6)."""
+    return bool(doc.get("spread_window_s")) or _cron_has_h(doc["spec"])
+
+
+def _cron_has_h(spec: Mapping[str, Any]) -> bool:
+    cron = spec.get("cron")
+    if isinstance(cron, str) and "h" in cron.lower():
+        return True
+    nested = [*(spec.get("any") or []), *(spec.get("exclude") or [])] if "any" in spec else []
+    return any(isinstance(part, Mapping) and _cron_has_h(part) for part in nested)
 
 
 def compile_definition(doc: Mapping[str, Any], schedule_id: str) -> CompiledSpec:

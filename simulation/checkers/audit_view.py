@@ -59,6 +59,12 @@ def check(evidence: Evidence) -> Verdict:
     outcomes = _outcomes(evidence)
     docs = {key: orjson.loads(text) for key, text in evidence.version_defs.items()}
     for schedule_id, versions in sorted(evidence.versions.items()):
+        unknown = sorted({v.def_key for v in versions if v.def_key and v.def_key not in docs})
+        if unknown:
+            # A changelog naming a definition it never holds cannot be audited: a
+            # failure of the run (a broken restore writes such), never a crash here.
+            verdict.fail(f"{schedule_id}: its changelog names {unknown[0]}, never written")
+            continue
         state = evidence.final_state.get(schedule_id) or {}
         buffered = {parse_instant(b) for b in state.get("buffered", [])}
 

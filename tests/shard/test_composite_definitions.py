@@ -47,3 +47,12 @@ def test_an_any_spec_without_h_is_shared() -> None:
     one = shared_definition(first, definition_bytes(first))
     two = shared_definition(second, definition_bytes(second))
     assert one is two
+
+
+def test_the_audit_reads_an_h_inside_an_any_spec_as_the_shard_does() -> None:
+    from actors.audit.walk import depends_on_id
+
+    inside = {"spec": {"any": [{"every": "1h"}, {"cron": "H 9 * * *"}]}, "spread_window_s": 0}
+    excluded = {"spec": {"any": [{"every": "1h"}], "exclude": [{"cron": "H 0 * * SUN"}]}}
+    plain = {"spec": {"any": [{"cron": "0 9 * * *"}]}, "spread_window_s": 0}
+    assert depends_on_id(inside) and depends_on_id(excluded) and not depends_on_id(plain)
