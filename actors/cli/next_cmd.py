@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo
 from actors.cli import EXIT_OK, EXIT_USAGE
 from actors.display import target_text
 from actors.timespec import CompiledSpec, SpecError, compile_spec
+from actors.timespec.composite import CompositeSpec
 from actors.timespec.cronspec import CronSpec
 from actors.timespec.zones import load_zone
 from actors.views.schedules import spec_zone
@@ -48,6 +49,9 @@ examples:
   kafkron next 'H H * * *' --id invoice-nightly
   kafkron next 'every 90s' -n 10
   kafkron next '0 9 * * MON' --max-runs 3 -n 10     # stops after 3: completed (max_runs)
+  kafkron next '{"any": [{"cron": "0 6 25 * *"}], "tz": "Europe/London",
+    "exclude": [{"calendar": {"weekdays": ["SAT", "SUN"]}}],
+    "adjust": "previous_business_day"}' --why -n 3   # what was excluded, and why
   kafkron next "$(kafkron schedule add due --every 1h --to-topic orders.due --value 1 --print)"
 """
 
@@ -73,6 +77,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--max-runs", type=int, metavar="N", help="stop after N fires, as max_runs does"
     )
+    parser.add_argument(
+        "--why",
+        action="store_true",
+        help="an any spec: before each fire, the instants its exclusions took away and why",
+    )
     parser.set_defaults(func=run)
 
 
@@ -97,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
         if fire_ms is None:
             print("kafkron next: no further fires (the schedule is exhausted)", file=sys.stderr)
             break
+        if args.why:
+            for text in why_lines(spec, after_ms, fire_ms):
+                print(text)
         line = format_ms(fire_ms)
         if args.local:
             local = datetime.fromtimestamp(fire_ms / 1000, zone)
@@ -104,6 +116,36 @@ def run(args: argparse.Namespace) -> int:
         print(line if goes is None else f"{line}  → {goes}")
         after_ms = fire_ms
     return EXIT_OK
+
+
+_WHY_MAX = 10  # excluded instants listed per gap; the rest are counted
+
+
+def why_lines(spec: CompiledSpec, after_ms: int, fire_ms: int) -> list[str]:
+    """The members' instants in ``(after, fire)`` that an any spec's exclusions took
+    away, each with the exclusions that hold its day and where it was moved."""
+    if not isinstance(spec, CompositeSpec) or not spec.exclusions:
+        return []
+    offset_ms = spec.offset_ms
+    lines: list[str] = []
+    gone = 0
+    nominal = spec.nominal_between(after_ms - offset_ms, fire_ms - offset_ms - 1, 100_000)
+    for nominal_ms, fixed in nominal:
+        held = spec.excluded_by(nominal_ms)
+        if not held:
+            continue
+        gone += 1
+        if len(lines) >= _WHY_MAX:
+            continue
+        names = ", ".join(f"exclude[{i}]" for i in held)
+        text = f"  not {format_ms(nominal_ms + offset_ms)}: its day is excluded by {names}"
+        moved = spec.moved_to(nominal_ms) if fixed else None
+        if moved is not None:
+            text += f"; moved to {format_ms(moved + offset_ms)} ({spec.adjust})"
+        lines.append(text)
+    if gone > len(lines):
+        lines.append(f"  ... and {gone - len(lines)} more excluded instants")
+    return lines
 
 
 def _target_of(text: str) -> str | None:

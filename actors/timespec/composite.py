@@ -111,6 +111,34 @@ class CompositeSpec(BoundedSpec):
                 until = end_s if until is None else max(until, end_s)
         return until
 
+    def excluded_by(self, instant_ms: int) -> list[int]:
+        """The indices (in ``exclude``) of the exclusions that hold the day of an
+        instant: why a fire then did not happen (``kafkron next --why``)."""
+        instant_s = instant_ms // 1000
+        return [
+            i for i, (zone, holds) in enumerate(self.exclusions) if holds(day_of(zone, instant_s))
+        ]
+
+    def nominal_between(self, after_ms: int, until_ms: int, limit: int) -> list[tuple[int, bool]]:
+        """The members' merged fires in ``(after_ms, until_ms]`` before exclusions
+        (at most ``limit``), each with whether it is fixed-time (may be moved)."""
+        out: list[tuple[int, bool]] = []
+        t = after_ms
+        while len(out) < limit:
+            fire_ms = _least(self.members, t)
+            if fire_ms is None or fire_ms > until_ms:
+                break
+            fixed = any(
+                m.fixed_time and m.spec.next_after(fire_ms - 1) == fire_ms for m in self.members
+            )
+            out.append((fire_ms, fixed))
+            t = fire_ms
+        return out
+
+    def moved_to(self, fire_ms: int) -> int | None:
+        """Where the adjustment moves a fixed-time fire on an excluded day (None: dropped)."""
+        return None if self.adjust == "skip" else self._moved(fire_ms)
+
     # -- fires --------------------------------------------------------------
     def _next_nominal_ms(self, after_ms: int) -> int | None:
         if not self.exclusions:
