@@ -29,7 +29,14 @@ from aiokafka.errors import (
     TransactionalIdAuthorizationFailed,
 )
 
-from topics.acl_plan import NAMESPACE_PATTERN, Operation, ResourceType, granting_roles, plan
+from topics.acl_plan import (
+    NAMESPACE_PATTERN,
+    Operation,
+    ResourceType,
+    Role,
+    granting_roles,
+    plan,
+)
 from topics.security import ClientSecurity, SecurityConfigError, current, security_kwargs
 
 AUTHORIZATION_ERRORS: tuple[type[KafkaError], ...] = (
@@ -45,6 +52,9 @@ class AuthenticationFailed(Exception):
 
 class NotAuthorized(Exception):
     """An ACL is missing; the text names the operation, the resource and the granting role."""
+
+
+_PEOPLE_ROLES = frozenset({Role.SUBMITTER, Role.VIEWER})
 
 
 def _principal() -> str:
@@ -80,10 +90,13 @@ def denial_message(
     text = f"{who} may not {verb} {what}"
     if not grants:
         return f"{text}: no kafkron role of namespace {namespace} is granted that"
-    # The hint names the narrowest role that would do: least privilege first.
+    # The hint names the narrowest role that would do, least privilege first, and a
+    # role for people (submitter, viewer) before a service's: the recorder's grants are
+    # fewer than the viewer's, but they come with its consumer group, which a person
+    # running `kafkron ls` must not share with the recorder.
     role = sorted(
         granting_roles(namespace, resource, name, ops[0]) if operation else [],
-        key=lambda r: len(plan(r, namespace)),
+        key=lambda r: (r not in _PEOPLE_ROLES, len(plan(r, namespace))),
     )
     hint = (
         f" (an admin grants it with `kafkron users add NAME --role {role[0].value}"

@@ -124,8 +124,9 @@ def test_denial_names_operation_resource_and_narrowest_role() -> None:
     assert text.startswith("User:alice may not Write topic billing.runs")
     assert "role scheduler" in text
     read = denial_message(NS, T, "billing.schedules", READ, principal="User:w")
-    # The narrowest role that reads the changelog: the recorder (its definitions over time).
-    assert "--role recorder --namespace billing" in read
+    # The recorder reads the changelog with fewer grants than the viewer, but it is a
+    # service's role (its consumer group): a person is pointed at the viewer.
+    assert "--role viewer --namespace billing" in read
     foreign = denial_message(NS, T, "other.runs", WRITE, principal="User:w")
     assert "no kafkron role of namespace billing" in foreign
 
