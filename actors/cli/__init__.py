@@ -39,6 +39,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "users_cmd",
     "acl_cmd",
     "plan_cmd",
+    "backfill_cmd",
 )
 
 # Commands that talk to Kafka: before they run, one connection checks this process's
@@ -46,7 +47,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 # than a client library's "unable to bootstrap".
 KAFKA_COMMANDS = frozenset(
     {"topics", "schedule", "submit", "recorder", "rejected", "ls", "worker", "dlq", "dag", "run"}
-    | {"scheduler", "demo", "web", "users"}
+    | {"scheduler", "demo", "web", "users", "backfill"}
 )
 
 EXIT_OK = 0
