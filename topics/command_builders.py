@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Unpack
 
 from topics import codec
+from topics.backfill_commands import BACKFILL_CANCEL_TYPE, BACKFILL_TYPE, RANGES_PER_COMMAND
 from topics.command_fields import FieldError
 from topics.command_parts import (
     Dst,
@@ -40,6 +41,7 @@ from topics.command_types import Command, Rejection
 from topics.commands import decode_command
 from topics.messages import parse_run_id
 from topics.schedule_fields import ScheduleFields, unknown_fields
+from topics.timefmt import format_ms
 
 
 class InvalidCommand(ValueError):
@@ -369,3 +371,63 @@ def run_cancel(run_id: str, reason: str | None = None) -> CommandRecord:
     """
     body = {"v": 1, "type": "run.cancel", "id": _schedule_of(run_id), "run_id": run_id}
     return _build({**body, "reason": reason}, None)
+
+
+def schedule_backfill(
+    schedule_id: str,
+    backfill_id: str,
+    ranges: list[tuple[int, int, int]] | tuple[tuple[int, int, int], ...],
+    max_parallel: int | None = None,
+) -> CommandRecord:
+    """``schedule.backfill``: fire a planned backfill (docs/DESIGN.md §6.9): ``ranges`` of
+    ``(first_ms, last_ms, attempt)``, consecutive occurrences to fire at that attempt,
+    at most ``max_parallel`` in flight. Plans come from `kafkron backfill` (or the
+    client's ``backfill_plan``); more than `RANGES_PER_COMMAND` ranges need several
+    commands (`backfill_commands`).
+
+    Example: ``schedule_backfill("nightly", "fix-oct", [(T1, T2, 1)], max_parallel=4)``.
+    """
+    body = {
+        "v": 1,
+        "type": BACKFILL_TYPE,
+        "id": schedule_id,
+        "backfill_id": backfill_id,
+        "ranges": [[format_ms(a), format_ms(b), n] for a, b, n in ranges],
+        "max_parallel": max_parallel,
+    }
+    return _build(body, None)
+
+
+def backfill_commands(
+    schedule_id: str,
+    backfill_id: str,
+    ranges: list[tuple[int, int, int]],
+    max_parallel: int | None = None,
+) -> list[CommandRecord]:
+    """A plan's ranges as ``schedule.backfill`` commands of at most
+    `RANGES_PER_COMMAND` ranges each, in order (the shard appends them)."""
+    return [
+        schedule_backfill(
+            schedule_id, backfill_id, ranges[i : i + RANGES_PER_COMMAND], max_parallel
+        )
+        for i in range(0, len(ranges), RANGES_PER_COMMAND)
+    ]
+
+
+def backfill_cancel(
+    schedule_id: str, backfill_id: str, *, running: bool = False, reason: str | None = None
+) -> CommandRecord:
+    """``schedule.backfill_cancel``: fire nothing more of the backfill; with ``running``,
+    cancel its runs in flight too.
+
+    Example: ``backfill_cancel("nightly", "fix-oct", running=True, reason="wrong input")``.
+    """
+    body = {
+        "v": 1,
+        "type": BACKFILL_CANCEL_TYPE,
+        "id": schedule_id,
+        "backfill_id": backfill_id,
+        "running": running or None,
+        "reason": reason,
+    }
+    return _build(body, None)

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from topics.backfill_commands import BackfillCancel, ScheduleBackfill
 from topics.spec_compiler import CompiledSpec
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
 
@@ -301,4 +302,6 @@ Command = (
     | DagClear
     | DlqReplay
     | RunCancel
+    | ScheduleBackfill
+    | BackfillCancel
 )

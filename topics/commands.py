@@ -36,6 +36,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from topics import codec, spec_compiler
+from topics.backfill_commands import (
+    BACKFILL_CANCEL_TYPE,
+    BACKFILL_TYPE,
+    BackfillCancel,
+    ScheduleBackfill,
+    decode_backfill,
+    decode_backfill_cancel,
+)
 from topics.command_fields import (
     FieldError,
     check_keys,
@@ -85,6 +93,7 @@ __all__ = [
     "MAX_COMMAND_BYTES",
     "MISFIRE_POLICIES",
     "OVERLAP_POLICIES",
+    "BackfillCancel",
     "Command",
     "DagClear",
     "DagTask",
@@ -95,6 +104,7 @@ __all__ = [
     "Rejection",
     "RetryPolicy",
     "RunCancel",
+    "ScheduleBackfill",
     "ScheduleDelete",
     "SchedulePause",
     "ScheduleResume",
@@ -127,6 +137,8 @@ COMMAND_TYPES = (
     "dag.clear",
     "dlq.replay",
     "run.cancel",
+    BACKFILL_TYPE,
+    BACKFILL_CANCEL_TYPE,
 )
 _ENVELOPE = ("v", "type", "id")
 _SCHEDULE_FIELDS = ("spec", "misfire", "dst", "spread", "start", "end", "retry", "timeout_s")
@@ -287,6 +299,10 @@ def _decode(
         return RunCancel(schedule_id, run_id, text)
     if kind == "schedule.pause":
         return _pause(body, schedule_id)
+    if kind == BACKFILL_TYPE:
+        return decode_backfill(body, schedule_id)
+    if kind == BACKFILL_CANCEL_TYPE:
+        return decode_backfill_cancel(body, schedule_id)
     check_keys(body, "", _ENVELOPE)
     if kind == "schedule.delete":
         return ScheduleDelete(schedule_id)

@@ -1,4 +1,5 @@
-"""`kafkron backfill ID --from T --to T [--reprocess R] [--max-parallel N] --dry-run`.
+"""`kafkron backfill ID --from T --to T [--reprocess R] [--max-parallel N] [--dry-run]`,
+`kafkron backfill status [ID]`, `kafkron backfill cancel BACKFILL_ID [--running]`.
 
 Plans a backfill of a schedule over ``[from, to)`` and prints it: every occurrence
 by the schedule's own rules (its compiled spec from the changelog: zone, DST policy,
@@ -6,7 +7,11 @@ bounds), its local wall time, what the backfill would do with it and why, and th
 totals. The plan is made where the schedule's past is, in the recorder's database
 (``--db``, as `kafkron history`), by the pure planner
 `actors.shard.backfill_plan`; it streams, so a year of an every-minute schedule is
-never in memory at once (docs/DESIGN.md §6.9).
+never in memory at once (docs/DESIGN.md §6.9). Without ``--dry-run`` the plan's
+ranges are sent as ``schedule.backfill`` commands, which the schedule's shard runs
+(at most ``--max-parallel`` at once, its cursor in the changelog). ``status`` reads
+the changelog (and the history, for failures); ``cancel`` sends
+``schedule.backfill_cancel`` to the schedule running that backfill.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,10 +28,12 @@ from zoneinfo import ZoneInfo
 
 import orjson
 
-from actors.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, output
+from actors.cli import EXIT_OK, EXIT_USAGE, output
+from actors.cli.submit_cmd import produce
 from actors.history import default_db_path
 from actors.history.past import SchedulePast
 from actors.history.store import HistoryError
+from actors.shard.backfill import BACKFILL_RANGES_MAX
 from actors.shard.backfill_plan import (
     FIRES,
     KnowledgeError,
@@ -33,13 +41,17 @@ from actors.shard.backfill_plan import (
     Step,
     Totals,
     check_knowledge,
+    compact_ranges,
     occurrences,
     plan_steps,
 )
 from actors.shard.dag_definition import DagDefinition
 from actors.shard.state import ScheduleState, decode_schedule
+from actors.views.backfill_status import backfill_json
 from actors.views.schedules import latest_states
 from actors.views.tail import TailError, read_to_end
+from topics.command_builders import InvalidCommand, backfill_commands
+from topics.command_builders import backfill_cancel as backfill_cancel_command
 from topics.names import Settings, TopicKind
 from topics.spec_compiler import CompiledSpec
 from topics.timefmt import format_ms, parse_instant
@@ -48,6 +60,10 @@ DEFAULT_MAX_PARALLEL = 2
 
 _EPILOG = """\
 examples:
+  kafkron backfill invoice-nightly --from 2026-09-01T00:00:00Z --to 2026-10-11T00:00:00Z \\
+      --max-parallel 4 --backfill-id fix-sept
+  kafkron backfill status                 # every schedule's backfill: done/running/left, ETA
+  kafkron backfill cancel fix-sept --running
   kafkron backfill invoice-nightly --from 2026-09-01T00:00:00Z --to 2026-10-11T00:00:00Z --dry-run
   kafkron backfill etl-hourly --from 2026-10-10T00:00:00Z --to 2026-10-11T00:00:00Z \\
       --reprocess failed --dry-run --json
@@ -72,9 +88,14 @@ def register(subparsers: Any) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("id", help="the schedule's id")
-    parser.add_argument("--from", dest="from_", required=True, metavar="T", help="RFC 3339")
-    parser.add_argument("--to", required=True, metavar="T", help="RFC 3339, excluded")
+    parser.add_argument(
+        "words",
+        nargs="+",
+        metavar="ID | status [ID] | cancel BACKFILL_ID",
+        help="the schedule to backfill; or status; or cancel and a backfill id",
+    )
+    parser.add_argument("--from", dest="from_", metavar="T", help="RFC 3339 (with ID)")
+    parser.add_argument("--to", metavar="T", help="RFC 3339, excluded (with ID)")
     parser.add_argument(
         "--reprocess", choices=[r.value for r in Reprocess], default=Reprocess.MISSING.value
     )
@@ -86,6 +107,13 @@ def register(subparsers: Any) -> None:
         help=f"backfill runs in flight at once (default {DEFAULT_MAX_PARALLEL})",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, send nothing")
+    parser.add_argument(
+        "--backfill-id", metavar="NAME", help="name the backfill (default: ID-bf-<now>)"
+    )
+    parser.add_argument(
+        "--running", action="store_true", help="with cancel: also cancel its runs in flight"
+    )
+    parser.add_argument("--reason", metavar="TEXT", help="with cancel: why, for people")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument(
         "--db",
@@ -117,6 +145,16 @@ def target_of(state: ScheduleState) -> Target:
 
 
 def run(args: argparse.Namespace) -> int:
+    words = args.words
+    if words[0] == "status" and len(words) <= 2:
+        return status(args, words[1] if len(words) == 2 else None)
+    if words[0] == "cancel" and len(words) == 2:
+        return cancel(args, words[1])
+    if len(words) != 1:
+        return output.fail("backfill", "expected ID, status [ID] or cancel BACKFILL_ID", EXIT_USAGE)
+    if args.from_ is None or args.to is None:
+        return output.fail("backfill", "--from and --to are required", EXIT_USAGE)
+    schedule_id = words[0]
     if args.max_parallel < 1:
         return output.fail("backfill", "--max-parallel must be at least 1", EXIT_USAGE)
     try:
@@ -125,32 +163,140 @@ def run(args: argparse.Namespace) -> int:
         return output.fail("backfill", str(exc), EXIT_USAGE)
     if to_ms <= from_ms:
         return output.fail("backfill", "--to must be after --from", EXIT_USAGE)
-    if not args.dry_run:
-        return output.fail(
-            "backfill",
-            "this version plans only: pass --dry-run (the shard's schedule.backfill "
-            "command that runs a plan is not in this version)",
-            EXIT_USAGE,
-        )
     try:
-        state = asyncio.run(_schedule_state(args.id))
+        state = asyncio.run(_schedule_state(schedule_id))
     except TailError as exc:
         return output.fail("backfill", str(exc))
     if state is None:
-        return output.fail("backfill", f"no schedule {args.id!r} in the changelog")
+        return output.fail("backfill", f"no schedule {schedule_id!r} in the changelog")
     try:
         target = target_of(state)
     except ValueError as exc:
         return output.fail("backfill", str(exc))
+    reprocess = Reprocess(args.reprocess)
     db = args.db or default_db_path()
     try:
         with SchedulePast(db) as past:
-            totals = print_plan(
-                past, args.id, target, from_ms, to_ms, Reprocess(args.reprocess), args.json
+            if args.dry_run:
+                print_plan(past, schedule_id, target, from_ms, to_ms, reprocess, args.json)
+                return EXIT_OK
+            totals = Totals()
+            ranges = list(
+                compact_ranges(
+                    _counted(plan(past, schedule_id, target, from_ms, to_ms, reprocess), totals)
+                )
             )
     except (HistoryError, KnowledgeError) as exc:
         return output.fail("backfill", str(exc))
-    return EXIT_OK if totals is not None else EXIT_FAILURE
+    if not ranges:
+        print(f"nothing to backfill: {_totals_text(totals, from_ms, to_ms)}")
+        return EXIT_OK
+    if len(ranges) > BACKFILL_RANGES_MAX:
+        return output.fail(
+            "backfill",
+            f"the plan has {len(ranges)} ranges, more than the {BACKFILL_RANGES_MAX} a "
+            "backfill holds at once; split the range (--from/--to) into parts",
+        )
+    backfill_id = args.backfill_id or f"{schedule_id}-bf-{int(time.time())}"
+    try:
+        records = backfill_commands(schedule_id, backfill_id, ranges, args.max_parallel)
+    except InvalidCommand as exc:
+        return output.fail("backfill", str(exc), EXIT_USAGE)
+    code = produce("backfill", Settings.from_env(), [(r.key, r.value) for r in records])
+    if code == EXIT_OK:
+        print(
+            f"backfill {backfill_id} of {schedule_id}: {_totals_text(totals, from_ms, to_ms)}; "
+            f"follow it with `kafkron backfill status {schedule_id}`"
+        )
+    return code
+
+
+def _counted(steps: Iterator[Step], totals: Totals) -> Iterator[Step]:
+    for step in steps:
+        totals.add(step)
+        yield step
+
+
+def status(args: argparse.Namespace, schedule_id: str | None) -> int:
+    try:
+        states = asyncio.run(_states())
+    except TailError as exc:
+        return output.fail("backfill status", str(exc))
+    now_ms = int(time.time() * 1000)
+    db = args.db or default_db_path()
+    past = SchedulePast(db) if db.exists() else None
+    rows = []
+    try:
+        for state in states:
+            backfill = state.backfill
+            if backfill is None or (schedule_id is not None and state.id != schedule_id):
+                continue
+            failed = None
+            if past is not None and backfill.first_ms is not None and backfill.last_ms is not None:
+                failed = past.failed_since(
+                    state.id, backfill.first_ms, backfill.last_ms, backfill.started_ms
+                )
+            rows.append(backfill_json(state, now_ms, failed))
+    finally:
+        if past is not None:
+            past.close()
+    if args.json:
+        output.print_json(rows)
+        return EXIT_OK
+    if not rows:
+        print("no backfill" + (f" of {schedule_id}" if schedule_id else ""))
+        return EXIT_OK
+    output.print_table(
+        ("schedule", "backfill", "status", "done", "running", "left", "failed", "ETA"),
+        [
+            (
+                row["schedule_id"],
+                row["backfill_id"],
+                row["status"],
+                str(row["done"]),
+                str(row["running"]),
+                f"{row['left']}{'' if row['left_exact'] else '+'}",
+                "-" if row["failed"] is None else str(row["failed"]),
+                "-" if row["eta_s"] is None else f"{row['eta_s']:.0f} s",
+            )
+            for row in rows
+        ],
+        title="backfills",
+        status_column="status",
+    )
+    return EXIT_OK
+
+
+def cancel(args: argparse.Namespace, backfill_id: str) -> int:
+    try:
+        states = asyncio.run(_states())
+    except TailError as exc:
+        return output.fail("backfill cancel", str(exc))
+    found = [s for s in states if s.backfill is not None and s.backfill.backfill_id == backfill_id]
+    going = [s for s in found if s.backfill is not None and s.backfill.active]
+    if not going:
+        why = "it has ended" if found else "no schedule runs it"
+        return output.fail("backfill cancel", f"no backfill {backfill_id!r} going ({why})")
+    try:
+        records = [
+            backfill_cancel_command(s.id, backfill_id, running=args.running, reason=args.reason)
+            for s in going
+        ]
+    except InvalidCommand as exc:
+        return output.fail("backfill cancel", str(exc), EXIT_USAGE)
+    return produce("backfill cancel", Settings.from_env(), [(r.key, r.value) for r in records])
+
+
+async def _states() -> list[ScheduleState]:
+    settings = Settings.from_env()
+    records = await read_to_end(settings, settings.topic(TopicKind.SCHEDULES))
+    states = []
+    for value in latest_states(records).values():
+        try:
+            states.append(decode_schedule(value))
+        except (ValueError, KeyError, TypeError):
+            continue  # `kafkron ls` reports it unreadable
+    return sorted(states, key=lambda s: s.id)
 
 
 async def _schedule_state(schedule_id: str) -> ScheduleState | None:
@@ -221,27 +367,28 @@ def print_plan(
     first = None if totals.first_fire_ms is None else format_ms(totals.first_fire_ms)
     last = None if totals.last_fire_ms is None else format_ms(totals.last_fire_ms)
     if as_json:
-        write(
-            orjson.dumps(
-                {
-                    "totals": summary,
-                    "occurrences": totals.total,
-                    "to_fire": totals.to_fire,
-                    "first": first,
-                    "last": last,
-                }
-            ).decode()
-            + "\n"
-        )
+        totals_doc = {
+            "totals": summary,
+            "occurrences": totals.total,
+            "to_fire": totals.to_fire,
+            "first": first,
+            "last": last,
+        }
+        write(orjson.dumps(totals_doc).decode() + "\n")
     else:
-        parts = ", ".join(f"{n} {name}" for name, n in summary.items() if n)
-        write(
-            f"{totals.total} occurrences in [{format_ms(from_ms)}, {format_ms(to_ms)}): "
-            f"{parts or 'none'}; {totals.to_fire} to fire"
-            + (f" ({first} .. {last})" if first else "")
-            + "\n"
-        )
+        write(_totals_text(totals, from_ms, to_ms) + "\n")
     return totals
+
+
+def _totals_text(totals: Totals, from_ms: int, to_ms: int) -> str:
+    summary = {a.value: n for a, n in totals.counts.items()}
+    parts = ", ".join(f"{n} {name}" for name, n in summary.items() if n)
+    first, last = totals.first_fire_ms, totals.last_fire_ms
+    span = "" if first is None or last is None else f" ({format_ms(first)} .. {format_ms(last)})"
+    return (
+        f"{totals.total} occurrences in [{format_ms(from_ms)}, {format_ms(to_ms)}): "
+        f"{parts or 'none'}; {totals.to_fire} to fire{span}"
+    )
 
 
 def _local_text(zone: ZoneInfo | None) -> Any:

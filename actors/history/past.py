@@ -85,3 +85,16 @@ class SchedulePast:
                 return
             for scheduled_ms, status, attempts, covers_to_ms in batch:
                 yield PastRun(scheduled_ms, status, attempts, covers_to_ms)
+
+    def failed_since(self, schedule_id: str, first_ms: int, last_ms: int, since_ms: int) -> int:
+        """Runs of the schedule in ``[first_ms, last_ms]`` fired at or after ``since_ms``
+        (a backfill's) whose latest status is a failure."""
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM runs r WHERE r.schedule_id = ? AND r.task IS NULL "
+            "AND r.scheduled_ms >= ? AND r.scheduled_ms <= ? "
+            "AND r.status IN ('failed', 'timed_out', 'dead_lettered') "
+            "AND EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = r.run_id "
+            "AND a.fired_ms >= ?)",
+            (schedule_id, first_ms, last_ms, since_ms),
+        ).fetchone()
+        return int(row[0]) if row else 0

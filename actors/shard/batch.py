@@ -47,6 +47,11 @@ COUNTERS = (
     "target_delivered_total",
     "target_refused_total",
     "queue_refused_total",
+    "backfill_ranges_total",
+    "backfill_fired_total",
+    "backfill_passed_total",
+    "backfill_cancelled_total",
+    "backfills_ended_total",
 )
 """The counters of `ShardCore.stats`, in the order it lists them."""
 

@@ -154,6 +154,7 @@ from collections.abc import Collection
 from operator import attrgetter
 from typing import Any
 
+from actors.shard.backfill import Backfills
 from actors.shard.batch import Batch, Definitions
 from actors.shard.cancel import RunCancels
 from actors.shard.dag_shard import DagRuns
@@ -179,11 +180,13 @@ from actors.shard.state import (
 from actors.shard.trim import CHANGELOG_MAX_BYTES, Trimming
 from actors.wheel import TimingWheel
 from topics.commands import (
+    BackfillCancel,
     DagClear,
     DagUpsert,
     DlqReplay,
     Rejection,
     RunCancel,
+    ScheduleBackfill,
     ScheduleDelete,
     SchedulePause,
     ScheduleResume,
@@ -244,6 +247,7 @@ class ShardCore:
         self._dags = dags = DagRuns(batch, schedules, runs, cancels)
         runs.wire(dags, cancels)
         cancels.wire(dags)
+        self._backfills = Backfills(batch, schedules, runs, cancels)
         self._retired = retired = Retired(batch.out, partition)  # deleted ids' floors
         self._commands = ScheduleCommands(batch, schedules, wheel, definitions, runs, retired)
         self._trimming = Trimming(batch, schedules, wheel, definitions, runs, retired)
@@ -321,6 +325,9 @@ class ShardCore:
                 pause = state._aside.pause
                 if pause is not None and pause.until_ms is not None:
                     arm(state, pause.until_ms)
+            aside = state._aside
+            if aside is not None and aside.backfill is not None:
+                self._backfills.restored(state)
             runs = state._runs
             if runs:
                 for run in runs.values():
@@ -373,6 +380,8 @@ class ShardCore:
                 self._batch.reject(
                     record, f"the shard applies commands and results, not {record.topic}"
                 )
+            if self._backfills.going:  # a result freed room, a command started one
+                self._backfills.pump_all(now_ms)
         except Exception as error:
             self._failed(error)
             self._batch.reject(
@@ -463,6 +472,11 @@ class ShardCore:
                 budget -= fire_counted(state, now_ms)
             if handled < len(due_schedules):
                 left_schedules.leave(due_schedules[handled:])
+        if self._backfills.going:
+            try:
+                self._backfills.pump_all(now_ms)
+            except Exception as error:  # one broken schedule must not stop the shard
+                self._failed(error)
         return self._flush(now_ms)
 
     def _fire_counted(self, state: ScheduleState, now_ms: int) -> int:
@@ -497,6 +511,8 @@ class ShardCore:
     def next_due_ms(self) -> int | None:
         """When `advance` next has work (None: nothing scheduled)."""
         found = self._wheel.next_due_ms()
+        if self._backfills.going and self._backfills.due():  # room to fire: now
+            return self._wheel.now_ms
         for left in (self._left_attempts, self._left_schedules):
             first = left.first_due_ms()  # due already (a bounded call left it)
             if first is not None:
@@ -575,6 +591,10 @@ class ShardCore:
                     commands.replay(record, state, command.run_id, now_ms)
             elif isinstance(command, RunCancel):
                 self._cancels.on_cancel(record, state, command, now_ms)
+            elif isinstance(command, ScheduleBackfill):
+                self._backfills.on_backfill(record, state, command, now_ms)
+            elif isinstance(command, BackfillCancel):
+                self._backfills.on_cancel(record, state, command, now_ms)
 
     # --- results ----------------------------------------------------------------
 

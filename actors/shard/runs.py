@@ -248,7 +248,8 @@ class RunBook:
             self._dags.occurrence(state, scheduled_ms, now_ms)
             return
         policy = state.definition.overlap
-        running = len(state.runs)
+        live = _live_runs(state)  # a backfill's runs are not the live schedule's
+        running = len(live)
         waiting = len(state.buffered_or_none or ())  # read without making an Aside
         decision = overlap.decide(policy, in_flight=bool(running), waiting=waiting, running=running)
         if decision == Decision.START:
@@ -279,12 +280,12 @@ class RunBook:
                 self.skipped(state, waiting_ms, "Overlap", "a newer occurrence replaced it")
             self.unbuffered(state, len(state.buffered))
             state.buffered = []
-            for run in list(state.runs.values()):
+            for run in live:
                 if run.retry_ms is not None:
                     self._cancels.cancel_waiting(state, run, why, now_ms)
                 elif run.cancel_reason is None:
                     self._cancels.request_cancel(state, run, why, now_ms)
-            if state._runs:
+            if _live_runs(state):
                 state.buffered = [scheduled_ms]
                 self.fired(state, scheduled_ms)
             else:
@@ -681,7 +682,7 @@ class RunBook:
         if state._aside is not None and runs_ended(state):  # an after_current pause
             self._dirty[state.id] = state
         buffered = state.buffered_or_none
-        if buffered and not state._runs and not state.paused:
+        if buffered and not state.paused and not (state._runs and _live_runs(state)):
             self._start_run(state, buffered.pop(0), now_ms, buffered=True)
 
     def _report_missed(
@@ -776,6 +777,16 @@ class RunBook:
                 self.partition,
             )
         )
+
+
+def _live_runs(state: ScheduleState) -> list[RunState]:
+    """The runs in flight of the live schedule: all but its backfill's (docs/DESIGN.md
+    §6.9), which never count against its overlap policy."""
+    runs = list(state.runs.values())
+    backfill = state.backfill_running()
+    if backfill is None:
+        return runs
+    return [run for run in runs if run.run_id not in backfill]
 
 
 def _covers(summary: MissedRange) -> Covers:

@@ -75,6 +75,7 @@ from typing import Any
 
 import orjson
 
+from actors.shard.backfill_state import BackfillState
 from actors.shard.dag_book import DagBook, book_json, book_of
 from actors.shard.definition import Definition
 from actors.shard.restored import restored_definition
@@ -157,7 +158,7 @@ class Aside:
     is set: one slot in each of a million schedules instead of three (see
     `ScheduleState`)."""
 
-    __slots__ = ("buffered", "completed", "dead", "fired_count", "passed_ms", "pause")
+    __slots__ = ("backfill", "buffered", "completed", "dead", "fired_count", "passed_ms", "pause")
 
     def __init__(self) -> None:
         self.buffered: list[int] | None = None
@@ -170,6 +171,8 @@ class Aside:
         # A pause's note, end and author (`PauseInfo`), or one waiting for the run
         # in flight to end (``pending``).
         self.pause: PauseInfo | None = None
+        # Its backfill, running or the last one ended (`actors.shard.backfill`).
+        self.backfill: BackfillState | None = None
 
     def passed_to_spell(self, last_fired_ms: int | None) -> int | None:
         """The ``passed`` a record spells: only while it is later than the last fired."""
@@ -187,6 +190,7 @@ class Aside:
             or self.fired_count
             or self.completed is not None
             or self.pause is not None
+            or self.backfill is not None
         )
 
 
@@ -365,6 +369,26 @@ class ScheduleState(Node):
         if pause is None and self._aside is None:
             return
         self._aside_made().pause = pause
+
+    @property
+    def backfill(self) -> BackfillState | None:
+        """Its backfill, running or the last one ended; None if it never had one."""
+        aside = self._aside
+        return None if aside is None else aside.backfill
+
+    @backfill.setter
+    def backfill(self, backfill: BackfillState | None) -> None:
+        if backfill is None and self._aside is None:
+            return
+        self._aside_made().backfill = backfill
+
+    def backfill_running(self) -> list[str] | None:
+        """The run ids of its backfill in flight (None: none): they are not the live
+        schedule's, so its overlap policy does not count them."""
+        aside = self._aside
+        if aside is None or aside.backfill is None or not aside.backfill.running:
+            return None
+        return aside.backfill.running
 
     @property
     def completed(self) -> str | None:
@@ -654,6 +678,8 @@ def _spell_state(doc: dict[str, Any], state: ScheduleState) -> None:
             doc["completed"] = aside.completed
         if aside.pause is not None:
             doc["pause"] = aside.pause.json()
+        if aside.backfill is not None:
+            doc["backfill"] = aside.backfill.json()
 
 
 def _encode_fire_general(state: ScheduleState) -> bytes:
@@ -781,6 +807,9 @@ def decode_schedule(
     pause = doc.get("pause")
     if pause is not None:
         state.pause = PauseInfo.of(pause)
+    backfill = doc.get("backfill")
+    if backfill is not None:
+        state._aside_made().backfill = BackfillState.of(backfill)
     return state
 
 

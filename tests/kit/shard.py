@@ -253,6 +253,14 @@ class Shard:
                     return run
         raise AssertionError(f"no run {run_id} was emitted")
 
+    def written_runs(self) -> list[Run]:
+        """Every run record the shard wrote (cancel records left out), in order."""
+        return [
+            parse_run(r.value)
+            for r in self.written
+            if r.topic == TopicKind.RUNS and r.value is not None and not is_cancel(r.value)
+        ]
+
     def in_flight(self, schedule_id: str = "s") -> list[Run]:
         """The current attempts of the runs in flight, as the worker received them."""
         state = self.core.schedule(schedule_id)
