@@ -37,11 +37,12 @@ from typing import Any
 
 from croniter import croniter
 
-from actors.cli.backfill_cmd import Target, plan, print_plan
+from actors.cli.backfill_cmd import print_plan
 from actors.history.past import SchedulePast
 from actors.history.store import HistoryStore
 from actors.shard.backfill_plan import Reprocess
 from actors.timespec import compile_spec
+from actors.views.backfill_planning import Target, plan
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 END = datetime(2027, 1, 1, tzinfo=UTC)

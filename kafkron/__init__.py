@@ -33,6 +33,7 @@ the field.
 # `actors` first: importing it installs the spec compiler the command decoder uses.
 from actors import CANCELLED_ERROR, NonRetryable, RunCancelled, RunContext, job
 from actors.sending import SendError
+from kafkron.backfills import BackfillSent
 from kafkron.client import Client
 from kafkron.outcomes import RunOutcome, run_id
 from kafkron.reading import ReadError
@@ -41,10 +42,12 @@ from kafkron.sync import SyncClient
 from topics.command_builders import (
     CommandRecord,
     InvalidCommand,
+    backfill_cancel,
     dag_clear,
     dag_upsert,
     dlq_replay,
     run_cancel,
+    schedule_backfill,
     schedule_delete,
     schedule_pause,
     schedule_resume,
@@ -78,6 +81,7 @@ __all__ = [
     "AnyOf",
     "At",
     "BusinessDay",
+    "BackfillSent",
     "Client",
     "CommandRecord",
     "Cron",
@@ -110,6 +114,7 @@ __all__ = [
     "Spec",
     "SyncClient",
     "Task",
+    "backfill_cancel",
     "dag_clear",
     "dag_upsert",
     "dlq_replay",
@@ -117,6 +122,7 @@ __all__ = [
     "next_fires",
     "run_cancel",
     "run_id",
+    "schedule_backfill",
     "schedule_delete",
     "schedule_pause",
     "schedule_resume",

@@ -11,6 +11,8 @@ outcome topics are followed, `kafkron.following`.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncGenerator, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -19,8 +21,12 @@ from typing import Unpack
 from aiokafka import AIOKafkaProducer
 
 from actors.sending import produce_commands, started_producer
+from actors.shard.state import ScheduleState, decode_schedule
+from actors.views.backfill_status import backfill_json
+from actors.views.schedules import latest_states
 from actors.views.tail import Record
-from kafkron import following
+from kafkron import backfills, following
+from kafkron.backfills import BackfillSent
 from kafkron.outcomes import RunOutcome
 from kafkron.reading import Reader
 from kafkron.schedules import DEFAULT_FIRES, Schedule, next_fires, schedules_of
@@ -230,6 +236,78 @@ class Client:
         Example: ``await client.cancel("invoice-nightly@2026-10-10T00:00:00.000Z", "bad file")``.
         """
         await self.send(build.run_cancel(run_id, reason))
+
+    async def backfill(
+        self,
+        schedule_id: str,
+        start: Instant,
+        end: Instant,
+        *,
+        reprocess: str = "missing",
+        max_parallel: int | None = None,
+        backfill_id: str | None = None,
+        history_db: str | None = None,
+    ) -> BackfillSent:
+        """Fill or re-run ``[start, end)`` of a schedule, as ``kafkron backfill`` does:
+        planned from the recorder's database (``history_db``, default as ``kafkron
+        history``), sent as ``schedule.backfill`` (docs/DESIGN.md §6.9).
+
+        Example::
+
+            sent = await client.backfill("invoice-nightly", "2026-09-01T00:00:00Z",
+                                         "2026-10-01T00:00:00Z", max_parallel=4)
+            print(sent.backfill_id, sent.to_fire)
+        """
+        state = await self._schedule_state(schedule_id)
+        commands, sent = await asyncio.to_thread(
+            backfills.planned,
+            state,
+            start,
+            end,
+            reprocess=reprocess,
+            max_parallel=max_parallel,
+            backfill_id=backfill_id,
+            history_db=history_db,
+        )
+        if commands:
+            await self.send(*commands)
+        return sent
+
+    async def cancel_backfill(
+        self,
+        schedule_id: str,
+        backfill_id: str,
+        *,
+        running: bool = False,
+        reason: str | None = None,
+    ) -> None:
+        """Fire nothing more of a backfill (``schedule.backfill_cancel``); with
+        ``running``, cancel its runs in flight too.
+
+        Example: ``await client.cancel_backfill("invoice-nightly", sent.backfill_id)``.
+        """
+        await self.send(
+            build.backfill_cancel(schedule_id, backfill_id, running=running, reason=reason)
+        )
+
+    async def backfill_status(self, schedule_id: str) -> dict[str, Any] | None:
+        """The schedule's backfill as ``kafkron backfill status`` shows it (done, running,
+        left, an ETA; ``failed`` is None: that is the history's), None if it never had one.
+
+        Example: ``status = await client.backfill_status("invoice-nightly")``.
+        """
+        state = await self._schedule_state(schedule_id)
+        if state.backfill is None:
+            return None
+        return backfill_json(state, int(time.time() * 1000))
+
+    async def _schedule_state(self, schedule_id: str) -> ScheduleState:
+        partition = following.partition_of(self._reader, TopicKind.SCHEDULES, schedule_id)
+        read = await self._reader.read_changelog(partition)
+        value = latest_states([Record(p, o, 0, k, v) for p, o, k, v in read]).get(schedule_id)
+        if value is None:
+            raise LookupError(f"no schedule {schedule_id!r} in {self._changelog}")
+        return decode_schedule(value)
 
     async def replay(self, run_id: str) -> None:
         """Run a dead-lettered run again, attempts afresh: ``dlq.replay``.

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
+from kafkron.backfills import BackfillSent
 from kafkron.client import Client
 from kafkron.outcomes import RunOutcome
 from kafkron.schedules import DEFAULT_FIRES, Schedule, next_fires
@@ -183,6 +184,47 @@ class SyncClient:
     def cancel(self, run_id: str, reason: str | None = None) -> None:
         """`Client.cancel`. Example: ``client.cancel(run_id, "bad input file")``."""
         self._call(self._client.cancel(run_id, reason))
+
+    def backfill(
+        self,
+        schedule_id: str,
+        start: Instant,
+        end: Instant,
+        *,
+        reprocess: str = "missing",
+        max_parallel: int | None = None,
+        backfill_id: str | None = None,
+        history_db: str | None = None,
+    ) -> BackfillSent:
+        """`Client.backfill`. Example: ``client.backfill("nightly", t1, t2, max_parallel=4)``."""
+        return self._call(
+            self._client.backfill(
+                schedule_id,
+                start,
+                end,
+                reprocess=reprocess,
+                max_parallel=max_parallel,
+                backfill_id=backfill_id,
+                history_db=history_db,
+            )
+        )
+
+    def cancel_backfill(
+        self,
+        schedule_id: str,
+        backfill_id: str,
+        *,
+        running: bool = False,
+        reason: str | None = None,
+    ) -> None:
+        """`Client.cancel_backfill`. Example: ``client.cancel_backfill("nightly", "fix-oct")``."""
+        self._call(
+            self._client.cancel_backfill(schedule_id, backfill_id, running=running, reason=reason)
+        )
+
+    def backfill_status(self, schedule_id: str) -> dict[str, Any] | None:
+        """`Client.backfill_status`. Example: ``client.backfill_status("nightly")``."""
+        return self._call(self._client.backfill_status(schedule_id))
 
     def replay(self, run_id: str) -> None:
         """`Client.replay`. Example: ``client.replay(outcome.run_id)``."""

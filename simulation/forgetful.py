@@ -1,11 +1,14 @@
 """The ``restore-forgets-fired-count`` broken variant (test-only): a restore that loses
-a schedule's count of runs against ``max_runs``.
+a schedule's count of runs against ``max_runs``; and ``restore-forgets-backfill``: a
+restore that loses a backfill's runs in flight and rewinds its cursor to the start
+of its span, as a backfill whose state were kept outside the changelog would.
 
 The simulated scheduler hands every changelog record it restores (or tails as a
 warm standby) through `as_restored`; with the variant on, ``fired_count`` is dropped
 from it first, so the new owner counts from zero again and a ``max_runs`` schedule
 that crosses a takeover starts more runs than it may. The `max-runs` checker must
-catch it. The shard's own code is untouched: the break is in what it is fed.
+catch it (the `backfill` checker the second: repeats and more than max_parallel).
+The shard's own code is untouched: the break is in what it is fed.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ VARIANT = "restore-forgets-fired-count"
 # The same place, another loss: a restored definition whose any spec lost its
 # exclude, so the new owner fires on the excluded days (checker `excluded-days`).
 EXCLUSIONS_VARIANT = "restore-drops-exclusions"
+BACKFILL_VARIANT = "restore-forgets-backfill"
 
 
 def as_restored(value: bytes | None, broken: Collection[str]) -> bytes | None:
     """``value`` as the shard should restore it: as written, unless a variant is on."""
-    if value is None:
+    if value is None or not broken:
         return value
     if EXCLUSIONS_VARIANT in broken and b'"exclude"' in value:
         doc = loads(value)
@@ -31,8 +35,15 @@ def as_restored(value: bytes | None, broken: Collection[str]) -> bytes | None:
         if isinstance(spec, dict) and "any" in spec:
             spec.pop("exclude", None)
             value = dumps(doc)
-    if VARIANT not in broken or b'"fired_count"' not in value:
-        return value
-    doc = loads(value)
-    doc.pop("fired_count", None)
-    return dumps(doc)
+    if VARIANT in broken and b'"fired_count"' in value:
+        doc = loads(value)
+        doc.pop("fired_count", None)
+        value = dumps(doc)
+    if BACKFILL_VARIANT in broken and b'"backfill"' in value:
+        doc = loads(value)
+        backfill = doc.get("backfill")
+        if isinstance(backfill, dict) and backfill.get("ranges") and backfill.get("span"):
+            backfill.pop("running", None)
+            backfill["ranges"][0][0] = backfill["span"][0]
+            value = dumps(doc)
+    return value

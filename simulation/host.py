@@ -37,6 +37,7 @@ BROKEN_VARIANTS = (
     "restore-forgets-fired-count",  # a restore drops a schedule's count against max_runs
     "drop-reported-results",  # the node never writes the missed/skipped results the shard reports
     "restore-drops-exclusions",  # a restore drops the exclude of an any spec
+    "restore-forgets-backfill",  # a restore drops a backfill's runs in flight, rewinds it
     # The worker's fixes undone in its executor (simulation/worker_node.py):
     "adopt-no-seek",  # the Seek after adoption is ignored (finding 2)
     "adoption-failure-lost",  # a failed adoption is never retried (finding 4)

@@ -456,7 +456,10 @@ class World:
         timestamp it was created with; the shards' consumers are woken."""
         now = self.time.true_ms
         key = str(body.get("id", "")).encode()
-        self.kafka.append(TopicKind.COMMANDS, key, exact_bytes(dumps(body)), None, now, created_ms)
+        value = exact_bytes(dumps(body))
+        self.kafka.append(TopicKind.COMMANDS, key, value, None, now, created_ms)
+        if body.get("type") == "schedule.backfill":  # its plan, for the backfill checker
+            self.submitted.append(Submitted(str(body.get("id", "")), key, value, now))
         self.arrived(((TopicKind.COMMANDS, p) for p in range(self.scenario.shards)), now)
 
     def _leave(self, node: Node) -> None:

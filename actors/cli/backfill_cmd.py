@@ -20,9 +20,8 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TextIO
 from zoneinfo import ZoneInfo
 
@@ -34,26 +33,15 @@ from actors.history import default_db_path
 from actors.history.past import SchedulePast
 from actors.history.store import HistoryError
 from actors.shard.backfill import BACKFILL_RANGES_MAX
-from actors.shard.backfill_plan import (
-    FIRES,
-    KnowledgeError,
-    Reprocess,
-    Step,
-    Totals,
-    check_knowledge,
-    compact_ranges,
-    occurrences,
-    plan_steps,
-)
-from actors.shard.dag_definition import DagDefinition
+from actors.shard.backfill_plan import FIRES, KnowledgeError, Reprocess, Totals
 from actors.shard.state import ScheduleState, decode_schedule
+from actors.views.backfill_planning import Target, plan, ranges_of, target_of
 from actors.views.backfill_status import backfill_json
 from actors.views.schedules import latest_states
 from actors.views.tail import TailError, read_to_end
 from topics.command_builders import InvalidCommand, backfill_commands
 from topics.command_builders import backfill_cancel as backfill_cancel_command
 from topics.names import Settings, TopicKind
-from topics.spec_compiler import CompiledSpec
 from topics.timefmt import format_ms, parse_instant
 
 DEFAULT_MAX_PARALLEL = 2
@@ -123,27 +111,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
-    """What the plan needs of the schedule, from the changelog."""
-
-    compiled: CompiledSpec
-    zone: ZoneInfo | None  # None: UTC
-    live_next_ms: int | None
-    handled_ms: int | None
-
-
-def target_of(state: ScheduleState) -> Target:
-    """The schedule's rules and live cursor; ``ValueError`` for a DAG (not yet planned)."""
-    definition = state.definition
-    if isinstance(definition, DagDefinition):
-        raise ValueError(f"{state.id} is a DAG; a DAG backfill is not supported by this version")
-    spec = orjson.loads(state.def_bytes)["spec"]
-    zone_name = spec.get("tz")
-    zone = None if zone_name in (None, "UTC") else ZoneInfo(zone_name)
-    return Target(definition.compiled, zone, state.next_ms, state.handled_ms())
-
-
 def run(args: argparse.Namespace) -> int:
     words = args.words
     if words[0] == "status" and len(words) <= 2:
@@ -181,11 +148,7 @@ def run(args: argparse.Namespace) -> int:
                 print_plan(past, schedule_id, target, from_ms, to_ms, reprocess, args.json)
                 return EXIT_OK
             totals = Totals()
-            ranges = list(
-                compact_ranges(
-                    _counted(plan(past, schedule_id, target, from_ms, to_ms, reprocess), totals)
-                )
-            )
+            ranges = ranges_of(plan(past, schedule_id, target, from_ms, to_ms, reprocess), totals)
     except (HistoryError, KnowledgeError) as exc:
         return output.fail("backfill", str(exc))
     if not ranges:
@@ -211,19 +174,13 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def _counted(steps: Iterator[Step], totals: Totals) -> Iterator[Step]:
-    for step in steps:
-        totals.add(step)
-        yield step
-
-
 def status(args: argparse.Namespace, schedule_id: str | None) -> int:
     try:
         states = asyncio.run(_states())
     except TailError as exc:
         return output.fail("backfill status", str(exc))
     now_ms = int(time.time() * 1000)
-    db = args.db or default_db_path()
+    db = Path(args.db) if args.db else default_db_path()
     past = SchedulePast(db) if db.exists() else None
     rows = []
     try:
@@ -304,27 +261,6 @@ async def _schedule_state(schedule_id: str) -> ScheduleState | None:
     records = await read_to_end(settings, settings.topic(TopicKind.SCHEDULES))
     value = latest_states(records).get(schedule_id)
     return None if value is None else decode_schedule(value)
-
-
-def plan(
-    past: SchedulePast,
-    schedule_id: str,
-    target: Target,
-    from_ms: int,
-    to_ms: int,
-    reprocess: Reprocess,
-) -> Iterator[Step]:
-    """The plan's steps, streamed; `KnowledgeError` before the first if it cannot be made."""
-    known_from_ms, known_to_ms = past.known_range(schedule_id)
-    check_knowledge(from_ms, known_from_ms, reprocess)
-    return plan_steps(
-        occurrences(target.compiled, from_ms, to_ms),
-        past.runs(schedule_id, from_ms, to_ms),
-        reprocess,
-        live_next_ms=target.live_next_ms,
-        handled_ms=target.handled_ms,
-        known_to_ms=known_to_ms,
-    )
 
 
 def print_plan(

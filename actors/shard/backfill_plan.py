@@ -160,10 +160,8 @@ def plan_steps(
             if row.covers_to_ms is not None:
                 fold = row
             row = next(rows, None)
-        if (
-            (live_next_ms is not None
-            and at >= live_next_ms)
-            or (live_next_ms is None and (handled_ms is None or at > handled_ms))
+        if (live_next_ms is not None and at >= live_next_ms) or (
+            live_next_ms is None and (handled_ms is None or at > handled_ms)
         ):
             yield Step(at, Action.LIVE, None, "not reached yet: the live schedule fires it")
             continue

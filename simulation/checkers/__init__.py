@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from simulation.checkers import (
     audit_view,
+    backfill,
     cancelled,
     converged,
     dag_order,
@@ -43,6 +44,7 @@ CHECKERS = (
     max_runs.check,
     pause_until.check,
     excluded_days.check,
+    backfill.check,
     converged.check,
 )
 

@@ -13,7 +13,9 @@ And a worker's result tells what its job did: a run a worker reported ``cancelle
 (its job stopped before it returned, so before its effect) had no effect. A worker
 that takes one job's exit for another's (a run delivered again in the same process
 while the old job still runs) reports the old job's ``cancelled`` for a run whose
-job went on and did its work.
+job went on and did its work. A run that succeeded once and whose later attempt (a
+backfill's re-run, docs/DESIGN.md §6.9) was cancelled had its effect once, from the
+success.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ def check(evidence: Evidence) -> Verdict:
             verdict.fail(f"{run_id}: effect applied {applied} times")
         elif run_id in succeeded and applied != 1:
             verdict.fail(f"{run_id}: reported succeeded but its effect never happened")
-        elif run_id in cancelled_by and applied:
+        elif run_id in cancelled_by and applied and run_id not in succeeded:
+            # (a run that succeeded and was then re-run by a backfill, its re-run
+            # cancelled: the effect is its success's, once)
             verdict.fail(
                 f"{run_id}: reported cancelled by {cancelled_by[run_id]} but its job did its effect"
             )

@@ -17,7 +17,7 @@ from simulation.checkers.pauses import PauseLog, PauseWindow
 from simulation.checkers.target_records import TargetDelivery, deliveries
 from simulation.targets import TargetSeen, committed_targets
 from topics.codec import loads
-from topics.commands import DagUpsert, ScheduleUpsert, decode_command
+from topics.commands import DagUpsert, ScheduleBackfill, ScheduleUpsert, decode_command
 from topics.covers import Covers
 from topics.messages import (
     PROGRESS_STATUS,
@@ -111,6 +111,8 @@ class Evidence:
     # (`checkers.audit_view`).
     versions: dict[str, list[Version]] = field(default_factory=dict)
     version_defs: dict[str, str] = field(default_factory=dict)
+    # Backfills by id: their plans and their changelog history (`checkers.backfill`).
+    backfills: dict[str, BackfillSeen] = field(default_factory=dict)
 
     def folded_ranges(self) -> dict[str, list[tuple[int, int]]]:
         """Per schedule, the [first, last] ranges that folded missed/skipped results cover."""
@@ -119,6 +121,19 @@ class Evidence:
             if r.covers is not None:
                 out.setdefault(r.schedule_id, []).append((r.covers.from_ms, r.covers.to_ms))
         return out
+
+
+@dataclass(slots=True)
+class BackfillSeen:
+    """One backfill: its plan (the ``schedule.backfill`` commands submitted), and what the
+    changelog's history says of it (`checkers.backfill`)."""
+
+    schedule_id: str
+    backfill_id: str
+    max_parallel: int
+    ranges: list[tuple[int, int, int]] = field(default_factory=list)
+    cancelled_ms: int | None = None  # the first changelog record that says it was cancelled
+    final: dict[str, Any] | None = None  # its last state in the changelog
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +166,7 @@ class TopicEvidence:
     pauses: list[PauseWindow] = field(default_factory=list)
     versions: dict[str, list[Version]] = field(default_factory=dict)
     version_defs: dict[str, str] = field(default_factory=dict)
+    backfills: dict[str, BackfillSeen] = field(default_factory=dict)
 
 
 def from_topics(
@@ -226,12 +242,19 @@ def from_topics(
         dead.append((d.run_id, d.schedule_id, record.append_ms))
     definitions: dict[str, ScheduleUpsert] = {}
     dags: dict[str, DagUpsert] = {}
+    backfills: dict[str, BackfillSeen] = {}
     for key, value, submitted_ms in commands:
         command = decode_command(key, value, submitted_ms)
         if isinstance(command, ScheduleUpsert):
             definitions[command.id] = command
         elif isinstance(command, DagUpsert):
             dags[command.id] = command
+        elif isinstance(command, ScheduleBackfill):
+            seen = backfills.setdefault(
+                command.backfill_id,
+                BackfillSeen(command.id, command.backfill_id, command.max_parallel),
+            )
+            seen.ranges.extend(command.ranges)
     first_next: dict[str, int | None] = {}
     final: dict[str, dict[str, Any]] = {}
     pauses = PauseLog()
@@ -264,6 +287,12 @@ def from_topics(
         else:
             final[schedule_id] = state
         pauses.see(schedule_id, record.append_ms, state)
+        backfill = None if state is None else state.get("backfill")
+        if isinstance(backfill, dict) and backfill.get("id") in backfills:
+            seen = backfills[backfill["id"]]
+            seen.final = backfill
+            if seen.cancelled_ms is None and backfill.get("cancelled") is not None:
+                seen.cancelled_ms = record.append_ms
     return TopicEvidence(
         runs=run_records,
         results=result_records,
@@ -277,6 +306,7 @@ def from_topics(
         pauses=pauses.windows,
         versions=versions,
         version_defs=version_defs,
+        backfills=backfills,
     )
 
 

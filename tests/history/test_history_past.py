@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from actors.cli.backfill_cmd import Target, print_plan
+from actors.cli.backfill_cmd import print_plan
 from actors.history.past import SchedulePast
 from actors.history.recorder import to_row
 from actors.history.store import HistoryError, HistoryStore, Row
 from actors.shard.backfill_plan import Action, KnowledgeError, PastRun, Reprocess
 from actors.timespec import compile_spec
+from actors.views.backfill_planning import Target
 from topics.command_types import Job
 from topics.covers import Covers
 from topics.messages import dlq_value, result_value, run_id_for, run_value

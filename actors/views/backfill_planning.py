@@ -1,0 +1,83 @@
+"""A backfill's plan from the changelog and the history (docs/DESIGN.md §6.9).
+
+What `kafkron backfill`, the Python client and the benchmark share: the schedule's
+rules and live cursor from its changelog state (`Target`), and the streamed steps of
+the pure planner (`actors.shard.backfill_plan`) over the history's runs (`plan`);
+`ranges_of` folds them into the ranges a ``schedule.backfill`` command carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from zoneinfo import ZoneInfo
+
+import orjson
+
+from actors.history.past import SchedulePast
+from actors.shard.backfill_plan import (
+    Range,
+    Reprocess,
+    Step,
+    Totals,
+    check_knowledge,
+    compact_ranges,
+    occurrences,
+    plan_steps,
+)
+from actors.shard.dag_definition import DagDefinition
+from actors.shard.state import ScheduleState
+from topics.spec_compiler import CompiledSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What the plan needs of the schedule, from the changelog."""
+
+    compiled: CompiledSpec
+    zone: ZoneInfo | None  # None: UTC
+    live_next_ms: int | None
+    handled_ms: int | None
+
+
+def target_of(state: ScheduleState) -> Target:
+    """The schedule's rules and live cursor; ``ValueError`` for a DAG (not yet planned)."""
+    definition = state.definition
+    if isinstance(definition, DagDefinition):
+        raise ValueError(f"{state.id} is a DAG; a DAG backfill is not supported by this version")
+    spec = orjson.loads(state.def_bytes)["spec"]
+    zone_name = spec.get("tz")
+    zone = None if zone_name in (None, "UTC") else ZoneInfo(zone_name)
+    return Target(definition.compiled, zone, state.next_ms, state.handled_ms())
+
+
+def plan(
+    past: SchedulePast,
+    schedule_id: str,
+    target: Target,
+    from_ms: int,
+    to_ms: int,
+    reprocess: Reprocess,
+) -> Iterator[Step]:
+    """The plan's steps, streamed; `KnowledgeError` before the first if it cannot be made."""
+    known_from_ms, known_to_ms = past.known_range(schedule_id)
+    check_knowledge(from_ms, known_from_ms, reprocess)
+    return plan_steps(
+        occurrences(target.compiled, from_ms, to_ms),
+        past.runs(schedule_id, from_ms, to_ms),
+        reprocess,
+        live_next_ms=target.live_next_ms,
+        handled_ms=target.handled_ms,
+        known_to_ms=known_to_ms,
+    )
+
+
+def ranges_of(steps: Iterator[Step], totals: Totals) -> list[Range]:
+    """The plan's ranges (`compact_ranges`), counting every step into ``totals``."""
+
+    def counted() -> Iterator[Step]:
+        for step in steps:
+            totals.add(step)
+            yield step
+
+    return list(compact_ranges(counted()))
