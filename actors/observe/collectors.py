@@ -36,6 +36,13 @@ _SHARD_COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("rejected_total", m.SCHEDULER_REJECTED, "Commands written to the rejected topic."),
     ("forwarded_total", m.SCHEDULER_FORWARDED, "Commands forwarded to their owning shard."),
     ("errors_total", m.SCHEDULER_ERRORS, "Unexpected errors inside the shard core."),
+    ("backfill_fired_total", m.SCHEDULER_BACKFILL_FIRED, "Attempts started by backfills."),
+    (
+        "backfill_passed_total",
+        m.SCHEDULER_BACKFILL_PASSED,
+        "Backfill occurrences let pass (the live schedule's, in flight, or stale).",
+    ),
+    ("backfills_ended_total", m.SCHEDULER_BACKFILLS_ENDED, "Backfills ended (done or cancelled)."),
 )
 # Occurrence outcomes: fired (a run was emitted), missed and skipped (reported instead).
 _OUTCOMES = (("fired", "fired_total"), ("missed", "missed_total"), ("skipped", "skipped_total"))
@@ -91,6 +98,14 @@ class SchedulerCollector(Collector):
         in_flight = GaugeMetricFamily(m.SCHEDULER_IN_FLIGHT, "Runs in flight.", labels=["shard"])
         schedules = GaugeMetricFamily(m.SCHEDULER_SCHEDULES, "Schedules owned.", labels=["shard"])
         timers = GaugeMetricFamily(m.SCHEDULER_TIMERS, "Timers on the wheel.", labels=["shard"])
+        backfills = GaugeMetricFamily(
+            m.SCHEDULER_BACKFILLS_GOING,
+            "Backfills with something left or running.",
+            labels=["shard"],
+        )
+        backfill_in_flight = GaugeMetricFamily(
+            m.SCHEDULER_BACKFILL_IN_FLIGHT, "Backfills' runs in flight.", labels=["shard"]
+        )
         restore_s = GaugeMetricFamily(
             m.SCHEDULER_RESTORE_SECONDS, "Duration of the shard's last restore.", labels=["shard"]
         )
@@ -121,6 +136,8 @@ class SchedulerCollector(Collector):
             in_flight.add_metric(label, shard.get("in_flight", 0))
             schedules.add_metric(label, shard.get("schedules", 0))
             timers.add_metric(label, shard.get("timers", 0))
+            backfills.add_metric(label, shard.get("backfills_going", 0))
+            backfill_in_flight.add_metric(label, shard.get("backfill_in_flight", 0))
             restore = _ms_to_s(shard.get("restore_ms"))
             if restore is not None:
                 restore_s.add_metric(label, restore)
@@ -139,6 +156,7 @@ class SchedulerCollector(Collector):
         yield results
         yield from counters.values()
         yield from (in_flight, schedules, timers, restore_s, restore_records)
+        yield from (backfills, backfill_in_flight)
         yield from (transactions, written, lateness)
 
         skew = GaugeMetricFamily(

@@ -247,6 +247,15 @@ class Backfills:
                 return True
         return False
 
+    def in_flight(self) -> int:
+        """The backfills' runs in flight (for metrics)."""
+        total = 0
+        for state in self.going.values():
+            backfill = state.backfill
+            if backfill is not None:
+                total += len(backfill.running)
+        return total
+
     def restored(self, state: ScheduleState) -> None:
         """A restored schedule: track its backfill if one is going."""
         backfill = state.backfill

@@ -526,6 +526,8 @@ class ShardCore:
             "schedules": len(self._schedules),
             "timers": len(self._wheel) + len(self._left_attempts) + len(self._left_schedules),
             "in_flight": self._runs.in_flight,
+            "backfills_going": len(self._backfills.going),
+            "backfill_in_flight": self._backfills.in_flight(),
             **self._counts,
             "lateness_ms_p50": lateness[len(lateness) // 2] if lateness else None,
             "lateness_ms_p99": lateness[(len(lateness) * 99) // 100] if lateness else None,

@@ -42,6 +42,7 @@ from actors.display import delivered_text, target_cell
 from actors.history.store import HistoryError
 from actors.sending import SendError, send_commands
 from actors.timespec import SpecError
+from actors.views.backfill_status import backfill_json
 from actors.views.dag_view import ViewError, counts_text, dag_view, result_query
 from actors.web import data
 from actors.web.drawing import bar_chart, dag_graph
@@ -195,9 +196,12 @@ class Console:
         state = await self.changelog.state(schedule_id)
         row = None
         definition: dict[str, Any] = {}
+        backfill = None
         if state is not None:
             row = data.row_of(state)
             definition = orjson.loads(state.def_bytes)
+            if state.backfill is not None:  # docs/DESIGN.md §6.9
+                backfill = backfill_json(state, int(time.time() * 1000))
         store, history_error = await self._history_or_none()
         runs: list[Any] = []
         if store is not None:
@@ -226,6 +230,7 @@ class Console:
             runs=runs,
             charts=charts if runs else [],
             history_error=history_error,
+            backfill=backfill,
         )
 
     async def run(self, request: web.Request) -> web.Response:

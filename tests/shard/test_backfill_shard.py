@@ -201,3 +201,11 @@ def test_a_never_fired_instant_is_attempt_one(restore: bool) -> None:
         shard, _ = shard.restored()
     shard.report(run, "succeeded")
     assert "ended" in shard.state_doc()["backfill"]
+
+
+def test_the_core_counts_backfills_for_metrics() -> None:
+    shard = ran()
+    shard.send(backfill([(at(1), at(5), 2)], max_parallel=2), at_ms=at(10) + SECOND)
+    stats = shard.core.stats
+    assert (stats["backfills_going"], stats["backfill_in_flight"]) == (1, 2)
+    assert (stats["backfill_fired_total"], stats["backfill_ranges_total"]) == (2, 1)
