@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncGenerator, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Unpack
+from typing import Any, Unpack
 
 from aiokafka import AIOKafkaProducer
 
