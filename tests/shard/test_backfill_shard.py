@@ -209,3 +209,31 @@ def test_the_core_counts_backfills_for_metrics() -> None:
     stats = shard.core.stats
     assert (stats["backfills_going"], stats["backfill_in_flight"]) == (1, 2)
     assert (stats["backfill_fired_total"], stats["backfill_ranges_total"]) == (2, 1)
+
+
+def test_a_refused_transaction_rebuilds_the_shard_and_the_backfill_neither_repeats_nor_skips() -> (
+    None
+):
+    """A transaction refused mid-backfill (a batch refused, a broker gone): nothing of it
+    is visible, the runtime rebuilds the shard from the changelog as it was before, and
+    the record it consumed is read again. What the topics hold is each planned
+    occurrence once."""
+    for seed in range(20):
+        rng = random.Random(seed)
+        shard = ran(20)
+        shard.send(backfill([(at(1), at(15), 2)], max_parallel=3), at_ms=at(20) + SECOND)
+        for _ in range(300):
+            in_flight = [r for r in shard.in_flight() if r.scheduled_ms < at(20)]
+            if not in_flight:
+                break
+            run = rng.choice(in_flight)
+            changelog, written = dict(shard.changelog), list(shard.written)
+            now_ms = shard.now_ms + SECOND
+            shard.report(run, "succeeded", at_ms=now_ms)
+            if rng.random() < 0.4:  # the transaction is refused: its records never were
+                shard.changelog, shard.written = changelog, written
+                shard, _ = shard.restored(now_ms)
+                shard.report(run, "succeeded", at_ms=now_ms)  # consumed again
+        fired = [r for r in shard.written_runs() if r.attempt == 2]
+        assert sorted(r.scheduled_ms for r in fired) == [at(m) for m in range(1, 16)], seed
+        assert "ended" in shard.state_doc()["backfill"], seed
