@@ -41,6 +41,7 @@ SWEEPS = {
     "kafka-targets-takeovers": 8,
     "max-runs-and-pauses-across-takeovers": 30,
     "excluded-days-across-takeovers": 20,
+    "backfill-across-takeovers": 15,
 }
 
 
