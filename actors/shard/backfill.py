@@ -21,7 +21,8 @@ each at, `topics.backfill_commands`); this part executes it:
   after the latest handled (a command reaching there is rejected; one that gets
   there later, after a re-upsert, lets it pass), nor one whose run is in flight
   (a live run retrying), nor one dead-lettered at or after the planned attempt (the
-  plan is stale). Each let pass is counted (``passed``), never fired.
+  plan is stale), nor one a re-upsert made no occurrence of the schedule any more.
+  Each let pass is counted (``passed``), never fired.
 - **Waits while paused.** A paused schedule fires no backfill run either; the
   backfill goes on at the resume.
 - **A re-run is the run's next attempt.** A run is started at the planned attempt
@@ -229,6 +230,8 @@ class Backfills:
             return "the live schedule owns it"
         if run_id in (state._runs or {}):
             return "its run is in flight"
+        if state.definition.compiled.next_after(at - 1) != at:
+            return "not an occurrence of the schedule any more (it was changed since the plan)"
         dead = state.dead_or_none
         if dead is not None and dead.get(run_id, 0) >= attempt:
             return "it was dead-lettered at or after the planned attempt: the plan is stale"

@@ -237,3 +237,33 @@ def test_a_refused_transaction_rebuilds_the_shard_and_the_backfill_neither_repea
         fired = [r for r in shard.written_runs() if r.attempt == 2]
         assert sorted(r.scheduled_ms for r in fired) == [at(m) for m in range(1, 16)], seed
         assert "ended" in shard.state_doc()["backfill"], seed
+
+
+def test_occurrences_a_re_upsert_removed_are_let_pass() -> None:
+    shard = ran()
+    shard.send(backfill([(at(1), at(6), 2)], max_parallel=1), at_ms=at(10) + SECOND)
+    # Every two minutes from now on: the odd minutes are no occurrences any more.
+    shard.send(upsert(spec={"every": "120s"}, timeout_s=600), at_ms=at(10) + 2 * SECOND)
+    fired = [r for r in shard.written_runs() if r.attempt == 2]
+    while True:
+        in_flight = [r for r in shard.in_flight() if r.scheduled_ms < at(10) and r.attempt == 2]
+        if not in_flight:
+            break
+        shard.report(in_flight[0], "succeeded")
+        fired = [r for r in shard.written_runs() if r.attempt == 2]
+    # at(1) fired before the change; the cursor then walks the new spec's occurrences.
+    assert [r.scheduled_ms for r in fired] == [at(1), at(2), at(4), at(6)]
+    assert "ended" in shard.state_doc()["backfill"]
+
+
+def test_a_cursor_left_on_an_instant_a_re_upsert_removed_lets_it_pass() -> None:
+    shard = ran()
+    shard.send(backfill([(at(3), at(5), 2)], max_parallel=1), at_ms=at(10) + SECOND)
+    # The cursor is on at(4) (at(3) in flight); every 2 min from the epoch keeps at(4) but
+    # every 3 min does not: at(4) is let pass, at(6) is past the range.
+    shard.send(upsert(spec={"every": "180s"}, timeout_s=600), at_ms=at(10) + 2 * SECOND)
+    [run] = [r for r in shard.in_flight() if r.attempt == 2]
+    shard.report(run, "succeeded")
+    fired = [r.scheduled_ms for r in shard.written_runs() if r.attempt == 2]
+    doc = shard.state_doc()["backfill"]
+    assert fired == [at(3)] and doc["passed"] == 1 and "ended" in doc, (fired, doc)
