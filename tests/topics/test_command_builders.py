@@ -13,13 +13,16 @@ import pytest
 
 import kafkron
 from topics import commands
+from topics.backfill_commands import BackfillCancel, ScheduleBackfill
 from topics.command_builders import (
     InvalidCommand,
+    backfill_cancel,
     dag_clear,
     dag_upsert,
     dlq_replay,
     field_of,
     run_cancel,
+    schedule_backfill,
     schedule_delete,
     schedule_pause,
     schedule_resume,
@@ -160,9 +163,13 @@ def test_a_builder_exists_for_every_command_type() -> None:
         dag_clear(run, "t"),
         dlq_replay(run + "/t"),
         run_cancel(run, "bad input file"),
+        schedule_backfill("a", "b1", [(NOW - 60_000, NOW, 2)], max_parallel=4),
+        backfill_cancel("a", "b1", running=True, reason="wrong input"),
     ]
     assert [record.type for record in built] == list(COMMAND_TYPES)
-    cancel = built[-1].decoded
+    assert built[-2].decoded == ScheduleBackfill("a", "b1", ((NOW - 60_000, NOW, 2),), 4)
+    assert built[-1].decoded == BackfillCancel("a", "b1", True, "wrong input")
+    cancel = built[-3].decoded
     assert cancel == RunCancel("a", run, "bad input file")
     assert built[2].value == b'{"v":1,"type":"schedule.pause","id":"a"}' and built[2].key == b"a"
 
