@@ -314,16 +314,33 @@ def test_a_commit_of_unknown_outcome_readopts_at_once() -> None:
 # --- finding 1: a result the broker refuses for good ------------------------------
 
 
+def reread(
+    m: WorkerMachine,
+    p: int,
+    lease: int,
+    now: int = T0,
+    offset: int = 0,
+    metadata: str | None = None,
+) -> list[Action]:
+    """The fresh producer of ``lease`` started: its init_transactions fenced whoever
+    held ``{ns}.worker.{p}``, so nothing is written before the committed offset is
+    read again (``offset``/``metadata`` answer it). The actions of that answer."""
+    started = m.producer_started(p, lease, now)
+    assert of(started, ReadCommitted) == [ReadCommitted(p, lease)] and not of(started, Write)
+    return m.committed_read(p, lease, offset, metadata, now)
+
+
 def _renewed(m: WorkerMachine, p: int, lease: int) -> list[Action]:
     """After a refusal the next tick writes nothing with the old producer: it closes
     it and starts a fresh one of the same lease (a refused batch leaves its sequence
-    numbers out of step: OutOfOrderSequenceNumber for ever); once started, the
-    kept results are written. The actions of that start."""
+    numbers out of step: OutOfOrderSequenceNumber for ever); once started and the
+    committed offset read again unchanged, the kept results are written. The
+    actions of that read."""
     actions = m.tick(T0)
     assert not of(actions, Write), actions
     assert CloseProducer(p, lease) in actions and StartProducer(p, lease) in actions
     assert m.lease(p) == lease and m.core.assigned == frozenset({p})
-    return m.producer_started(p, lease, T0)
+    return reread(m, p, lease)
 
 
 def test_a_refused_result_is_replaced_by_a_small_failure_then_left_to_the_shard() -> None:
@@ -339,3 +356,56 @@ def test_a_refused_result_is_replaced_by_a_small_failure_then_left_to_the_shard(
     [last] = of(_renewed(m, 0, lease), Write)
     assert last.commit.results == () and last.commit.offset == 1
     assert m.core.counts["left_to_shard"] == 1 and m.core.counts["refused"] == 2
+
+
+# --- a renewed producer fences whoever holds the transactional id now -------------
+
+
+def test_a_renewal_after_a_takeover_writes_nothing_and_drops_the_partition() -> None:
+    # A owns p (committed 0); its commit is refused and aborted. Meanwhile p moved
+    # to B, which fenced, read 0, ran the run again and committed its result with
+    # offset 1. A's fresh producer then fences B: writing A's kept results now would
+    # make a second visible result of the same attempt.
+    m = live_machine(0)
+    lease = m.lease(0) or 0
+    write = _finished(m, 0, T0, deadline_ms=T0 + 3_600_000)
+    m.commit_refused(write.commit, [0], "MessageSizeTooLargeError", T0)
+    m.tick(T0)  # closes the old producer, starts a fresh one of the same lease
+    actions = reread(m, 0, lease, offset=1, metadata="B's commit")
+    assert of(actions, Write) == [] and CloseProducer(0, lease) in actions
+    assert m.state(0) == "lost" and m.core.assigned == frozenset()
+    assert of(m.tick(T0 + 1), Write) == []  # the kept results are gone
+    # The group still assigns p here: adopted afresh, from B's commit.
+    [start] = of(m.heartbeat(T0 + 2), StartProducer)
+    assert start.lease != lease
+
+
+def test_a_renewal_after_a_denial_checks_against_what_the_lease_last_committed() -> None:
+    m = live_machine(0)
+    lease = m.lease(0) or 0
+    first = _finished(m, 0, T0, deadline_ms=T0 + 3_600_000)
+    m.commit_done(first.commit, T0)  # this lease committed offset 1 with its metadata
+    write = _finished(m, 1, T0, deadline_ms=T0 + 3_600_000)
+    m.commit_denied(write.commit, "no Write on n.results", T0)
+    now = T0 + COMMIT_RETRY_MS
+    [start] = of(m.tick(now), StartProducer)
+    # Still what the lease read at adoption: someone else committed since.
+    actions = reread(m, 0, start.lease, now, offset=0, metadata=None)
+    assert of(actions, Write) == [] and m.state(0) == "lost"
+
+
+def test_a_renewal_that_finds_its_own_commit_writes_the_kept_results_once() -> None:
+    m = live_machine(0)
+    lease = m.lease(0) or 0
+    first = _finished(m, 0, T0, deadline_ms=T0 + 3_600_000)
+    m.commit_done(first.commit, T0)
+    write = _finished(m, 1, T0, deadline_ms=T0 + 3_600_000)
+    m.commit_refused(write.commit, [0], "MessageSizeTooLargeError", T0)
+    m.tick(T0)
+    c = first.commit
+    [again] = of(reread(m, 0, lease, offset=c.offset, metadata=c.metadata), Write)
+    assert again.commit.lease == lease and len(again.commit.results) == 1
+    assert m.state(0) == LIVE and m.core.assigned == frozenset({0})
+    assert of(m.tick(T0), Write) == [] and of(m.tick(T0), StartProducer) == []  # once
+    m.commit_done(again.commit, T0)
+    assert of(m.tick(T0 + 60_000), Write) == []

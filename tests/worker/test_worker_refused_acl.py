@@ -22,7 +22,7 @@ from actors.worker.membership import (
     Write,
 )
 from tests.worker.test_worker_core import T0
-from tests.worker.test_worker_membership import _finished, live_machine, of
+from tests.worker.test_worker_membership import _finished, live_machine, of, reread
 
 DENIED = "User:w may not Write topic n.results: Write is granted to role worker or scheduler"
 
@@ -53,7 +53,7 @@ def test_a_refused_commit_pauses_the_partition_keeps_its_results_and_backs_off()
         actions = m.tick(now)
         assert of(actions, CloseProducer) == [CloseProducer(0, lease)]
         assert of(actions, StartProducer) == [StartProducer(0, lease)] and not of(actions, Write)
-        [again] = of(m.producer_started(0, lease, now), Write)
+        [again] = of(reread(m, 0, lease, now), Write)
         assert again.commit.results == results  # the same results, not the jobs again
         actions = m.commit_denied(again.commit, DENIED, now)
         assert not of(actions, StartProducer) and not of(actions, CloseProducer)
@@ -70,7 +70,7 @@ def test_once_the_acl_is_back_the_results_commit_and_the_partition_resumes() -> 
     write = _finished(m, 0, T0, deadline_ms=T0 + 3_600_000)
     m.commit_denied(write.commit, DENIED, T0)
     [start] = of(m.tick(T0 + COMMIT_RETRY_MS), StartProducer)
-    [again] = of(m.producer_started(0, start.lease, T0 + COMMIT_RETRY_MS), Write)
+    [again] = of(reread(m, 0, start.lease, T0 + COMMIT_RETRY_MS), Write)
     # Ticks while that write is out leave the refusal standing: only its answer tells.
     meanwhile = m.tick(T0 + COMMIT_RETRY_MS + 1)
     assert of(meanwhile, Write) == [] and Resume(0) not in meanwhile
