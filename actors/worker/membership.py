@@ -332,7 +332,13 @@ class _Slot:
     # denied write takes a fresh producer of the same lease (no re-adoption: we own
     # the partition and its aborted transaction left nothing to settle).
     renew_producer: bool = False
-    renewing: bool = False  # that producer is starting
+    renewing: bool = False  # that producer is starting, then the offset is read again
+    # The committed offset and metadata as this lease last knew them (read at its
+    # adoption, then each of its commits). The renewed producer's init_transactions
+    # fences whoever holds ``{ns}.worker.{p}`` now, not only our old producer: a
+    # different committed offset read after it means the partition was taken over in
+    # between, and the kept results were run and reported there.
+    committed: tuple[int, str | None] | None = None
 
 
 @dataclass(slots=True)
@@ -446,9 +452,10 @@ class WorkerMachine:
     def producer_started(self, partition: int, lease: int, now_ms: int) -> list[Action]:
         renewed = self._current(partition, lease, LIVE)
         if renewed is not None and renewed.renewing:
-            # The fresh producer after a refusal: the kept results go out at once.
-            renewed.renewing = renewed.renew_producer = False
-            return self._settle(self._write(partition, now_ms), now_ms)
+            # The fresh producer after a refusal fenced whoever holds the id now:
+            # as at adoption, the committed offset is read before anything is written.
+            renewed.renew_producer = False
+            return [ReadCommitted(partition, lease)]
         slot = self._current(partition, lease, ADOPTING)
         if slot is None:
             self.counts.stale_answers += 1
@@ -468,11 +475,15 @@ class WorkerMachine:
         """The committed offset (and metadata) read after the fence; ``end_offset``,
         the partition's last stable offset read then, is where its catch-up ends
         (`WorkerCore.assign`: no run starts before the consumer has read that far)."""
+        renewed = self._current(partition, lease, LIVE)
+        if renewed is not None and renewed.renewing and not renewed.renew_producer:
+            return self._reread(partition, renewed, (offset, metadata), now_ms)
         slot = self._current(partition, lease, READING)
         if slot is None:
             self.counts.stale_answers += 1
             return []
         slot.state = LIVE
+        slot.committed = (offset, metadata)
         slot.adopt_failures = 0
         slot.commit_failures = 0
         slot.write_after_ms = 0
@@ -489,8 +500,10 @@ class WorkerMachine:
         actions: list[Action] = [CloseProducer(partition, lease)]
         slot = self._slots.get(partition)
         if slot is not None and slot.lease == lease and slot.state == LIVE and slot.renewing:
-            # The fresh producer after a refusal did not start: try again later.
+            # The fresh producer after a refusal did not start, or the committed
+            # offset could not be read after it: a fresh one again later.
             slot.renewing = False
+            slot.renew_producer = True
             slot.write_after_ms = now_ms + (slot.denied.retry_ms if slot.denied else ADOPT_RETRY_MS)
             actions.append(Note(f"runs partition {partition}: {reason}", warning=True))
             return self._settle(actions, now_ms)
@@ -578,6 +591,7 @@ class WorkerMachine:
         slot = self._slots.get(commit.partition)
         if slot is not None and slot.lease == commit.lease:
             slot.commit_failures = 0
+            slot.committed = (commit.offset, commit.metadata)
             if slot.denied is not None:
                 slot.denied = None
                 note = Note(f"runs partition {commit.partition}: authorized again; resumed")
@@ -785,6 +799,31 @@ class WorkerMachine:
             )
         )
         actions.extend(self._adopt(partition, slot))
+        return self._settle(actions, now_ms)
+
+    def _reread(
+        self, partition: int, slot: _Slot, committed: tuple[int, str | None], now_ms: int
+    ) -> list[Action]:
+        """The committed offset read after a renewed producer started."""
+        slot.renewing = False
+        if committed == slot.committed:
+            return self._settle(self._write(partition, now_ms), now_ms)
+        # Someone adopted the partition between our refused commit and this fence,
+        # ran its runs from our last commit and committed past it: our kept results
+        # are theirs to report (ours would be a second visible result), and the
+        # committed offset must not go back. As a fence: drop and wait to be heard.
+        self.counts.fenced += 1
+        actions = self._drop(partition, "taken over")
+        slot.state = LOST
+        slot.since_ms = now_ms
+        actions.append(
+            Note(
+                f"runs partition {partition}: its committed offset moved while a refused "
+                f"commit waited ({slot.committed} then {committed}): another worker adopted "
+                "it; the results kept here are dropped",
+                warning=True,
+            )
+        )
         return self._settle(actions, now_ms)
 
     def _write(self, partition: int, now_ms: int) -> list[Action]:

@@ -90,3 +90,16 @@ def test_a_fresh_producer_that_does_not_start_is_tried_again_after_the_backoff()
     assert of(m.tick(T0 + COMMIT_RETRY_MS + 1), StartProducer) == []
     [again] = of(m.tick(T0 + 3 * COMMIT_RETRY_MS), StartProducer)
     assert again.lease == start.lease
+
+
+def test_a_committed_offset_not_read_after_the_fresh_producer_takes_another_one() -> None:
+    m = live_machine(0)
+    write = _finished(m, 0, T0, deadline_ms=T0 + 3_600_000)
+    m.commit_denied(write.commit, DENIED, T0)
+    [start] = of(m.tick(T0 + COMMIT_RETRY_MS), StartProducer)
+    m.producer_started(0, start.lease, T0 + COMMIT_RETRY_MS)
+    actions = m.adoption_failed(0, start.lease, "coordinator loading", T0 + COMMIT_RETRY_MS)
+    assert CloseProducer(0, start.lease) in actions and m.state(0) == "live"
+    # Never a write with the producer just closed: a fresh one, then the read again.
+    actions = m.tick(T0 + 3 * COMMIT_RETRY_MS)
+    assert of(actions, Write) == [] and of(actions, StartProducer) == [start]
