@@ -13,8 +13,8 @@ Inputs (methods)                              Outputs
   assigned(partitions, rejoined)                StartProducer / CloseProducer / CancelJob / Seek
   rebalance_started                             -
   producer_started(p, lease)                    ReadCommitted(p, lease)
-  committed_read(p, lease, offset, metadata,    Seek(p, position), Resume(p), Owns
-                 end_offset)
+  committed_read(p, lease, offset, metadata,    Seek(p, position), Resume(p), Owns;
+                 end_offset)                    after a renewal: Write, or as fenced
   fetched_to(p, position)                       StartJob (caught up after adoption)
   adoption_failed(p, lease, reason)             CloseProducer(p, lease), WakeAt
   fenced(p, lease)                              CancelJob..., CloseProducer(p, lease)
@@ -101,7 +101,8 @@ Rules:
   are fetched from it), its results are kept, and the same write is tried again
   after ``COMMIT_RETRY_MS`` doubling to ``DENIED_RETRY_MAX_MS``, with no
   re-adoption: only a fresh producer of the same lease (a refused batch leaves the
-  idempotent producer's sequence numbers out of step with the broker's). The
+  idempotent producer's sequence numbers out of step with the broker's; see
+  **Renewal** below). The
   refusal is noted when it starts and then once per ``DENIED_NOTE_INTERVAL_MS``;
   once the ACL is back the results and the offset commit together, the partition
   is resumed and a note says so. A result whose shard verdict comes first is
@@ -113,6 +114,18 @@ Rules:
   replaced by a small ``failed`` one with error ``ResultRefused`` (the shard retries
   or dead-letters it as any failure); if even that is refused, the shard's own
   ``timed_out`` at the deadline ends the attempt.
+- **Renewal reads the committed offset again.** The fresh producer's
+  ``init_transactions`` fences whoever holds ``{ns}.worker.{p}`` now, which is not
+  necessarily our old producer: between the refused commit and the renewal ``p`` may
+  have been adopted by another worker, which read our last commit, ran the runs
+  again and committed their results. Writing ours then would make two visible
+  results of one attempt and move the committed offset back (a transactional offset
+  commit carries no group generation: the coordinator does not stop it). So, as at
+  adoption, ``producer_started`` of a renewal answers ``ReadCommitted``, and
+  ``committed_read`` compares the answer with what this lease last committed (or
+  read at its adoption): the same, the kept results are written; different, the
+  partition is handled as fenced (its results dropped, adopted afresh once a
+  heartbeat proves the group still assigns it here).
 """
 
 from __future__ import annotations

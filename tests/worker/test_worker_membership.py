@@ -389,6 +389,7 @@ def test_a_renewal_after_a_denial_checks_against_what_the_lease_last_committed()
     m.commit_denied(write.commit, "no Write on n.results", T0)
     now = T0 + COMMIT_RETRY_MS
     [start] = of(m.tick(now), StartProducer)
+    assert start.lease == lease  # the same lease: no re-adoption
     # Still what the lease read at adoption: someone else committed since.
     actions = reread(m, 0, start.lease, now, offset=0, metadata=None)
     assert of(actions, Write) == [] and m.state(0) == "lost"
