@@ -50,7 +50,7 @@ from actors.scheduler.writer import (
     TargetUnacknowledged,
     WritePlan,
     acknowledged,
-    leaderless,
+    leaderless_after_refresh,
     refused,
     send_plan,
 )
@@ -178,8 +178,10 @@ class ShardRunner:
         stuck = (
             None
             if self._target_ack_timeout_s is None
-            else leaderless(
-                plan, lambda topic, p: cluster.leader_for_partition(TopicPartition(topic, p))
+            else await leaderless_after_refresh(
+                plan,
+                lambda topic, p: cluster.leader_for_partition(TopicPartition(topic, p)),
+                producer.client.force_metadata_update,
             )
         )
         if stuck is not None:

@@ -35,6 +35,15 @@ markers are written to every partition in it, so a partition without a leader ho
 the shard's transactional id until it has one again; what the deadline buys is the
 occurrences of that topic failing visibly, and the topic kept out of every other
 shard's transactions of the process.
+
+"Target" here means every topic that is not one of kafkron's own: a worker queue's
+topic (``{ns}.runs.Q``, docs/DESIGN.md §8.1) is one too, so a queue partition that
+stops acknowledging fails its attempts as ``QueueRefused`` under the same deadline,
+and the retry policy decides as for any failed attempt.
+
+A partition the producer's cached metadata says has no leader is kept out of the
+transaction (`actors.scheduler.writer.leaderless`), after one metadata refresh: the
+cache is not refreshed by anything else while no batch goes to the partition.
 """
 
 from __future__ import annotations

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 from aiokafka.producer.message_accumulator import BatchBuilder
 
 from actors.scheduler.oversize import BATCH_OVERHEAD_BYTES
@@ -269,6 +270,35 @@ def leaderless(
         if type(kind) is TargetDest and leader_of(kind.name, partition) == -1:
             return kind.name, partition
     return None
+
+
+METADATA_REFRESH_TIMEOUT_S = 5.0
+"""How long `leaderless_after_refresh` waits for fresh metadata before it trusts the
+cached answer: a broker that does not answer in this time is no better judged later."""
+
+
+async def leaderless_after_refresh(
+    plan: WritePlan,
+    leader_of: Callable[[str, int], int | None],
+    refresh: Callable[[], Awaitable[Any]],
+) -> tuple[str, int] | None:
+    """`leaderless`, asked again after ``refresh`` (the producer's metadata update) when
+    the cached metadata names a partition without a leader.
+
+    The cache is what a producer last heard, and nothing refreshes it while the
+    partition is kept out of every transaction: no batch is sent to it, so no send
+    error asks for metadata, and the periodic refresh (``metadata.max.age.ms``, five
+    minutes by default) would keep the topic refused long after its leader is back.
+    One refresh per suspected partition costs a metadata request only on this path.
+    """
+    stuck = leaderless(plan, leader_of)
+    if stuck is None:
+        return None
+    try:
+        await asyncio.wait_for(refresh(), METADATA_REFRESH_TIMEOUT_S)
+    except (TimeoutError, KafkaError, OSError):
+        return stuck  # no fresher answer: the cached one stands
+    return leaderless(plan, leader_of)
 
 
 def _state(future: asyncio.Future[Any]) -> int:

@@ -25,6 +25,7 @@ from actors.scheduler.writer import (
     WritePlan,
     acknowledged,
     leaderless,
+    leaderless_after_refresh,
 )
 from topics.names import TopicKind
 
@@ -81,6 +82,42 @@ def test_a_target_partition_known_to_have_no_leader_is_kept_out_of_the_transacti
     assert leaderless(plan, lambda topic, p: leaders.get((topic, p))) == ("orders.due", 1)
     leaders[("orders.due", 1)] = 3
     assert leaderless(plan, lambda topic, p: leaders.get((topic, p))) is None
+
+
+async def test_a_cached_no_leader_is_refreshed_before_the_partition_is_kept_out() -> None:
+    # The producer's cache said "no leader" when the leader left; nothing refreshes it
+    # while the partition is kept out of every transaction, so the writer asks once.
+    plan = WritePlan()
+    plan.groups[(TargetDest("orders.due"), 1)] = []
+    leaders = {("orders.due", 1): -1}
+    refreshes = []
+
+    async def refresh() -> bool:
+        refreshes.append(1)
+        leaders[("orders.due", 1)] = 2  # the broker's answer: the leader is back
+        return True
+
+    found = await leaderless_after_refresh(plan, lambda t, p: leaders.get((t, p)), refresh)
+    assert found is None and refreshes == [1]
+
+
+async def test_a_partition_still_without_a_leader_after_the_refresh_is_kept_out() -> None:
+    plan = WritePlan()
+    plan.groups[(TargetDest("orders.due"), 1)] = []
+    plan.groups[(TargetDest("orders.due"), 0)] = []
+    leaders = {("orders.due", 1): -1, ("orders.due", 0): 3}
+    calls = []
+
+    async def refresh() -> bool:
+        calls.append(1)
+        return True
+
+    found = await leaderless_after_refresh(plan, lambda t, p: leaders.get((t, p)), refresh)
+    assert found == ("orders.due", 1) and calls == [1]
+    leaders[("orders.due", 1)] = 1
+    calls.clear()
+    assert await leaderless_after_refresh(plan, lambda t, p: leaders.get((t, p)), refresh) is None
+    assert calls == []  # every leader known: no metadata request
 
 
 async def test_the_writer_gives_up_on_a_silent_target_once_its_own_batches_landed() -> None:

@@ -27,7 +27,7 @@ from topics.admin import create_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.cluster, pytest.mark.slow]
 
-SCHEDULES = 300
+SCHEDULES = 1_000
 PARTITIONS = 3
 MAX_FIRES_PER_TURN = 200
 
