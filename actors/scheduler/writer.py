@@ -37,6 +37,7 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 
 from actors.scheduler.oversize import BATCH_OVERHEAD_BYTES
 from actors.scheduler.target_acks import FAILED, LANDED, PENDING, Failed, GiveUp, Landed, verdict
+from topics.closing import within
 from topics.names import Settings, TopicKind
 from topics.partitioner import murmur2_partition
 from topics.records import OutRecord, TargetRecord
@@ -295,7 +296,7 @@ async def leaderless_after_refresh(
     if stuck is None:
         return None
     try:
-        await asyncio.wait_for(refresh(), METADATA_REFRESH_TIMEOUT_S)
+        await within(refresh(), METADATA_REFRESH_TIMEOUT_S)
     except (TimeoutError, KafkaError, OSError):
         return stuck  # no fresher answer: the cached one stands
     return leaderless(plan, leader_of)
