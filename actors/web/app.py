@@ -44,6 +44,7 @@ from actors.sending import SendError, send_commands
 from actors.timespec import SpecError
 from actors.views.backfill_status import backfill_json
 from actors.views.dag_view import ViewError, counts_text, dag_view, result_query
+from actors.views.tail import TailError
 from actors.web import data
 from actors.web.drawing import bar_chart, dag_graph
 from topics.command_builders import (
@@ -159,7 +160,14 @@ class Console:
                 raise web.HTTPForbidden(text="cross-site form refused: use the console itself")
             if request.path != "/login" and not self._may_act(request):
                 raise web.HTTPForbidden(text="sign in with the console's token at /login first")
-        return await handler(request)
+        try:
+            return await handler(request)
+        except TailError as exc:
+            # A namespace whose topics do not exist (yet): a page that says which and
+            # how to create them, not a bare 500.
+            return self.render(
+                request, "missing.html", status=503, what="topics to read", hint=str(exc)
+            )
 
     async def _history_or_none(self) -> tuple[Any, str | None]:
         try:
