@@ -115,6 +115,21 @@ def test_a_queue_topics_refusal_is_found_and_fails_its_attempts_for_a_while() ->
     assert "topics create --queue cpu" in (table.snapshot(0).queue_why_not("ns.runs.cpu") or "")
 
 
+def test_the_snapshot_states_when_a_queue_topics_refusal_ends_on_the_cores_clock() -> None:
+    # So an attempt the topic refused waits for that end, not the backoff (§8.1).
+    table = TargetTable("ns", (), {"ns.runs.gpu": TargetTopic(3)})
+    table.refuse("ns.runs.gpu", "TopicAuthorizationFailedError", mono_s=100.0)
+    table.refuse("ns.runs.gpu", "TopicAuthorizationFailedError", mono_s=100.0)  # a second: 2x
+    view = table.snapshot(110.0, wall_ms=1_000_000)
+    assert view.refused_until_ms == {
+        "ns.runs.gpu": 1_000_000 + int(2 * REFUSED_FIRST_S - 10) * 1000
+    }
+    assert (
+        view.queue_retry_floor_ms("ns.runs.gpu", 1_000_000) == int(2 * REFUSED_FIRST_S - 10) * 1000
+    )
+    assert view.queue_retry_floor_ms("ns.runs.cpu", 1_000_000) == view.refresh_ms > 0  # missing
+
+
 def test_a_refusal_lasts_its_while_and_the_snapshot_says_why() -> None:
     table = TargetTable("ns", ("orders.*",), {"orders.due": TargetTopic(3)})
     table.refuse("orders.due", "CorruptRecord", mono_s=100.0)
