@@ -323,6 +323,11 @@ class TargetTopics:
     known: Mapping[str, TargetTopic] = field(default_factory=dict)
     refused: Mapping[str, str] = field(default_factory=dict)
     own_prefix: str = ""
+    refused_until_ms: Mapping[str, int] = field(default_factory=dict)
+    """Topic -> the instant (epoch ms) its refusal mark ends, where the runtime knows it."""
+    refresh_ms: int = 0
+    """How long until the runtime next reads the topics (a topic created now is
+    ``known`` only then)."""
     """The namespace's own ``{ns}.`` topics are never a target (a confused deputy)."""
     _verdicts: dict[str, TargetTopic | str] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -377,6 +382,26 @@ class TargetTopics:
                 " schedulers Describe and Write on it (kafkron acl plan --queue)"
             )
         return None
+
+    def queue_retry_floor_ms(self, topic: str, now_ms: int) -> int:
+        """How long an attempt that queue topic ``topic`` could not take waits at least
+        before the next: until its refusal mark ends (`REFUSED_UNTIL_UNKNOWN_MS` if the
+        end is not known), or, for a missing topic, until the runtime next reads the
+        topics; retrying sooner meets the same answer and spends an attempt for nothing.
+        """
+        if topic in self.refused:
+            until_ms = self.refused_until_ms.get(topic)
+            if until_ms is None:
+                return REFUSED_UNTIL_UNKNOWN_MS
+            return max(0, until_ms - now_ms)
+        if topic not in self.known:
+            return self.refresh_ms
+        return 0  # too small for the record: only an operator's change helps, any time
+
+
+# A refusal mark whose end the runtime did not state lasts at least this long: the
+# scheduler's first mark (`actors.scheduler.target_table.REFUSED_FIRST_S`).
+REFUSED_UNTIL_UNKNOWN_MS = 60_000
 
 
 def allowed(topic: str, patterns: tuple[str, ...], own_prefix: str) -> bool:

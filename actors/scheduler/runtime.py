@@ -378,7 +378,7 @@ class SchedulerRuntime:
         self._hand_targets()
 
     def _hand_targets(self) -> None:
-        snapshot = self._targets.snapshot(time.monotonic())
+        snapshot = self._targets.snapshot(time.monotonic(), self.clock.now_ms())
         # Every core the machine holds, not only the live ones: a shard positioning or
         # parked goes live with this view, not one from before a refusal.
         for slot in self.machine.slots.values():
@@ -644,7 +644,7 @@ class SchedulerRuntime:
         started = time.monotonic()
         now = self.machine.now_ms
         core = self._core_factory(runner.partition, self._partitions, now(self.clock.now_ms()))
-        core.set_target_topics(self._targets.snapshot(time.monotonic()))
+        core.set_target_topics(self._targets.snapshot(time.monotonic(), self.clock.now_ms()))
         tp = TopicPartition(self.settings.topic(TopicKind.SCHEDULES), runner.partition)
         result = await read_to_end(self._restore_consumer, tp, core.restore)
         unwritten = list(core.finish_restore(now(self.clock.now_ms())))
@@ -699,7 +699,9 @@ class SchedulerRuntime:
             assert self._core_factory is not None
             now_ms = self.machine.now_ms(self.clock.now_ms())
             warm_core = self._core_factory(p, self._partitions, now_ms)
-            warm_core.set_target_topics(self._targets.snapshot(time.monotonic()))
+            warm_core.set_target_topics(
+                self._targets.snapshot(time.monotonic(), self.clock.now_ms())
+            )
             self._warm[p] = WarmShard(p, warm_core)
             self._warm_logged.discard(p)
         elif self._warm.pop(p, None) is None:

@@ -85,13 +85,27 @@ class TargetTable:
     refused: dict[str, tuple[str, float]] = field(default_factory=dict)  # -> (why, until)
     strikes: dict[str, int] = field(default_factory=dict)  # -> refusals in a row
 
-    def snapshot(self, mono_s: float) -> TargetTopics:
+    def snapshot(self, mono_s: float, wall_ms: int | None = None) -> TargetTopics:
+        """The view at monotonic ``mono_s``; with ``wall_ms`` (the wall clock then) it
+        states when each refusal mark ends, on the cores' clock, so a queue's attempt
+        refused now waits for that end before its next (docs/DESIGN.md §8.1)."""
         live = {t: why for t, (why, until) in self.refused.items() if until > mono_s}
+        until_ms = (
+            {}
+            if wall_ms is None
+            else {
+                t: wall_ms + int((until - mono_s) * 1000)
+                for t, (_, until) in self.refused.items()
+                if t in live
+            }
+        )
         return TargetTopics(
             allowed=self.allowed,
             known=dict(self.known),
             refused=live,
             own_prefix=f"{self.namespace}.",
+            refused_until_ms=until_ms,
+            refresh_ms=int(REFRESH_S * 1000),
         )
 
     def refuse(self, topic: str, why: str, mono_s: float) -> None:

@@ -119,14 +119,11 @@ class RunCancels:
             reason=reason,
             requested_ms=now_ms,
         )
-        queue = run.queue  # where the attempt went, whatever the definition says now
-        if queue is None:
+        placed = run.placed  # where the attempt went, whatever the definition says now
+        if placed is None:
             self._out.append(OutRecord(_RUNS, state.key, value))
-        # A queue topic that cannot take the cancel (gone, refused) cannot have a worker
-        # running the attempt either; the run is marked cancelled all the same, so the
-        # shard ends it `cancelled` at its deadline (`cancelled_unconfirmed`).
-        elif self._runs.queue_record(queue, state.key, value) is not None:
-            self._counts["queue_refused_total"] += 1
+        else:  # written there, or owed until the topic can take it
+            self._runs.queue_cancel(state, run, placed, value, now_ms)
         run.cancel_reason = reason
         self._counts["cancel_requested_total"] += 1
         self._dirty[state.id] = state

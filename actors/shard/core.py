@@ -331,11 +331,12 @@ class ShardCore:
             runs = state._runs
             if runs:
                 for run in runs.values():
-                    due_ms = (
-                        run.deadline_ms + TIMEOUT_MARGIN_MS
-                        if run.retry_ms is None
-                        else run.retry_ms
-                    )
+                    if run.retry_ms is not None:
+                        due_ms = run.retry_ms
+                    elif run.placed is not None and run.placed.cancel_owed is not None:
+                        due_ms = now_ms  # an owed cancel record: try it at once (§8.1)
+                    else:
+                        due_ms = run.deadline_ms + TIMEOUT_MARGIN_MS
                     arm(run, due_ms)
                 in_flight += len(runs)
         for state in missing:

@@ -33,12 +33,20 @@ from actors.shard.misfire import Backlog, MissedRange, plan_backlog
 from actors.shard.overlap import Decision
 from actors.shard.pausing import resumes_now, runs_ended
 from actors.shard.retry import backoff_ms, is_final_failure
-from actors.shard.state import INSTANT_TEXTS, RunState, ScheduleState, instant_text
+from actors.shard.state import INSTANT_TEXTS, Placed, RunState, ScheduleState, instant_text
 from actors.wheel import TimingWheel
 from topics.commands import Job, RetryPolicy
 from topics.covers import Covers
 from topics.deadlines import TIMEOUT_MARGIN_MS as TIMEOUT_MARGIN_MS
-from topics.messages import dlq_value, result_value, retry_after_ms, run_id_for, run_value
+from topics.messages import (
+    RETRY_AFTER_FIELD,
+    cancel_value,
+    dlq_value,
+    result_value,
+    retry_after_ms,
+    run_id_for,
+    run_value,
+)
 from topics.names import TopicKind
 from topics.partitioner import murmur2_partition
 from topics.queues import DEFAULT_QUEUE
@@ -51,6 +59,9 @@ from topics.vocabulary import MisfireMode, OverlapPolicy, RunStatus
 QUEUE_REFUSED_ERROR = "QueueRefused"
 # A record's framing in a batch of its own (as `actors.shard.delivery`'s).
 QUEUE_FRAMING_BYTES = 128
+# An owed cancel record (its queue topic could not take it) is tried again at most this
+# often, and no sooner than the topic can have changed (`RunBook.queue_cancel`).
+CANCEL_RESEND_MS = 10_000
 
 # When emitting a retry failed (a bug), how long until the shard tries it again.
 RETRY_AFTER_ERROR_MS = 60_000
@@ -207,7 +218,16 @@ class RunBook:
             self._dirty[state.id] = state
 
     def time_out(self, run: RunState, now_ms: int) -> None:
-        if run.cancel_reason is not None:  # cancelled and no worker said so: it is over
+        if run.cancel_reason is not None:
+            placed = run.placed
+            if (
+                placed is not None
+                and placed.cancel_owed is not None
+                and now_ms < run.deadline_ms + TIMEOUT_MARGIN_MS
+            ):  # its cancel record still waits for its queue topic
+                self.resend_cancel(run, now_ms)
+                return
+            # Cancelled and no worker said so: it is over.
             self._cancels.cancelled_unconfirmed(run, now_ms)
             return
         state = run.schedule
@@ -366,8 +386,7 @@ class RunBook:
         if queue is None:
             self._out.append(OutRecord(_RUNS, schedule_id.encode(), value))
         else:
-            run.queue = queue
-            refused = self.queue_record(queue, state.key, value)
+            refused = self.place(run, queue, state.key, value)
         self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)
         runs[run_id] = run
         self.in_flight += 1
@@ -380,14 +399,27 @@ class RunBook:
         if refused is not None:
             self.queue_refused(state, run, now_ms, refused)
 
-    def queue_record(self, queue: str, key: bytes, value: bytes) -> str | None:
-        """Append the run (or cancel) record ``value`` to ``queue``'s topic, keyed like
-        every record of its schedule; or, without appending anything, the reason it
-        cannot be written (docs/DESIGN.md §8.1).
+    def place(self, run: RunState, queue: str, key: bytes, value: bytes) -> str | None:
+        """Write ``run``'s current attempt (``value``) to ``queue``'s topic and keep where
+        it went on the run; the reason if the topic cannot take it (nothing written)."""
+        placed = self.queue_record(queue, key, value)
+        if isinstance(placed, str):
+            run.placed = Placed(queue, None)  # its cancels go nowhere: never written
+            return placed
+        run.placed = Placed(queue, placed)
+        return None
 
-        The partition is chosen here (murmur2 of the key, as for ``{ns}.runs``), from
-        the queue topic's partition count in the runtime's snapshot, so a run and its
-        cancel records land on one partition of one topic, in order (§6.6)."""
+    def queue_record(
+        self, queue: str, key: bytes, value: bytes, partition: int | None = None
+    ) -> int | str:
+        """Append the run (or cancel) record ``value`` to ``queue``'s topic, keyed like
+        every record of its schedule, and return the partition it went to; or, without
+        appending anything, the reason it cannot be written (docs/DESIGN.md §8.1).
+
+        A run's partition is chosen here (murmur2 of the key, as for ``{ns}.runs``),
+        from the queue topic's partition count in the runtime's snapshot, and kept on
+        the run (`Placed`); its cancel records are given that ``partition``, so they
+        land behind the run in order (§6.6) even after partitions were added."""
         targets = self.targets
         topic = targets.queue_topic(queue)
         why = targets.queue_why_not(topic)
@@ -400,15 +432,77 @@ class RunBook:
                 f"run record of {size} bytes with framing is larger than {topic} accepts"
                 f" ({known.max_message_bytes}, max.message.bytes)"
             )
-        self._out.append(TargetRecord(topic, key, value, murmur2_partition(key, known.partitions)))
-        return None
+        if partition is None:
+            partition = murmur2_partition(key, known.partitions)
+        elif partition >= known.partitions:  # the topic was deleted and made again, smaller
+            return (
+                f"queue topic {topic} has {known.partitions} partitions; the attempt went"
+                f" to partition {partition} of the topic it replaced"
+            )
+        self._out.append(TargetRecord(topic, key, value, partition))
+        return partition
+
+    def queue_cancel(
+        self, state: ScheduleState, run: RunState, placed: Placed, value: bytes, now_ms: int
+    ) -> None:
+        """Write the cancel record ``value`` of ``run``'s current attempt to the queue
+        topic and partition the attempt went to; if the topic cannot take it now (its
+        refusal mark, gone, too small), owe it (``placed.cancel_owed``, in the
+        changelog) and try again when the topic can have changed, until the attempt's
+        deadline plus the margin, when the shard ends it ``cancelled`` (§6.6, §8.1).
+
+        Writing it inside the refusal mark anyway would risk the whole turn: a record
+        the broker refuses aborts the transaction and rebuilds the shard, whose
+        re-applied command would write it again, for as long as the topic refuses."""
+        written = self.queue_record(placed.queue, state.key, value, placed.partition)
+        if not isinstance(written, str):
+            placed.cancel_owed = None
+            return
+        self._counts["queue_refused_total"] += 1
+        if placed.cancel_owed is None:
+            placed.cancel_owed = now_ms  # when it was requested, for its record
+        targets = self.targets
+        wait_ms = max(
+            CANCEL_RESEND_MS,
+            targets.queue_retry_floor_ms(targets.queue_topic(placed.queue), now_ms),
+        )
+        if now_ms + wait_ms < run.deadline_ms + TIMEOUT_MARGIN_MS:
+            self._wheel.arm(run, now_ms + wait_ms)  # moves the deadline's timer earlier
+
+    def resend_cancel(self, run: RunState, now_ms: int) -> None:
+        """The timer of an owed cancel: write it now if its topic can take it."""
+        state = run.schedule
+        placed = run.placed
+        assert placed is not None and placed.cancel_owed is not None
+        self._wheel.arm(run, run.deadline_ms + TIMEOUT_MARGIN_MS)  # back to the deadline
+        value = cancel_value(
+            run_id=run.run_id,
+            schedule_id=state.id,
+            task=run.task,
+            attempt=run.attempt,
+            reason=run.cancel_reason or "",
+            requested_ms=placed.cancel_owed,
+        )
+        self.queue_cancel(state, run, placed, value, now_ms)
+        self._dirty[state.id] = state
 
     def queue_refused(self, state: ScheduleState, run: RunState, now_ms: int, why: str) -> None:
         """The attempt just put in flight could not be written to its queue's topic: it
         fails at once (a ``failed`` result, `QUEUE_REFUSED_ERROR`), and the retry policy
         decides as for any failed attempt: a later attempt finds the topic once it is
-        created, the last one goes to the DLQ. Nothing of the turn is held back."""
+        created, the last one goes to the DLQ. Nothing of the turn is held back.
+
+        The error carries ``retry_after_s``: the next attempt waits at least until the
+        topic can have changed (its refusal mark's end, or the runtime's next read of
+        the topics for a missing one), so a refusal spends one attempt, not the whole
+        retry budget inside its window (`TargetTopics.queue_retry_floor_ms`)."""
         error = {"type": QUEUE_REFUSED_ERROR, "message": why}
+        placed = run.placed
+        if placed is not None:
+            targets = self.targets
+            floor_ms = targets.queue_retry_floor_ms(targets.queue_topic(placed.queue), now_ms)
+            if floor_ms > 0:
+                error[RETRY_AFTER_FIELD] = f"{floor_ms / 1000:.3f}"
         self.run_result(run, RunStatus.FAILED, now_ms, error)
         self._counts["queue_refused_total"] += 1
         self.attempt_failed(state, run, now_ms, RunStatus.FAILED, error, self.worker)
@@ -452,11 +546,10 @@ class RunBook:
         queue = state.definition.queue if run.task is None else job.queue
         refused = None
         if queue is None or queue == DEFAULT_QUEUE:
-            run.queue = None
+            run.placed = None
             self._out.append(OutRecord(_RUNS, state.key, value))
         else:
-            run.queue = queue
-            refused = self.queue_record(queue, state.key, value)
+            refused = self.place(run, queue, state.key, value)
         self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)  # moves a pending one
         return refused
 

@@ -23,7 +23,10 @@ The changelog value of a schedule (one record per change, key = schedule id)::
          "task": "...",                         # only for a DAG task's run
          "series_start": 3,                     # only after a dlq.replay (else 1)
          "cancel": "why",                       # only once a cancel was requested
-         "queue": "gpu",                        # only for a worker queue's attempt
+         "queue": "gpu",                        # only for a worker queue's attempt,
+         "partition": 3,                        #   with the partition it went to
+         "cancel_owed": "...",                  # only while its cancel awaits its topic:
+                                                #   when it was requested
          "outcomes": [{"attempt": 1, "status": "failed", "fired_at": "...",   # first 2, last 3
                        "finished_at": "...", "worker": "w-1",
                        "error": {"type": "...", "message": "..."}}]}],
@@ -109,7 +112,7 @@ class RunState(Node):
         "deadline_ms",
         "fired_ms",
         "outcomes",
-        "queue",
+        "placed",
         "retry_ms",
         "run_id",
         "schedule",
@@ -143,14 +146,38 @@ class RunState(Node):
         # Set once a cancel record for the current attempt was written (run.cancel,
         # overlap cancel_other): its result ends the run whatever it says, no retry.
         self.cancel_reason: str | None = None
-        # The worker queue the current attempt was written to, None for the default
-        # (`topics.queues`): its cancel record must follow it there (§6.6, §8.1),
-        # whatever the definition says by then (a DAG task may have been removed).
-        self.queue: str | None = None
+        # Where the current attempt was written on a worker queue's topic, None for the
+        # default queue (`topics.queues`): its cancel record must follow it there
+        # (§6.6, §8.1), whatever the definition or the topic's partition count says
+        # by then (a DAG task may have been removed, partitions added).
+        self.placed: Placed | None = None
+
+    @property
+    def queue(self) -> str | None:
+        """The worker queue of the current attempt, None for the default queue."""
+        placed = self.placed
+        return None if placed is None else placed.queue
 
     @property
     def failures_in_series(self) -> int:
         return self.attempt - self.series_start + 1
+
+
+class Placed:
+    """Where a worker queue's attempt went: one object only for a queued attempt, so a
+    run of the default queue (a herd's) costs one empty slot (docs/DESIGN.md §8.1)."""
+
+    __slots__ = ("cancel_owed", "partition", "queue")
+
+    def __init__(self, queue: str, partition: int | None, cancel_owed: int | None = None) -> None:
+        self.queue = queue
+        # None only for an attempt restored from a record written before partitions
+        # were kept: its cancel goes where the key hashes now, as it did then.
+        self.partition = partition
+        # When a cancel was requested that the queue topic could not take then (epoch
+        # ms), else None; it is written as soon as the topic can (`RunBook.queue_cancel`),
+        # until the attempt's deadline.
+        self.cancel_owed = cancel_owed
 
 
 class Aside:
@@ -535,8 +562,13 @@ def _encode_run(run: RunState) -> dict[str, Any]:
         entry["outcomes"] = run.outcomes
     if run.cancel_reason is not None:
         entry["cancel"] = run.cancel_reason
-    if run.queue is not None:
-        entry["queue"] = run.queue
+    placed = run.placed
+    if placed is not None:
+        entry["queue"] = placed.queue
+        if placed.partition is not None:
+            entry["partition"] = placed.partition
+        if placed.cancel_owed is not None:
+            entry["cancel_owed"] = instant_text(placed.cancel_owed)
     return entry
 
 
@@ -600,7 +632,7 @@ def encode_fire(state: ScheduleState) -> bytes:
                     and run.retry_ms is None
                     and not run.outcomes
                     and run.cancel_reason is None
-                    and run.queue is None
+                    and run.placed is None
                 ):
                     tail = _run_tail(run.attempt, run.fired_ms, run.deadline_ms)
                     runs_json = (
@@ -713,7 +745,7 @@ def _runs_json(state: ScheduleState, id_json: str) -> str:
             or run.retry_ms is not None
             or run.outcomes
             or run.cancel_reason is not None
-            or run.queue is not None
+            or run.placed is not None
         ):
             return ""
         fired_ms = run.fired_ms
@@ -791,7 +823,12 @@ def decode_schedule(
             run.retry_ms = None if retry_at is None else instant_ms(retry_at)
             run.outcomes = entry.get("outcomes") or ()
             run.cancel_reason = entry.get("cancel")
-            run.queue = entry.get("queue")
+            queue = entry.get("queue")
+            if queue is not None:
+                owed = entry.get("cancel_owed")
+                run.placed = Placed(
+                    queue, entry.get("partition"), None if owed is None else instant_ms(owed)
+                )
             state.runs[run_id] = run
     buffered = doc.get("buffered")
     if buffered:
