@@ -5,8 +5,6 @@ against the table in its docstring."""
 from __future__ import annotations
 
 import itertools
-from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given, settings
@@ -25,80 +23,10 @@ from actors.shard.backfill_plan import (
     plan_steps,
 )
 from actors.timespec import compile_spec
+from tests.kit.timespec import MINUTE_MS, brute_force
+from tests.kit.timespec import utc_ms as ms
 
-MINUTE_MS = 60_000
 T_MINUTE = 1_789_999_980_000  # on a minute: `every 1m` is anchored at the epoch
-
-
-def _field_matches(field: str, value: int) -> bool:
-    for part in field.split(","):
-        base, _, step = part.partition("/")
-        if base == "*":
-            lo, hi = 0, 10**6
-        elif "-" in base:
-            lo, hi = (int(x) for x in base.split("-"))
-        else:
-            lo = hi = int(base)
-            if step:
-                hi = 10**6
-        if lo <= value <= hi and (value - lo) % int(step or 1) == 0:
-            return True
-    return False
-
-
-def _wall_matches(expr: str, wall: datetime) -> bool:
-    minute, hour, dom, month, dow = expr.split()
-    return (
-        _field_matches(minute, wall.minute)
-        and _field_matches(hour, wall.hour)
-        and _field_matches(dom, wall.day)
-        and _field_matches(month, wall.month)
-        and _field_matches(dow, (wall.weekday() + 1) % 7)
-    )
-
-
-def brute_force(
-    expr: str, zone_name: str, from_ms: int, to_ms: int, dst: dict[str, str]
-) -> list[int]:
-    """Every minute of the range, judged by the rule of docs/DESIGN.md §5.3 alone: a
-    wildcard cron fires at every real instant whose wall time matches; a fixed-time one
-    fires a repeated wall time once (fold once) and a skipped one at the first instant
-    after the gap (gap shift)."""
-    zone = ZoneInfo(zone_name)
-    minute, hour = expr.split()[:2]
-    wildcard = minute.startswith("*") or hour.startswith("*")
-    found: list[int] = []
-    seen_walls: dict[datetime, int] = {}
-    previous_wall: datetime | None = None
-    for t in range(from_ms - from_ms % MINUTE_MS, to_ms, MINUTE_MS):
-        wall = datetime.fromtimestamp(t / 1000, zone).replace(tzinfo=None)
-        fires = _wall_matches(expr, wall)
-        if fires and not wildcard and dst["fold"] == "once" and wall in seen_walls:
-            fires = False  # the wall time's second occurrence
-        if (
-            not fires
-            and not wildcard
-            and dst["gap"] == "shift"
-            and previous_wall is not None
-            and wall - previous_wall > timedelta(minutes=1)
-        ):
-            skipped = previous_wall + timedelta(minutes=1)
-            while skipped < wall:
-                if _wall_matches(expr, skipped):
-                    fires = True  # a wall time the gap skipped: the first instant after it
-                    break
-                skipped += timedelta(minutes=1)
-        if fires and t >= from_ms:
-            found.append(t)
-        seen_walls[wall] = t
-        if len(seen_walls) > 600:
-            seen_walls = {w: s for w, s in seen_walls.items() if t - s < 6 * 3600_000}
-        previous_wall = wall
-    return found
-
-
-def ms(text: str) -> int:
-    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
 
 
 DST_CASES = [
