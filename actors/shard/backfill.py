@@ -30,7 +30,13 @@ each at, `topics.backfill_commands`); this part executes it:
   attempt)`` stays unique and the idempotency key is the run's.
 - **Cancel.** ``schedule.backfill_cancel`` drops what is left; with ``running`` each
   run of the backfill in flight is cancelled by ``run.cancel``'s path
-  (`cancel.RunCancels`): nothing starts after the cancel.
+  (`cancel.RunCancels`, `dag_shard.DagRuns.cancel_run` for a DAG run): nothing
+  starts after the cancel.
+- **A DAG's backfill starts DAG runs** (`dag_shard.DagRuns.start_backfill_run`):
+  each with its occurrence's logical date and data interval, its tasks from attempt
+  1, its own end result at the planned attempt (a missed occurrence's result holds
+  attempt 1). In flight is a DAG run still running; one the DAG's run book knows
+  (running, or ended and remembered) is let pass: its tasks are ``dag.clear``'s.
 
 The core calls `pump` for every schedule with a backfill going after each
 `ShardCore.apply` and `ShardCore.advance` (results free room; commands start and
@@ -42,6 +48,7 @@ from __future__ import annotations
 from actors.shard.backfill_state import BackfillState
 from actors.shard.batch import Batch
 from actors.shard.cancel import RunCancels
+from actors.shard.dag_shard import DagRuns
 from actors.shard.runs import RunBook
 from actors.shard.state import RunState, ScheduleState
 from topics.backfill_commands import BackfillCancel, ScheduleBackfill
@@ -58,9 +65,15 @@ class Backfills:
     """The backfills of one shard."""
 
     def __init__(
-        self, batch: Batch, schedules: dict[str, ScheduleState], runs: RunBook, cancels: RunCancels
+        self,
+        batch: Batch,
+        schedules: dict[str, ScheduleState],
+        runs: RunBook,
+        cancels: RunCancels,
+        dags: DagRuns,
     ) -> None:
         self._batch = batch
+        self._dags = dags
         self._dirty = batch.dirty
         self._counts = batch.counts
         self._schedules = schedules
@@ -94,8 +107,6 @@ class Backfills:
         self.pump(state, now_ms)
 
     def _refusal(self, state: ScheduleState, command: ScheduleBackfill) -> str | None:
-        if state.dag is not None:
-            return f"id: {state.id!r} is a DAG; a DAG backfill is not supported by this version"
         backfill = state.backfill
         if backfill is not None and backfill.active:
             if backfill.backfill_id != command.backfill_id:
@@ -150,6 +161,10 @@ class Backfills:
         backfill.cancelled = command.reason
         if command.running:
             for run_id in list(backfill.running):
+                if state.dag is not None:
+                    if self._dags.running(state, run_id):
+                        self._dags.cancel_run(state, run_id, command.reason, now_ms)
+                    continue
                 run = (state._runs or {}).get(run_id)
                 if run is None:
                     continue
@@ -177,10 +192,9 @@ class Backfills:
         if backfill is None or not backfill.active:
             self.going.pop(state.id, None)
             return
-        runs = state._runs or {}
         running = backfill.running
-        if running and any(run_id not in runs for run_id in running):
-            backfill.running = running = [run_id for run_id in running if run_id in runs]
+        if running and not all(self._in_flight(state, run_id) for run_id in running):
+            backfill.running = running = [r for r in running if self._in_flight(state, r)]
             self._dirty[state.id] = state
         if not state.paused:
             # At most max_parallel occurrences per call, also when they do not stay in
@@ -203,6 +217,12 @@ class Backfills:
         if self._passes(state, run_id, at, attempt) is not None:
             backfill.passed += 1
             self._counts["backfill_passed_total"] += 1
+        elif state.dag is not None:
+            self._dags.start_backfill_run(state, at, attempt, now_ms)
+            backfill.fired += 1
+            self._counts["backfill_fired_total"] += 1
+            if self._dags.running(state, run_id):
+                backfill.running.append(run_id)
         else:
             run = RunState(state, run_id, at, None, attempt, attempt)
             # Emitted first: if that raises, the cursor has not moved and the next
@@ -230,12 +250,20 @@ class Backfills:
             return "the live schedule owns it"
         if run_id in (state._runs or {}):
             return "its run is in flight"
+        if state.dag is not None and run_id in state.dag.runs:
+            return "its DAG run is running or ended since the plan: dag.clear reruns its tasks"
         if state.definition.compiled.next_after(at - 1) != at:
             return "not an occurrence of the schedule any more (it was changed since the plan)"
         dead = state.dead_or_none
         if dead is not None and dead.get(run_id, 0) >= attempt:
             return "it was dead-lettered at or after the planned attempt: the plan is stale"
         return None
+
+    def _in_flight(self, state: ScheduleState, run_id: str) -> bool:
+        """Whether the backfill's run ``run_id`` has not ended (a DAG run: running)."""
+        if state.dag is not None:
+            return self._dags.running(state, run_id)
+        return run_id in (state._runs or {})
 
     def due(self) -> bool:
         """Whether a backfill could fire now (room, something left, not paused)."""

@@ -45,6 +45,13 @@ occurrence has a shard result at attempt 1, so it is re-run at 2. A run whose
 latest attempt failed without a dead letter is still the shard's (it retries it, or
 the dead letter is on its way to the recorder): it is never taken over.
 
+A DAG's occurrences are DAG runs, and its history rows (``task`` null) are the DAG
+runs' own results. A backfill starts a DAG run only where none started: never fired
+(attempt 1) or missed/skipped (its own result then at attempt 2; its tasks, whose run
+ids never ran, at 1). A DAG run that started and ended, whatever its status and the
+``--reprocess``, is kept: its tasks are rerun with ``dag.clear``, task by task at their
+own next attempts, which a whole-run re-run could not number from the runs' rows.
+
 The plan that travels is compact: `compact_ranges` folds consecutive occurrences to
 fire at the same attempt into ``(first_ms, last_ms, attempt)`` ranges, both ends
 occurrences, which the shard expands with the same compiled spec.
@@ -143,6 +150,7 @@ def plan_steps(
     live_next_ms: int | None,
     handled_ms: int | None,
     known_to_ms: int | None,
+    dag: bool = False,
 ) -> Iterator[Step]:
     """One `Step` per occurrence of ``instants`` (ascending), joined with ``past``
     (ascending by ``scheduled_ms``; a row may start before the first instant when its
@@ -150,8 +158,10 @@ def plan_steps(
 
     ``live_next_ms``: the changelog's next occurrence not yet handled (None: the
     schedule will fire nothing more); ``handled_ms``: the latest it handled;
-    ``known_to_ms``: the latest occurrence the history holds (a fold's end included).
+    ``known_to_ms``: the latest occurrence the history holds (a fold's end included);
+    ``dag``: the schedule is a DAG (see the module's docstring).
     """
+    decide = _decide_dag if dag else _decide
     rows = iter(past)
     row = next(rows, None)
     fold: PastRun | None = None  # the latest folded row that started at or before now
@@ -166,7 +176,7 @@ def plan_steps(
             yield Step(at, Action.LIVE, None, "not reached yet: the live schedule fires it")
             continue
         if row is not None and row.scheduled_ms == at:
-            yield _decide(at, row, reprocess)
+            yield decide(at, row, reprocess)
             continue
         if fold is not None and fold.covers_to_ms is not None and at <= fold.covers_to_ms:
             yield Step(
@@ -210,6 +220,18 @@ def _decide(at: int, row: PastRun, reprocess: Reprocess) -> Step:
     if reprocess is Reprocess.ALL:
         return Step(at, Action.RERUN, again, f"{status} (attempt {attempts}); --reprocess all")
     return Step(at, Action.KEEP, None, f"already {status} (attempt {attempts})")
+
+
+def _decide_dag(at: int, row: PastRun, reprocess: Reprocess) -> Step:
+    """A DAG run: started again only where it never started (missed or skipped)."""
+    if row.status in (RunStatus.MISSED, RunStatus.SKIPPED):
+        return _decide(at, row, reprocess)
+    return Step(
+        at,
+        Action.KEEP,
+        None,
+        f"DAG run {row.status} (attempt {row.attempts}): rerun its tasks with dag.clear",
+    )
 
 
 @dataclass(slots=True)

@@ -247,7 +247,7 @@ class ShardCore:
         self._dags = dags = DagRuns(batch, schedules, runs, cancels)
         runs.wire(dags, cancels)
         cancels.wire(dags)
-        self._backfills = Backfills(batch, schedules, runs, cancels)
+        self._backfills = Backfills(batch, schedules, runs, cancels, dags)
         self._retired = retired = Retired(batch.out, partition)  # deleted ids' floors
         self._commands = ScheduleCommands(batch, schedules, wheel, definitions, runs, retired)
         self._trimming = Trimming(batch, schedules, wheel, definitions, runs, retired)

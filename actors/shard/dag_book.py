@@ -20,12 +20,15 @@ of plain dicts that came before it wrote it
              "invoice-nightly": {"state": "waiting", "attempt": 0, "in_degree": 1},
              "send-invoices":   {"state": "waiting", "attempt": 0, "in_degree": 1}},
           "ends": 1,                              # run-level results written (once ended)
-          "cancel": "why"}}}                      # run.cancel's reason (only once asked)
+          "cancel": "why",                        # run.cancel's reason (only once asked)
+          "backfill": true}}}                     # started by a backfill (only then)
 
 ``in_degree`` is written for a waiting task only; ``ends`` once the run has
-ended; ``cancel`` while a cancel is asked (a ``dag.clear`` forgets it). The two
-last keys come in the order they were first set, which the state tells (see
-`_ends_before_cancel`), so nothing but the state is kept.
+ended (a backfilled run's count starts at the attempt its occurrence already used,
+docs/DESIGN.md §6.9); ``cancel`` while a cancel is asked (a ``dag.clear`` forgets
+it). Those two keys come in the order they were first set, which the state tells
+(see `_ends_before_cancel`), so nothing but the state is kept. ``backfill`` is last,
+and only on a run a backfill started.
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ class DagRun:
     """``run.cancel``'s reason, once asked (until a ``dag.clear`` runs it again)."""
     ends: int = 0
     """How many run-level results it has had: the attempt number of the last."""
+    backfill: bool = False
+    """Started by a backfill: it does not count against ``max_active_runs``."""
 
 
 @dataclass(slots=True)
@@ -102,6 +107,8 @@ def _run_json(run: DagRun) -> dict[str, Any]:
         doc["ends"] = run.ends
     if run.cancel is not None and ends_first:
         doc["cancel"] = run.cancel
+    if run.backfill:
+        doc["backfill"] = True
     return doc
 
 
@@ -160,6 +167,7 @@ def _run_of(doc: dict[str, Any]) -> DagRun:
         tasks={name: _task_of(entry) for name, entry in doc["tasks"].items()},
         cancel=None if cancel is None else str(cancel),
         ends=int(doc.get("ends", 0)),
+        backfill=doc.get("backfill") is True,
     )
 
 

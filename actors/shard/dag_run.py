@@ -125,8 +125,12 @@ def new_state() -> DagBook:
 
 
 def active_count(dag: DagBook) -> int:
-    """Runs that count against ``max_active_runs``: those still running."""
-    return sum(1 for run in dag.runs.values() if run.state == DagRunState.RUNNING)
+    """Runs that count against ``max_active_runs``: those still running, but a
+    backfill's (bounded by its own ``max_parallel``: the live schedule keeps its own
+    timing beside a backfill, docs/DESIGN.md §6.9)."""
+    return sum(
+        1 for run in dag.runs.values() if run.state == DagRunState.RUNNING and not run.backfill
+    )
 
 
 def start_run(
@@ -136,8 +140,13 @@ def start_run(
     scheduled_ms: int,
     interval: tuple[int, int],
     now_ms: int | None = None,
+    *,
+    ends: int = 0,
+    backfill: bool = False,
 ) -> Step:
-    """Add the run ``run_id`` (not yet known) and start its roots."""
+    """Add the run ``run_id`` (not yet known) and start its roots. ``ends``: the
+    run-level results its run id already has (a backfilled missed occurrence's
+    ``missed`` result), so its own end result takes the next attempt number."""
     run = DagRun(
         scheduled_ms=scheduled_ms,
         logical_date_ms=interval[0],
@@ -149,6 +158,8 @@ def start_run(
             name: TaskEntry(TaskState.WAITING, 0, len(graph.after[name]))
             for name in graph.topo_order
         },
+        ends=ends,
+        backfill=backfill,
     )
     dag.runs[run_id] = run
     return _settle(run, graph, 0)

@@ -51,7 +51,7 @@ from topics.commands import DagClear, DagUpsert, Job, RetryPolicy, ScheduleUpser
 from topics.messages import parse_run_id, result_value, run_id_for
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
-from topics.vocabulary import RunStatus, TaskState
+from topics.vocabulary import DagRunState, RunStatus, TaskState
 
 
 class DagRuns:
@@ -163,6 +163,36 @@ class DagRuns:
         interval = definition.data_interval(scheduled_ms)
         step = dag_run.start_run(dag, definition.graph, run_id, scheduled_ms, interval, now_ms)
         self._apply(state, run_id, step, now_ms)
+
+    def start_backfill_run(
+        self, state: ScheduleState, scheduled_ms: int, attempt: int, now_ms: int
+    ) -> str:
+        """A backfill starts the DAG run of ``scheduled_ms`` (docs/DESIGN.md §6.9): with
+        the occurrence's own logical date and data interval, its roots at attempt 1
+        (its task run ids never ran), and its own end result at ``attempt`` (2 for a
+        missed or skipped occurrence, whose result holds attempt 1). Not counted
+        against ``max_active_runs`` nor as a live fire. Returns the DAG run's id."""
+        definition = _definition(state)
+        run_id = run_id_for(state.id, scheduled_ms)
+        step = dag_run.start_run(
+            _book(state),
+            definition.graph,
+            run_id,
+            scheduled_ms,
+            definition.data_interval(scheduled_ms),
+            now_ms,
+            ends=attempt - 1,
+            backfill=True,
+        )
+        self._apply(state, run_id, step, now_ms)
+        self._dirty[state.id] = state
+        return run_id
+
+    def running(self, state: ScheduleState, run_id: str) -> bool:
+        """Whether the DAG run ``run_id`` is known and still running."""
+        dag = state.dag
+        run = None if dag is None else dag.runs.get(run_id)
+        return run is not None and run.state == DagRunState.RUNNING
 
     def task_ended(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
         """A task run ended for good (the core calls this right after `_outcome`)."""

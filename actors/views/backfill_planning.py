@@ -38,17 +38,17 @@ class Target:
     zone: ZoneInfo | None  # None: UTC
     live_next_ms: int | None
     handled_ms: int | None
+    dag: bool = False  # a DAG: its occurrences are DAG runs
 
 
 def target_of(state: ScheduleState) -> Target:
-    """The schedule's rules and live cursor; ``ValueError`` for a DAG (not yet planned)."""
+    """The schedule's (or the DAG's) rules and live cursor."""
     definition = state.definition
-    if isinstance(definition, DagDefinition):
-        raise ValueError(f"{state.id} is a DAG; a DAG backfill is not supported by this version")
     spec = orjson.loads(state.def_bytes)["spec"]
     zone_name = spec.get("tz")
     zone = None if zone_name in (None, "UTC") else ZoneInfo(zone_name)
-    return Target(definition.compiled, zone, state.next_ms, state.handled_ms())
+    dag = isinstance(definition, DagDefinition)
+    return Target(definition.compiled, zone, state.next_ms, state.handled_ms(), dag)
 
 
 def plan(
@@ -69,6 +69,7 @@ def plan(
         live_next_ms=target.live_next_ms,
         handled_ms=target.handled_ms,
         known_to_ms=known_to_ms,
+        dag=target.dag,
     )
 
 

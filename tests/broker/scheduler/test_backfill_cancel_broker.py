@@ -90,7 +90,10 @@ async def test_a_cancelled_backfill_starts_no_job_after_the_cancel(
                 lines = dry_run(settings, SCHEDULE, *window, "--reprocess", "all")
                 if lines is None:
                     return None
-                got = {(parse_instant(s["scheduled_at"]), s["action"], s["attempt"]) for s in lines[:-1]}
+                got = {
+                    (parse_instant(s["scheduled_at"]), s["action"], s["attempt"])
+                    for s in lines[:-1]
+                }
                 want = {(at, "rerun", n + 1) for at, n in attempts.items()}
                 return got == want or None
 
@@ -125,8 +128,9 @@ async def test_a_cancelled_backfill_starts_no_job_after_the_cancel(
 
             async def recorded() -> Any:
                 doc = await backfill_doc(settings, SCHEDULE)
-                ok = doc is not None and doc["id"] == name and doc.get("cancelled") == f"stop {name}"
-                return doc if ok else None
+                if doc is None or doc["id"] != name:
+                    return None
+                return doc if doc.get("cancelled") == f"stop {name}" else None
 
             doc = await wait_for(f"{name}'s cancel applied", recorded, 120, *procs)
             assert "ranges" not in doc, "nothing is left to fire after a cancel"
