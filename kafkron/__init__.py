@@ -71,10 +71,19 @@ from topics.command_parts import (
     Spec,
     Task,
 )
+from topics.concurrency import Concurrency
 from topics.messages import DeadLetter, Result
 from topics.names import Settings
 from topics.schedule_fields import ScheduleFields
-from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy, RunStatus
+from topics.vocabulary import (
+    ConcurrencyStrategy,
+    DstFold,
+    DstGap,
+    JitterMode,
+    MisfireMode,
+    OverlapPolicy,
+    RunStatus,
+)
 
 __all__ = [
     "CANCELLED_ERROR",
@@ -84,6 +93,8 @@ __all__ = [
     "BusinessDay",
     "Client",
     "CommandRecord",
+    "Concurrency",
+    "ConcurrencyStrategy",
     "Cron",
     "Days",
     "DeadLetter",

@@ -28,6 +28,7 @@ from topics.command_fields import FieldError, instant
 from topics.command_parts import Dst, Instant, Spec, instant_text
 from topics.command_types import Rejection, ScheduleUpsert
 from topics.commands import decode_object
+from topics.concurrency import Concurrency, concurrency_of
 from topics.queues import DEFAULT_QUEUE
 from topics.spec_compiler import CompiledSpec
 from topics.timefmt import to_datetime
@@ -93,6 +94,14 @@ class Schedule:
             return None
         queue: str = job.get("queue") or DEFAULT_QUEUE
         return queue
+
+    @property
+    def concurrency(self) -> Concurrency | None:
+        """The concurrency key of a schedule's job (docs/DESIGN.md §8.2), or None."""
+        job = self.definition.get("job")
+        if self.job is None or not isinstance(job, Mapping):
+            return None
+        return concurrency_of(job)
 
     @property
     def target(self) -> Mapping[str, Any] | None:

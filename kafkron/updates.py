@@ -81,6 +81,12 @@ def updated(
         body["job"]["queue"] = queue
     elif fields.get("queue") is not None:
         raise InvalidCommand(build.QUEUE_WITH_TARGET)
+    given = fields.get("concurrency")  # a job keeps its concurrency key
+    concurrency = given.wire() if given is not None else old_job.get("concurrency")
+    if concurrency is not None and "job" in body:
+        body["job"]["concurrency"] = concurrency
+    elif given is not None:
+        raise InvalidCommand(build.CONCURRENCY_WITH_TARGET)
     return build.validated({"v": 1, "type": "schedule.upsert", "id": current.id, **body})
 
 

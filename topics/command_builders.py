@@ -39,6 +39,7 @@ from topics.command_parts import (
 )
 from topics.command_types import Command, Rejection
 from topics.commands import decode_command
+from topics.concurrency import Concurrency
 from topics.messages import parse_run_id
 from topics.schedule_fields import ScheduleFields, unknown_fields
 from topics.timefmt import format_ms
@@ -212,20 +213,32 @@ def schedule_upsert(
     if target is not None:
         body["target"] = target.json()
     if job is not None or target is None:  # neither: the shard's validation names it
-        body["job"] = job_body(job, fields.get("args"), fields.get("queue"))
+        body["job"] = job_body(
+            job, fields.get("args"), fields.get("queue"), fields.get("concurrency")
+        )
     elif fields.get("queue") is not None:
         raise InvalidCommand(QUEUE_WITH_TARGET)
+    elif fields.get("concurrency") is not None:
+        raise InvalidCommand(CONCURRENCY_WITH_TARGET)
     return _build(body, now_ms)
 
 
 QUEUE_WITH_TARGET = "queue: a queue is a job's (job.queue); a target's runs go to the default queue"
+CONCURRENCY_WITH_TARGET = "concurrency: a concurrency key is a job's (job.concurrency)"
 
 
-def job_body(name: str | None, args: Mapping[str, Any] | None, queue: str | None) -> dict[str, Any]:
-    """The ``job`` object: ``queue`` only when given (the default queue otherwise)."""
+def job_body(
+    name: str | None,
+    args: Mapping[str, Any] | None,
+    queue: str | None,
+    concurrency: Concurrency | None = None,
+) -> dict[str, Any]:
+    """The ``job`` object: ``queue`` and ``concurrency`` only when given."""
     body: dict[str, Any] = {"name": name, "args": dict(args or {})}
     if queue is not None:
         body["queue"] = queue
+    if concurrency is not None:
+        body["concurrency"] = concurrency.wire()
     return body
 
 

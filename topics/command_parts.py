@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from topics.command_fields import FieldError
+from topics.concurrency import Concurrency
 from topics.timefmt import format_ms
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
 
@@ -429,6 +430,7 @@ class Task:
     """The task's own attempt timeout in seconds; the DAG's when None."""
     queue: str | None = None
     """The worker queue of the task's runs (`topics.queues`); the default when None."""
+    concurrency: Concurrency | None = None  # its concurrency key (`topics.concurrency`)
 
     def json(self) -> dict[str, Any]:
         """The task's object in ``tasks``."""
@@ -437,6 +439,8 @@ class Task:
             job = {"name": self.job, "args": dict(self.args or {})}
             if self.queue is not None:
                 job["queue"] = self.queue
+            if self.concurrency is not None:
+                job["concurrency"] = self.concurrency.wire()
         return _pick(
             job=job,
             target=None if self.target is None else self.target.json(),

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topics.backfill_commands import BackfillCancel, ScheduleBackfill
+from topics.concurrency import Concurrency
 from topics.spec_compiler import CompiledSpec
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
 
@@ -107,10 +108,13 @@ class Job:
     """Keyword arguments, any JSON object; ``{}`` when omitted."""
     queue: str = "default"
     """The worker queue its runs go to (`topics.queues`); ``default``: ``{ns}.runs``."""
+    concurrency: Concurrency | None = None
+    """Its concurrency key (`topics.concurrency`): at most ``limit`` runs of the key at
+    once across every schedule naming it; None: no limit but the workers' slots."""
 
     def wire(self) -> dict[str, Any]:
-        """The job as every record carries it: ``queue`` only when not the default, so
-        a job that names no queue keeps the bytes it always had."""
+        """The job as every record carries it: ``queue`` and ``concurrency`` only when
+        set, so a job that names neither keeps the bytes it always had."""
         args = self.args
         found: dict[str, Any] = {
             "name": self.name,
@@ -118,6 +122,8 @@ class Job:
         }
         if self.queue != "default":
             found["queue"] = self.queue
+        if self.concurrency is not None:
+            found["concurrency"] = self.concurrency.wire()
         return found
 
 

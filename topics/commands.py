@@ -80,6 +80,7 @@ from topics.command_types import (
     ScheduleTrigger,
     ScheduleUpsert,
 )
+from topics.concurrency import check_concurrency
 from topics.dag_graph import MAX_TASKS, GraphError, topological_order
 from topics.queues import DEFAULT_QUEUE, check_queue
 from topics.spec_compiler import CompiledSpec, NoSpecCompiler, SpecError
@@ -566,7 +567,7 @@ def _job(value: Any, path: str) -> Job:
     if value is None:
         raise FieldError(f'{path}: missing; say what runs, such as "job": {_EXAMPLE_JOB}')
     job = obj(value, path, _EXAMPLE_JOB)
-    check_keys(job, path, ("name", "args", "queue"))
+    check_keys(job, path, ("name", "args", "queue", "concurrency"))
     name = string(job.get("name"), f"{path}.name", max_chars=200)
     if name.startswith(RESERVED_JOB_PREFIX):
         raise FieldError(
@@ -575,10 +576,12 @@ def _job(value: Any, path: str) -> Job:
         )
     args = job.get("args")
     queue = job.get("queue")
+    concurrency = job.get("concurrency")
     return Job(
         name,
         {} if args is None else obj(args, f"{path}.args", '{"customer": "c-42"}'),
         DEFAULT_QUEUE if queue is None else check_queue(queue, f"{path}.queue"),
+        None if concurrency is None else check_concurrency(concurrency, f"{path}.concurrency"),
     )
 
 

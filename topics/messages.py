@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from topics.command_types import Job
+from topics.concurrency import parse_concurrency
 from topics.covers import Covers, covers_from_message, covers_json, parse_covers
 from topics.queues import DEFAULT_QUEUE
 from topics.timefmt import format_ms, parse_instant
@@ -216,6 +217,7 @@ def _parse_run_fast(data: Any) -> Run:
         and type(job["name"]) is str
         and type(job.get("args", {})) is dict
         and "queue" not in job
+        and "concurrency" not in job
         and "logical_date" not in data
         and "data_interval" not in data
     ):
@@ -762,7 +764,12 @@ class _Fields:
         inner = _Fields.of(value, f"{self._what}.{name}")
         args = inner.optional_object("args")
         queue = inner.optional_string("queue")
-        return Job(inner.string("name"), {} if args is None else args, queue or DEFAULT_QUEUE)
+        concurrency = parse_concurrency(
+            value.get("concurrency"), f"{self._what}.{name}.concurrency"
+        )
+        return Job(
+            inner.string("name"), {} if args is None else args, queue or DEFAULT_QUEUE, concurrency
+        )
 
     def error(self, name: str) -> Mapping[str, str] | None:
         value = self.optional_object(name)

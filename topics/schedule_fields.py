@@ -22,6 +22,7 @@ from topics.command_parts import (
     OverlapName,
     Retry,
 )
+from topics.concurrency import Concurrency
 
 
 class ScheduleFields(TypedDict, total=False):
@@ -40,6 +41,9 @@ class ScheduleFields(TypedDict, total=False):
       schedule is completed.
     - ``queue``: the worker queue of the job's runs (`topics.queues`; the default
       queue when None): only workers started with ``--queue NAME`` take them.
+    - ``concurrency``: the job's concurrency key (`Concurrency`: key, limit,
+      strategy): at most ``limit`` runs of the key at once, across every schedule
+      naming it (docs/DESIGN.md §8.2).
     """
 
     args: Mapping[str, Any] | None
@@ -54,6 +58,7 @@ class ScheduleFields(TypedDict, total=False):
     end: Instant | None
     max_runs: int | None
     queue: str | None
+    concurrency: Concurrency | None
 
 
 FIELD_NAMES = frozenset(ScheduleFields.__optional_keys__)

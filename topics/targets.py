@@ -49,7 +49,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from topics.command_fields import FieldError, check_keys, clip, describe, integer, obj, string
-from topics.queues import QUEUE_TOPIC_INFIX
+from topics.queues import DEFAULT_QUEUE, QUEUE_TOPIC_INFIX
 
 KAFKA_JOB = "kafkron.kafka"
 HTTP_JOB = "kafkron.http"
@@ -360,7 +360,11 @@ class TargetTopics:
         return None
 
     def queue_topic(self, queue: str) -> str:
-        """The topic of a (non-default) queue's runs: ``{ns}.runs.Q`` (`topics.queues`)."""
+        """The topic of a queue's runs: ``{ns}.runs.Q`` (`topics.queues`), ``{ns}.runs``
+        for the default queue (written by partition only for a concurrency key's runs,
+        docs/DESIGN.md §8.2)."""
+        if queue == DEFAULT_QUEUE:
+            return f"{self.own_prefix}runs"
         return f"{self.own_prefix}{QUEUE_TOPIC_INFIX}{queue}"
 
     def queue_why_not(self, topic: str) -> str | None:

@@ -50,6 +50,15 @@ class OverlapPolicy(StrEnum):
     CANCEL_OTHER = "cancel_other"
 
 
+class ConcurrencyStrategy(StrEnum):
+    """A concurrency key's ``strategy`` when a run finds the key at its limit
+    (docs/DESIGN.md §8.2, `topics.concurrency`)."""
+
+    QUEUE = "queue"
+    CANCEL_NEWEST = "cancel_newest"
+    CANCEL_IN_PROGRESS = "cancel_in_progress"
+
+
 class MisfireMode(StrEnum):
     """``misfire.policy``: what to do with occurrences missed while no shard owned the
     schedule (`actors.shard.misfire`)."""

@@ -18,7 +18,13 @@ from typing import Any
 from actors.cli import output
 from actors.shard.state import decode_schedule
 from actors.views.queues import QueueState, queue_states
-from actors.views.schedules import latest_states, schedule_json, spec_text, waiting_note
+from actors.views.schedules import (
+    latest_states,
+    schedule_json,
+    spec_text,
+    waiting_note,
+    with_key,
+)
 from actors.views.tail import TailError, read_to_end
 from topics.names import Settings, TopicKind
 from topics.queues import DEFAULT_QUEUE
@@ -142,7 +148,9 @@ def _job(row: dict[str, Any]) -> str:
         return f"→ {target}"
     queue = row.get("queue")
     text = output.job_text(row["job"])
-    return text if queue in (None, DEFAULT_QUEUE) else f"{text} (queue {queue})"
+    if queue not in (None, DEFAULT_QUEUE):
+        text = f"{text} (queue {queue})"
+    return with_key(text, row.get("concurrency"))
 
 
 def _short(text: str | None) -> str:

@@ -6,8 +6,10 @@ actors use. It doubles as the test oracle of the rest of the project.
 
 Given a whole ``schedule.upsert`` whose occurrences run a target, each line also says
 where each fire goes (``→ kafka:orders.due``, ``→ POST https://...``), and for a job
-on a worker queue, which queue (``→ queue gpu ...``): the answer to "what will it do,
-and when". A spec alone, or a job of the default queue, prints the instants only.
+on a worker queue, which queue (``→ queue gpu ...``), and its concurrency key if it
+names one (``→ concurrency key 'customer-42': at most 1 at once (queue)``): the
+answer to "what will it do, and when". A spec alone, or a job of the default queue,
+prints the instants only.
 
 ``--max-runs N`` (or a command's ``max_runs``) stops the list after N fires, as the
 shard stops the schedule: it counts from ``--from``, as a new schedule would (a
@@ -33,6 +35,7 @@ from actors.timespec.zones import load_zone
 from actors.views.schedules import spec_zone
 from actors.views.spec_arg import parse_spec_text
 from topics.command_fields import FieldError
+from topics.concurrency import check_concurrency
 from topics.queues import DEFAULT_QUEUE, check_queue
 from topics.timefmt import format_ms, parse_instant
 
@@ -150,20 +153,30 @@ def why_lines(spec: CompiledSpec, after_ms: int, fire_ms: int) -> list[str]:
 
 def _target_of(text: str) -> str | None:
     """Where a command's target goes (``kafka:TOPIC``, ``POST URL``), or the worker
-    queue its job's runs go to (``queue gpu``, when not the default); None otherwise."""
+    queue its job's runs go to (``queue gpu``, when not the default) and its concurrency
+    key; None otherwise."""
     _, command = parse_spec_text(text)
     target = command.get("target")
     if isinstance(target, Mapping):
         return target_text(target)
     job = command.get("job")
-    queue = job.get("queue") if isinstance(job, Mapping) else None
-    if queue is None:
+    if not isinstance(job, Mapping):
         return None
+    queue, keyed = job.get("queue"), job.get("concurrency")
     try:
-        name = check_queue(queue, "job.queue")
+        name = DEFAULT_QUEUE if queue is None else check_queue(queue, "job.queue")
+        concurrency = None if keyed is None else check_concurrency(keyed, "job.concurrency")
     except FieldError as error:
         raise SpecError(str(error)) from None
-    return None if name == DEFAULT_QUEUE else f"queue {name} (workers started with --queue {name})"
+    parts = []
+    if name != DEFAULT_QUEUE:
+        parts.append(f"queue {name} (workers started with --queue {name})")
+    if concurrency is not None:
+        parts.append(
+            f"concurrency key {concurrency.key!r}: at most {concurrency.limit} at once"
+            f" ({concurrency.strategy})"
+        )
+    return "; ".join(parts) or None
 
 
 def max_runs(args: argparse.Namespace) -> int | None:

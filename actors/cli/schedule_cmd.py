@@ -44,8 +44,9 @@ from topics.command_parts import (
     SpecJson,
 )
 from topics.commands import MISFIRE_POLICIES, OVERLAP_POLICIES
+from topics.concurrency import Concurrency
 from topics.names import Settings
-from topics.vocabulary import DstFold, DstGap, JitterMode
+from topics.vocabulary import ConcurrencyStrategy, DstFold, DstGap, JitterMode
 
 _EPILOG = """\
 examples:
@@ -183,8 +184,37 @@ def _register_add(actions: Any) -> None:
         help="worker queue of the job's runs (default: the default queue, {ns}.runs);"
         " only workers started with --queue NAME take them",
     )
+    add.add_argument(
+        "--concurrency-key",
+        metavar="KEY",
+        help="at most --concurrency-limit runs of KEY at once, across every schedule naming it",
+    )
+    add.add_argument(
+        "--concurrency-limit", type=int, metavar="N", help="runs of the key at once (1)"
+    )
+    add.add_argument(
+        "--concurrency-strategy",
+        choices=[str(s) for s in ConcurrencyStrategy],
+        help="a run finding its key at the limit: waits (queue), ends cancelled"
+        " (cancel_newest) or stops the oldest (cancel_in_progress)",
+    )
     add.add_argument("--print", action="store_true", help="print the command, send nothing")
     add.set_defaults(func=run_add)
+
+
+def concurrency_of(args: argparse.Namespace) -> Concurrency | None:
+    """The ``--concurrency-*`` flags as a `Concurrency`; ValueError if a limit or a
+    strategy is given without a key."""
+    key = args.concurrency_key
+    if key is None:
+        if args.concurrency_limit is not None or args.concurrency_strategy is not None:
+            raise ValueError(
+                "--concurrency-limit and --concurrency-strategy need --concurrency-key"
+            )
+        return None
+    strategy = args.concurrency_strategy or ConcurrencyStrategy.QUEUE
+    limit = 1 if args.concurrency_limit is None else args.concurrency_limit
+    return Concurrency(key, limit, ConcurrencyStrategy(strategy))
 
 
 def build_upsert(args: argparse.Namespace) -> CommandRecord:
@@ -212,6 +242,10 @@ def build_upsert(args: argparse.Namespace) -> CommandRecord:
             raise InvalidCommand(f"--max-runs: {error.reason}") from None
         if error.field in ("queue", "job.queue"):
             raise InvalidCommand(f"--queue: {error.reason}") from None
+        if error.field is not None and error.field.startswith(("concurrency", "job.concurrency")):
+            flag = error.field.rsplit(".", 1)[-1]
+            flag = "concurrency-key" if flag == "concurrency" else f"concurrency-{flag}"
+            raise InvalidCommand(f"--{flag}: {error.reason}") from None
         raise InvalidCommand(target_args.flag_of(error.reason)) from None
 
 
@@ -314,6 +348,7 @@ def _upsert(
         end=args.end,
         max_runs=args.max_runs,
         queue=args.queue,
+        concurrency=concurrency_of(args),
     )
 
 

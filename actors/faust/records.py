@@ -26,13 +26,23 @@ import faust
 from topics.timefmt import parse_instant
 
 
+class ConcurrencyRecord(faust.Record, include_metadata=False):
+    """``{"key", "limit", "strategy"}``: a job's concurrency key (docs/DESIGN.md §8.2)."""
+
+    key: str
+    limit: int
+    strategy: str
+
+
 class JobRecord(faust.Record, include_metadata=False):
-    """``{"name", "args", "queue"?}``: the registered job, its keyword arguments and its
-    worker queue (None, left out on the wire: the default queue)."""
+    """``{"name", "args", "queue"?, "concurrency"?}``: the registered job, its keyword
+    arguments, its worker queue (None, left out on the wire: the default queue) and its
+    concurrency key (None: none)."""
 
     name: str
     args: dict[str, Any]
     queue: str | None = None
+    concurrency: ConcurrencyRecord | None = None
 
 
 class ErrorRecord(faust.Record, include_metadata=False):

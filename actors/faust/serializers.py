@@ -52,7 +52,7 @@ class WireShape:
 RUN = WireShape(
     RunRecord,
     messages.parse_run,
-    frozenset({"task", "logical_date", "data_interval", "job.queue"}),
+    frozenset({"task", "logical_date", "data_interval", "job.queue", "job.concurrency"}),
 )
 RESULT = WireShape(
     ResultRecord,
@@ -60,7 +60,9 @@ RESULT = WireShape(
     frozenset({"task", "error", "counts", "progress", "covers", "target"}),
 )
 RUN_CANCEL = WireShape(RunCancelRecord, messages.parse_cancel, frozenset({"task"}))
-DEAD_LETTER = WireShape(DeadLetterRecord, messages.parse_dlq, frozenset({"task", "job.queue"}))
+DEAD_LETTER = WireShape(
+    DeadLetterRecord, messages.parse_dlq, frozenset({"task", "job.queue", "job.concurrency"})
+)
 REJECTED = WireShape(RejectedRecord, messages.parse_rejected, frozenset())
 
 

@@ -125,11 +125,23 @@ def job_of(definition: dict[str, Any]) -> tuple[str | None, dict[str, Any] | Non
 
 def shown_job(definition: dict[str, Any]) -> str:
     """The job cell of every schedule view: its name (and its worker queue, when not the
-    default), or ``→ kafka:TOPIC``/``→ POST URL``."""
+    default, and its concurrency key), or ``→ kafka:TOPIC``/``→ POST URL``."""
     job = definition.get("job") or {}
     text = job_text(job.get("name"), job.get("args"))
     queue = job.get("queue")
-    return text if queue in (None, DEFAULT_QUEUE) else f"{text} (queue {queue})"
+    if queue not in (None, DEFAULT_QUEUE):
+        text = f"{text} (queue {queue})"
+    return with_key(text, job.get("concurrency"))
+
+
+def with_key(text: str, concurrency: Any) -> str:
+    """``text`` and, for a job with a concurrency key, ``[key K ≤ N, strategy]``."""
+    if not isinstance(concurrency, dict):
+        return text
+    return (
+        f"{text} [key {concurrency.get('key')} ≤ {concurrency.get('limit')},"
+        f" {concurrency.get('strategy')}]"
+    )
 
 
 def waiting_note(state: ScheduleState, unserved: Collection[str]) -> str | None:
@@ -156,6 +168,7 @@ def schedule_json(state: ScheduleState) -> dict[str, Any]:
         "job": job,
         "target": target,
         "queue": None if job is None else (definition["job"].get("queue") or DEFAULT_QUEUE),
+        "concurrency": None if job is None else definition["job"].get("concurrency"),
         "next_fire": None if state.next_ms is None else instant(state.next_ms),
         "paused": state.paused,
         **status_json(state),

@@ -54,11 +54,14 @@ from topics import messages
 from topics.command_builders import InvalidCommand
 from topics.command_parts import Every
 from topics.command_types import Job
+from topics.concurrency import Concurrency
 from topics.covers import Covers
 from topics.names import Settings
 from topics.timefmt import parse_instant
+from topics.vocabulary import ConcurrencyStrategy
 
 T0 = 1_790_000_000_000
+KEY = Concurrency("customer-42", 2, ConcurrencyStrategy.CANCEL_IN_PROGRESS)
 RUN_ID = messages.run_id_for("pay", T0)
 TASK_RUN_ID = messages.run_id_for("nightly", T0, "charge")
 
@@ -72,7 +75,10 @@ def _run(**optional: Any) -> bytes:
         fired_ms=T0 + 5,
         attempt=2,
         job=Job(
-            "billing.charge", {"customers": [1, 2], "dry": False}, optional.get("queue", "default")
+            "billing.charge",
+            {"customers": [1, 2], "dry": False},
+            optional.get("queue", "default"),
+            optional.get("concurrency"),
         ),
         idempotency_key=messages.idempotency_key(RUN_ID),
         deadline_ms=T0 + 60_000,
@@ -116,7 +122,9 @@ def _dead_letter(**optional: Any) -> bytes:
         run_id=RUN_ID,
         schedule_id="pay",
         task=optional.get("task"),
-        job=Job("billing.charge", {}, optional.get("queue", "default")),
+        job=Job(
+            "billing.charge", {}, optional.get("queue", "default"), optional.get("concurrency")
+        ),
         last_error=optional.get("last_error"),
         attempts=[
             {"attempt": 1, "status": "failed", "error": {"type": "E", "message": "m"}},
@@ -144,6 +152,7 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (RUN, run_codec, _run(task="charge", logical_date_ms=T0 - 86_400_000)),
     (RUN, run_codec, _run(data_interval=(T0 - 86_400_000, T0))),
     (RUN, run_codec, _run(queue="gpu")),
+    (RUN, run_codec, _run(concurrency=KEY)),
     (RESULT, result_codec, _result()),
     (RESULT, result_codec, _result(task="charge", status="failed", error=ERROR)),
     (RESULT, result_codec, _result(status="missed", started_ms=None, finished_ms=None)),
@@ -157,6 +166,7 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (DEAD_LETTER, dead_letter_codec, _dead_letter()),
     (DEAD_LETTER, dead_letter_codec, _dead_letter(task="charge", last_error=ERROR)),
     (DEAD_LETTER, dead_letter_codec, _dead_letter(queue="gpu")),
+    (DEAD_LETTER, dead_letter_codec, _dead_letter(concurrency=KEY)),
     (REJECTED, rejected_codec, _rejected(b"\x00not json")),
     (REJECTED, rejected_codec, _rejected(None)),
 ]
@@ -169,6 +179,7 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
             logical_date_ms=T0,
             data_interval=(T0 - 86_400_000, T0),
             queue="gpu",
+            concurrency=KEY,
         ),
     ),
     (
@@ -184,7 +195,10 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
         ),
     ),
     (RunCancelRecord, _cancel(task="charge")),
-    (DeadLetterRecord, _dead_letter(task="charge", last_error=ERROR, queue="gpu")),
+    (
+        DeadLetterRecord,
+        _dead_letter(task="charge", last_error=ERROR, queue="gpu", concurrency=KEY),
+    ),
     (RejectedRecord, _rejected(b"x")),
 ]
 
