@@ -14,6 +14,8 @@ like time); this is the runtime side that keeps it current:
 - queue topics (``{ns}.runs.Q``, docs/DESIGN.md §8.1) are read into ``known`` and
   marked ``refused`` the same way, whatever ``allowed`` says: a missing or refused
   queue topic fails its attempts visibly instead of failing the shard's turns.
+  ``{ns}.runs`` is read into ``known`` too: a concurrency key's runs are written to
+  the partition of their key, so the shard needs its partition count (§8.2).
 - ``refused``: a target topic whose batch the broker refused inside a transaction,
   or did not acknowledge by its deadline (`actors.scheduler.target_acks`); the
   transaction was aborted and the shard is rebuilt: nothing of it committed. For a
@@ -134,7 +136,9 @@ class TargetTable:
             names = [
                 t
                 for t in await admin.list_topics()
-                if allowed(t, self.allowed, own) or is_queue_topic(self.namespace, t)
+                if allowed(t, self.allowed, own)
+                or is_queue_topic(self.namespace, t)
+                or t == settings.topic(TopicKind.RUNS)  # a concurrency key's runs (§8.2)
             ]
             described = await describe_topics(admin, names) if names else []
             counts = {

@@ -44,6 +44,7 @@ from topics.commands import (
     MisfirePolicy,
     RetryPolicy,
 )
+from topics.concurrency import concurrency_of
 from topics.dag_graph import topological_order
 from topics.queues import DEFAULT_QUEUE
 from topics.timefmt import format_ms, parse_instant
@@ -217,7 +218,10 @@ def restored_dag_definition(schedule_id: str, doc: Mapping[str, Any]) -> DagDefi
         retry = task["retry"]
         tasks[name] = DagTask(
             job=Job(
-                task["job"]["name"], task["job"]["args"], task["job"].get("queue", DEFAULT_QUEUE)
+                task["job"]["name"],
+                task["job"]["args"],
+                task["job"].get("queue", DEFAULT_QUEUE),
+                concurrency_of(task["job"]),
             ),
             after=tuple(task["after"]),
             retry=RetryPolicy(

@@ -24,6 +24,7 @@ import orjson
 
 from actors.timespec import CompiledSpec, compile_spec
 from topics.commands import Job, MisfirePolicy, RetryPolicy, ScheduleUpsert
+from topics.concurrency import concurrency_of
 from topics.queues import DEFAULT_QUEUE
 from topics.targets import KAFKA_JOB, KafkaDelivery
 from topics.timefmt import format_ms, parse_instant
@@ -78,8 +79,11 @@ class Definition:
         self.is_at = is_at  # a one-off: created late (within grace), it still fires
         # A Kafka target's record, made ready once: the shard writes it instead of a run.
         self.delivery = KafkaDelivery.of(job.args) if job.name == KAFKA_JOB else None
-        # The job's queue, None for the default one: the herd's path tests this alone.
-        self.queue: str | None = None if job.queue == DEFAULT_QUEUE else job.queue
+        # The job's queue, None for the default one without a concurrency key: the
+        # herd's path tests this alone (a keyed run is placed by its key, §8.2).
+        self.queue: str | None = (
+            None if job.queue == DEFAULT_QUEUE and job.concurrency is None else job.queue
+        )
         self._job_json: orjson.Fragment | None = None
         self._job_text: str | None = None
         self._fire_parts: FireParts | None = None
@@ -253,7 +257,7 @@ def restored_schedule_definition(
     retry, job, misfire = doc["retry"], doc["job"], doc["misfire"]
     definition = Definition(
         compiled=compiled,
-        job=Job(job["name"], job["args"], job.get("queue", DEFAULT_QUEUE)),
+        job=Job(job["name"], job["args"], job.get("queue", DEFAULT_QUEUE), concurrency_of(job)),
         misfire=MisfirePolicy(
             MisfireMode(misfire["policy"]), misfire["grace_s"], misfire["catch_up_max"]
         ),

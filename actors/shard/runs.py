@@ -36,6 +36,7 @@ from actors.shard.retry import backoff_ms, is_final_failure
 from actors.shard.state import INSTANT_TEXTS, Placed, RunState, ScheduleState, instant_text
 from actors.wheel import TimingWheel
 from topics.commands import Job, RetryPolicy
+from topics.concurrency import Concurrency
 from topics.covers import Covers
 from topics.deadlines import TIMEOUT_MARGIN_MS as TIMEOUT_MARGIN_MS
 from topics.messages import (
@@ -386,7 +387,7 @@ class RunBook:
         if queue is None:
             self._out.append(OutRecord(_RUNS, schedule_id.encode(), value))
         else:
-            refused = self.place(run, queue, state.key, value)
+            refused = self.place(run, queue, state.key, value, definition.job.concurrency)
         self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)
         runs[run_id] = run
         self.in_flight += 1
@@ -399,10 +400,21 @@ class RunBook:
         if refused is not None:
             self.queue_refused(state, run, now_ms, refused)
 
-    def place(self, run: RunState, queue: str, key: bytes, value: bytes) -> str | None:
+    def place(
+        self,
+        run: RunState,
+        queue: str,
+        key: bytes,
+        value: bytes,
+        concurrency: Concurrency | None = None,
+    ) -> str | None:
         """Write ``run``'s current attempt (``value``) to ``queue``'s topic and keep where
-        it went on the run; the reason if the topic cannot take it (nothing written)."""
-        placed = self.queue_record(queue, key, value)
+        it went on the run; the reason if the topic cannot take it (nothing written).
+
+        A run with a concurrency key goes to the partition of its key, not of its
+        schedule, so every run of the key meets one worker (docs/DESIGN.md §8.2)."""
+        route = None if concurrency is None else concurrency.key.encode()
+        placed = self.queue_record(queue, key, value, route=route)
         if isinstance(placed, str):
             run.placed = Placed(queue, None)  # its cancels go nowhere: never written
             return placed
@@ -410,7 +422,12 @@ class RunBook:
         return None
 
     def queue_record(
-        self, queue: str, key: bytes, value: bytes, partition: int | None = None
+        self,
+        queue: str,
+        key: bytes,
+        value: bytes,
+        partition: int | None = None,
+        route: bytes | None = None,
     ) -> int | str:
         """Append the run (or cancel) record ``value`` to ``queue``'s topic, keyed like
         every record of its schedule, and return the partition it went to; or, without
@@ -419,7 +436,8 @@ class RunBook:
         A run's partition is chosen here (murmur2 of the key, as for ``{ns}.runs``),
         from the queue topic's partition count in the runtime's snapshot, and kept on
         the run (`Placed`); its cancel records are given that ``partition``, so they
-        land behind the run in order (§6.6) even after partitions were added."""
+        land behind the run in order (§6.6) even after partitions were added. A run
+        with a concurrency key is ``route``d by the key instead (§8.2)."""
         targets = self.targets
         topic = targets.queue_topic(queue)
         why = targets.queue_why_not(topic)
@@ -433,7 +451,7 @@ class RunBook:
                 f" ({known.max_message_bytes}, max.message.bytes)"
             )
         if partition is None:
-            partition = murmur2_partition(key, known.partitions)
+            partition = murmur2_partition(key if route is None else route, known.partitions)
         elif partition >= known.partitions:  # the topic was deleted and made again, smaller
             return (
                 f"queue topic {topic} has {known.partitions} partitions; the attempt went"
@@ -543,13 +561,18 @@ class RunBook:
         run.fired_ms = now_ms
         run.deadline_ms = deadline_ms
         run.retry_ms = None
-        queue = state.definition.queue if run.task is None else job.queue
+        if run.task is None:
+            queue = state.definition.queue
+            concurrency = state.definition.job.concurrency
+        else:
+            queue = job.queue
+            concurrency = job.concurrency
         refused = None
-        if queue is None or queue == DEFAULT_QUEUE:
+        if concurrency is None and (queue is None or queue == DEFAULT_QUEUE):
             run.placed = None
             self._out.append(OutRecord(_RUNS, state.key, value))
         else:
-            refused = self.place(run, queue, state.key, value)
+            refused = self.place(run, queue or DEFAULT_QUEUE, state.key, value, concurrency)
         self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)  # moves a pending one
         return refused
 
