@@ -91,11 +91,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.worker.errors import CANCELLED_ERROR
+from actors.worker.keys import KeySlots
 from actors.worker.offsets import (
     MAX_BACKLOG_PER_PARTITION,
     MAX_OPEN_PER_PARTITION,
     PartitionOffsets,
 )
+from topics.concurrency import CONCURRENCY_ERROR
 from topics.deadlines import TIMEOUT_MARGIN_MS, shard_decides
 from topics.messages import (
     PROGRESS_INTERVAL_MS,
@@ -111,7 +113,7 @@ from topics.messages import (
 from topics.names import TopicKind
 from topics.records import InRecord, OutRecord
 from topics.timefmt import format_ms
-from topics.vocabulary import RunStatus
+from topics.vocabulary import ConcurrencyStrategy, RunStatus
 
 RunKey = tuple[int, int, int]
 """(partition, offset, lease) of a run record. ``lease`` numbers the adoptions of the
@@ -220,6 +222,9 @@ class _Partition:
     cancels_ahead: dict[tuple[str, int], RunCancelRecord] = field(default_factory=dict)
     # Adopted, and not yet fetched up to the end it had then: no job starts.
     catch_up_to: int | None = None
+    # No run with a concurrency key starts before this instant: the previous owner's
+    # jobs may still run until its lease is known lost (`actors.worker.keys`).
+    keyed_from_ms: int = 0
 
 
 class WorkerCore:
@@ -235,6 +240,7 @@ class WorkerCore:
         lease_loss_ms: int,
         max_open_per_partition: int = MAX_OPEN_PER_PARTITION,
         max_backlog_per_partition: int = MAX_BACKLOG_PER_PARTITION,
+        key_adoption_wait_ms: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -247,6 +253,9 @@ class WorkerCore:
         self._concurrency = concurrency
         self._known_job = known_job
         self._lease_loss_ms = lease_loss_ms
+        # How long an adopted partition's keyed runs wait for the previous owner's jobs
+        # to be stopped: its lease rule's bound (only a test's broken variant sets it).
+        self._key_wait_ms = lease_loss_ms if key_adoption_wait_ms is None else key_adoption_wait_ms
         self._lease_renewed_ms = now_ms
         self._lease_held_until_ms = now_ms
         if max_backlog_per_partition < 1:
@@ -261,6 +270,9 @@ class WorkerCore:
         self._backlogged: set[int] = set()
         self._running: dict[RunKey, _Running] = {}
         self._deadlines: list[tuple[int, RunKey]] = []
+        self._keys = KeySlots()
+        # When a keyed run held back by an adoption may start (`advance` fills then).
+        self._keys_due_ms: int | None = None
         self.counts: dict[str, int] = {
             "received": 0,
             "started": 0,
@@ -275,6 +287,8 @@ class WorkerCore:
             "refused": 0,
             "cancels": 0,
             "progress": 0,
+            "key_waits": 0,
+            "key_cancels": 0,
         }
 
     # --- assignment ---------------------------------------------------------------
@@ -300,6 +314,9 @@ class WorkerCore:
         part = _Partition(PartitionOffsets(committed, metadata), lease)
         if end_offset is not None and end_offset > part.offsets.fetch_from():
             part.catch_up_to = end_offset
+        # Whoever owned it before may still run a key's jobs until its lease is known
+        # lost (docs/DESIGN.md §8.2): its keyed runs wait that long here.
+        part.keyed_from_ms = now_ms + self._key_wait_ms
         self._partitions[partition] = part
         self._lease_renewed_ms = max(self._lease_renewed_ms, now_ms)
 
@@ -438,8 +455,67 @@ class WorkerCore:
                 },
             )
             return []
+        if run.job.concurrency is not None:
+            return self._key_arrives(part, key, run, now_ms)
         self._queue.append((key, run))
         return []
+
+    def _key_arrives(self, part: _Partition, key: RunKey, run: Run, now_ms: int) -> list[Action]:
+        """A run with a concurrency key is delivered: its strategy decides at once if
+        its key is at its limit here (docs/DESIGN.md §8.2); else it is queued, and
+        `_fill` starts it when its key has a free slot."""
+        concurrency = run.job.concurrency
+        assert concurrency is not None
+        partition, name, limit = key[0], concurrency.key, concurrency.limit
+        queued = [
+            (queued_key, other)
+            for queued_key, other in self._queue
+            if queued_key[0] == partition and _key_of(other) == name
+        ]
+        strategy = concurrency.strategy
+        actions: list[Action] = []
+        if strategy == ConcurrencyStrategy.CANCEL_NEWEST:
+            if self._keys.count(partition, name) + len(queued) >= limit:
+                self.counts["key_cancels"] += 1
+                self._record(
+                    part,
+                    key[1],
+                    run,
+                    RunStatus.CANCELLED,
+                    None,
+                    now_ms,
+                    _key_error(name, limit, "cancel_newest: the key was at its limit"),
+                )
+                return actions
+        elif strategy == ConcurrencyStrategy.CANCEL_IN_PROGRESS:
+            # The newest wins: the oldest of the key stop (running ones first, then
+            # waiting ones) until it fits; it starts once the stopped jobs exited.
+            live = [
+                (running_key, self._running[running_key])
+                for running_key, _ in self._keys.oldest(partition, name)
+                if running_key in self._running
+                and self._running[running_key].cancelled is None
+                and not self._running[running_key].decided
+                and not self._running[running_key].dropped
+            ]
+            excess = len(live) + len(queued) + 1 - limit
+            why = _key_error(name, limit, f"cancel_in_progress: a newer run {run.run_id} came")
+            for running_key, running in live:
+                if excess <= 0:
+                    break
+                running.cancelled = why
+                self.counts["key_cancels"] += 1
+                actions.append(CancelJob(running_key, f"cancelled: {why['message']}"))
+                excess -= 1
+            for queued_key, other in queued:
+                if excess <= 0:
+                    break
+                self._queue.remove((queued_key, other))
+                self.counts["key_cancels"] += 1
+                self._record(part, queued_key[1], other, RunStatus.CANCELLED, None, now_ms, why)
+                excess -= 1
+        self._queue.append((key, run))
+        return actions
 
     def _cancel(self, part: _Partition, record: InRecord, key: RunKey, now_ms: int) -> list[Action]:
         """A cancel record (docs/DESIGN.md §6.6): stop the attempt it names if this
@@ -526,6 +602,9 @@ class WorkerCore:
         running = self._running.pop(key, None)
         if running is None:
             return []
+        concurrency = running.run.job.concurrency
+        if concurrency is not None:  # its key's slot is free only now, the job gone
+            self._keys.exited(key, concurrency)
         if not running.decided and not running.dropped:
             part = self._partitions.get(key[0])
             if part is not None and part.lease == key[2]:
@@ -626,6 +705,8 @@ class WorkerCore:
         if self._backlogged:
             actions.extend(self._refill(list(self._backlogged), now_ms))
             actions.extend(self._fill(now_ms))
+        elif self._keys_due_ms is not None and now_ms >= self._keys_due_ms:
+            actions.extend(self._fill(now_ms))
         return actions
 
     def lease_renewed(self, now_ms: int) -> None:
@@ -658,6 +739,9 @@ class WorkerCore:
         if lease and self._partitions:
             lease_due = self._lease_expires_ms() + 1
             due = lease_due if due is None else min(due, lease_due)
+        keys_due = self._keys_due_ms
+        if keys_due is not None:
+            due = keys_due if due is None else min(due, keys_due)
         return due
 
     # --- commits ------------------------------------------------------------------
@@ -813,12 +897,26 @@ class WorkerCore:
             return actions
         queue = self._queue
         held: list[tuple[RunKey, Run]] = []
+        keys = self._keys
+        self._keys_due_ms = None
         while queue and len(self._running) < self._concurrency:
             key, run = queue.popleft()
             part = self._partitions[key[0]]
             if part.catch_up_to is not None:  # adopted, not read to its end yet
                 held.append((key, run))
                 continue
+            concurrency = run.job.concurrency
+            if concurrency is not None and run.deadline_ms > now_ms:
+                if now_ms < part.keyed_from_ms:  # the previous owner's jobs may run
+                    held.append((key, run))
+                    due: int | None = self._keys_due_ms
+                    if due is None or part.keyed_from_ms < due:
+                        self._keys_due_ms = part.keyed_from_ms
+                    continue
+                if keys.count(key[0], concurrency.key) >= concurrency.limit:
+                    held.append((key, run))  # waits for a run of its key to exit
+                    self.counts["key_waits"] += 1
+                    continue
             if run.deadline_ms <= now_ms:
                 self._record(
                     part,
@@ -831,6 +929,8 @@ class WorkerCore:
                 )
                 continue
             self._running[key] = _Running(run, now_ms)
+            if concurrency is not None:
+                keys.started(key, concurrency, run)
             heapq.heappush(self._deadlines, (run.deadline_ms, key))
             self.counts["started"] += 1
             actions.append(StartJob(key, run))
@@ -908,6 +1008,18 @@ def _is_progress(record: OutRecord) -> bool:
 
 def _names(cancel: RunCancelRecord, run: Run) -> bool:
     return cancel.run_id == run.run_id and cancel.attempt == run.attempt
+
+
+def _key_of(run: Run) -> str | None:
+    concurrency = run.job.concurrency
+    return None if concurrency is None else concurrency.key
+
+
+def _key_error(key: str, limit: int, why: str) -> dict[str, str]:
+    return {
+        "type": CONCURRENCY_ERROR,
+        "message": f"concurrency key {key!r} (limit {limit}): {why}",
+    }
 
 
 def _cancel_error(cancel: RunCancelRecord) -> dict[str, str]:
