@@ -48,6 +48,8 @@ BROKEN_VARIANTS = (
     "worker-wall-clock",  # the worker decides by its wall clock alone, even when behind
     "worker-txn-timeout-default",  # worker producers keep the client's transaction timeout (10)
     "unbounded-close",  # a stopping process waits for its clients' stop() however long (11)
+    # An adopted partition's keyed runs start at once, not after the lease bound (§8.2)
+    "key-no-adoption-wait",
     # A loading group coordinator's answer taken for "nothing committed" (topics.committed)
     "committed-silence-trusted",
 )

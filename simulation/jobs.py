@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import dataclass
 
 from actors.worker.core import Outcome
 from simulation.scenario import JobModel
@@ -34,14 +35,31 @@ class Ledger:
         self._keys: set[str] = set()
         self.idempotent_runs: set[str] = set()
 
-    def call(self, run: Run, idempotent: bool) -> None:
+    def call(self, run: Run, idempotent: bool) -> bool:
+        """The call of a job; whether it applied the effect (False: a repeated key)."""
         self.calls[run.run_id] += 1
         if idempotent:
             self.idempotent_runs.add(run.run_id)
             if run.idempotency_key in self._keys:
-                return  # the provider answers with the first call's result
+                return False  # the provider answers with the first call's result
             self._keys.add(run.idempotency_key)
         self.applied[run.run_id] += 1
+        return True
+
+
+@dataclass(slots=True)
+class Execution:
+    """One job's life as the job itself would log it: from its start to its exit (or
+    its process's death), in true time; ``end_ms`` None while it still runs."""
+
+    run_id: str
+    attempt: int
+    worker: str
+    key: str | None  # its concurrency key (`topics.concurrency`)
+    limit: int
+    start_ms: int
+    end_ms: int | None = None
+    effect: bool = False  # its call applied the run's effect (`checkers.effects`)
 
 
 class Jobs:
@@ -49,6 +67,21 @@ class Jobs:
         self.models = models
         self.rng = rng
         self.ledger = Ledger()
+        self.executions: list[Execution] = []
+
+    def started(self, run: Run, worker: str, true_ms: int) -> Execution:
+        """A job starts now: its entry in the jobs' own start/end log."""
+        concurrency = run.job.concurrency
+        entry = Execution(
+            run.run_id,
+            run.attempt,
+            worker,
+            None if concurrency is None else concurrency.key,
+            0 if concurrency is None else concurrency.limit,
+            true_ms,
+        )
+        self.executions.append(entry)
+        return entry
 
     def known(self, name: str) -> bool:
         return name in self.models
@@ -74,6 +107,7 @@ class Jobs:
         """How often this run's job checks in (0: it stops the moment it is asked)."""
         return self.models.get(run.job.name, DEFAULT_MODEL).heartbeat_every_ms
 
-    def effect(self, run: Run) -> None:
+    def effect(self, run: Run, execution: Execution | None = None) -> None:
         model = self.models.get(run.job.name, DEFAULT_MODEL)
-        self.ledger.call(run, model.idempotent)
+        if self.ledger.call(run, model.idempotent) and execution is not None:
+            execution.effect = True

@@ -438,6 +438,7 @@ class SchedulerNode:
         outside = "changelog-outside-txn" in host.broken
         targets_outside = "target-outside-txn" in host.broken
         drop_reported = "drop-reported-results" in host.broken
+        runs_topic = host.settings.topic(TopicKind.RUNS)
         mono_ms = self.clock.mono_ms()
         for write in writes:
             p = write.partition
@@ -449,7 +450,9 @@ class SchedulerNode:
                 txn = kafka.begin(tx_id, producer.epoch, true_ms)
                 for r in write.records:
                     kind = r.topic
-                    if not isinstance(kind, TopicKind):  # a Kafka target's own topic
+                    if kind == runs_topic:  # a concurrency key's run, placed by its key
+                        kind = TopicKind.RUNS
+                    elif not isinstance(kind, TopicKind):  # a Kafka target's own topic
                         assert isinstance(r, TargetRecord)
                         send_target(kafka, None if targets_outside else txn, r, true_ms)
                         continue

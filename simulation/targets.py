@@ -38,12 +38,13 @@ class TargetWorld:
     topics: Mapping[str, int] = field(default_factory=dict)
     allowed: tuple[str, ...] = ()
 
-    def snapshot(self, namespace: str) -> TargetTopics:
-        return TargetTopics(
-            allowed=self.allowed,
-            known={name: TargetTopic(n) for name, n in self.topics.items()},
-            own_prefix=f"{namespace}.",
-        )
+    def snapshot(self, namespace: str, runs_partitions: int | None = None) -> TargetTopics:
+        """What a scheduler is handed; with ``runs_partitions``, ``{ns}.runs`` too (the
+        runtime reads it, so a concurrency key's runs are placed by their key)."""
+        known = {name: TargetTopic(n) for name, n in self.topics.items()}
+        if runs_partitions is not None:
+            known[f"{namespace}.runs"] = TargetTopic(runs_partitions)
+        return TargetTopics(allowed=self.allowed, known=known, own_prefix=f"{namespace}.")
 
 
 def target_world(table: Any) -> TargetWorld:

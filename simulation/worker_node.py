@@ -73,7 +73,7 @@ from actors.worker.membership import (
 )
 from simulation.clock import NodeClock
 from simulation.host import Host
-from simulation.jobs import Jobs
+from simulation.jobs import Execution, Jobs
 from simulation.kafka import (
     TRANSACTION_TIMEOUT_MS as CLIENT_DEFAULT_TRANSACTION_TIMEOUT_MS,
 )
@@ -96,6 +96,7 @@ class _Job:
     started_ms: int = 0  # true ms
     heartbeat_every_ms: int = 0  # a stop request takes effect at the next check-in
     exited: bool = False  # broken variant only (its exit is reported once)
+    execution: Execution | None = None  # its entry in the jobs' start/end log
 
     def stops_at(self, true_ms: int) -> int:
         """When the job ends if asked to stop at ``true_ms``."""
@@ -168,6 +169,9 @@ class WorkerNode:
             known_job=self.jobs.known,
             now_ms=now_ms,
             lease_loss_ms=self.rules.lease_loss_ms,
+            # The fix undone: an adopted partition's keyed runs start at once, beside
+            # the previous owner's jobs that may still run.
+            key_adoption_wait_ms=0 if "key-no-adoption-wait" in self.host.broken else None,
         )
         return WorkerMachine(core, self.rules, now_ms)
 
@@ -195,6 +199,9 @@ class WorkerNode:
         if self.member_id is not None:
             self.host.worker_group.silent(self.member_id, now)
         jobs = sorted(job.run.run_id for job in self.running.values())
+        for job in self.running.values():  # kill -9: every job dies with the process
+            if job.execution is not None and job.execution.end_ms is None:
+                job.execution.end_ms = now
         self.state = "down"
         self.incarnation += 1
         self.running = {}
@@ -339,6 +346,7 @@ class WorkerNode:
                 job = self.running[action.key] = _Job(
                     action.run, outcome, False, true_ms, self.jobs.heartbeat_every_ms(action.run)
                 )
+                job.execution = self.jobs.started(action.run, self.name, true_ms)
                 self._by_offset[action.key[:2]] = action.key
                 self._at_exit(true_ms + duration_ms, action.key, job)
             elif isinstance(action, CancelJob):
@@ -487,8 +495,10 @@ class WorkerNode:
             self._at_exit(self.host.time.true_ms + PAUSED_RETRY_MS, key, job)
             return
         del self.running[key]
+        if job.execution is not None:
+            job.execution.end_ms = self.host.time.true_ms
         if job.outcome.status == RunStatus.SUCCEEDED:
-            self.jobs.effect(job.run)
+            self.jobs.effect(job.run, job.execution)
         self._act(self.machine.job_exited(key, job.outcome, self._now()))
         self.wake(self.host.time.true_ms)
 
@@ -504,8 +514,10 @@ class WorkerNode:
             self._at_exit(self.host.time.true_ms + PAUSED_RETRY_MS, key, job)
             return
         job.exited = True
+        if job.execution is not None:
+            job.execution.end_ms = self.host.time.true_ms
         if job.outcome.status == RunStatus.SUCCEEDED:
-            self.jobs.effect(job.run)  # the job did its work, whoever hears of it
+            self.jobs.effect(job.run, job.execution)  # the job did its work, whoever hears of it
         self.running.pop(key, None)
         reported = self._by_offset.pop(key[:2], key)
         if reported != key and self.running.pop(reported, None) is None:

@@ -92,7 +92,9 @@ class World:
                     scenario.session_timeout_ms,
                     max_fires_per_turn=scenario.max_fires_per_turn,
                     max_standbys=scenario.standbys,
-                    targets=scenario.targets.snapshot(self.settings.namespace),
+                    targets=scenario.targets.snapshot(
+                        self.settings.namespace, scenario.runs_partitions
+                    ),
                 )
             else:
                 slots = spec.concurrency

@@ -15,6 +15,7 @@ from actors.audit.versions import ChangelogTracker, DefinitionRow
 from actors.audit.walk import Version
 from simulation.checkers.pauses import PauseLog, PauseWindow
 from simulation.checkers.target_records import TargetDelivery, deliveries
+from simulation.jobs import Execution
 from simulation.targets import TargetSeen, committed_targets
 from topics.codec import loads
 from topics.commands import DagUpsert, ScheduleBackfill, ScheduleUpsert, decode_command
@@ -59,6 +60,8 @@ class ResultRecord:
     task: str | None = None
     covers: Covers | None = None
     """A folded missed/skipped result's range (`topics.messages.covers_of`)."""
+    started: bool = True
+    """Whether the attempt's job started here (a result's ``started_at`` not null)."""
 
 
 @dataclass(slots=True)
@@ -113,6 +116,9 @@ class Evidence:
     version_defs: dict[str, str] = field(default_factory=dict)
     # Backfills by id: their plans and their changelog history (`checkers.backfill`).
     backfills: dict[str, BackfillSeen] = field(default_factory=dict)
+    # Every job's start and exit, as the jobs themselves would log them
+    # (`checkers.concurrency_keys`); empty for evidence read from topics alone.
+    executions: list[Execution] = field(default_factory=list)
 
     def folded_ranges(self) -> dict[str, list[tuple[int, int]]]:
         """Per schedule, the [first, last] ranges that folded missed/skipped results cover."""
@@ -231,6 +237,7 @@ def from_topics(
                 message,
                 res.task,
                 covers_of(res),
+                res.started_ms is not None,
             )
         )
     result_records.sort(key=lambda r: r.append_ms)
@@ -388,6 +395,7 @@ def gather(world: Any) -> Evidence:
         ledger_calls=dict(ledger.calls),
         ledger_applied=dict(ledger.applied),
         idempotent_runs=set(ledger.idempotent_runs),
+        executions=list(world.jobs.executions),
         owners=owners,
         partitions={"scheduler": scenario.shards, "worker": scenario.runs_partitions},
         target_partitions=dict(scenario.targets.topics),

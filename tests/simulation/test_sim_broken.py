@@ -80,6 +80,9 @@ WORKER_VARIANTS = [
     # A restore that drops a backfill's runs in flight and rewinds its cursor: the new
     # owner fires occurrences again and more than max_parallel at once.
     ("restore-forgets-backfill", "backfill-across-takeovers", "backfill"),
+    # An adopted partition's keyed runs started at once, beside the previous owner's
+    # jobs of the key still stopping: more than the key's limit at once.
+    ("key-no-adoption-wait", "concurrency-key-through-failovers", "concurrency-keys"),
 ]
 
 

@@ -42,6 +42,7 @@ SWEEPS = {
     "max-runs-and-pauses-across-takeovers": 30,
     "excluded-days-across-takeovers": 20,
     "backfill-across-takeovers": 15,
+    "concurrency-key-through-failovers": 10,
 }
 
 
