@@ -85,3 +85,14 @@ def stoppable_sync(ctx: RunContext, seconds: float = 60.0) -> None:
         _mark("stopped", ctx)
         raise
     _mark("end", ctx)
+
+
+@job("test.keyed_sleep")
+async def keyed_sleep(ctx: RunContext, seconds: float = 0.5) -> None:
+    """Marks its start and, however it exits (done, cancelled, revoked), its end: the
+    job's own start/end log a concurrency-key test judges (a kill -9 writes no end)."""
+    _mark("start", ctx)
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        _mark("end", ctx)

@@ -1,0 +1,148 @@
+"""A concurrency key on the real broker (docs/DESIGN.md §8.2): 200 runs of one key at
+limit 2, three workers, two of them killed (kill -9) while running the key's runs and
+a third joining: at most 2 of the key's jobs at any moment, by the jobs' own start/end
+log, and every run ended by one visible result."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from tests.kit.worker import (
+    T0,
+    WorkerProcess,
+    now_ms,
+    owned_partitions,
+    results,
+    run_record,
+    wait_for_results,
+    wait_marks,
+)
+from topics.command_types import Job
+from topics.concurrency import Concurrency
+from topics.messages import idempotency_key, parse_run, run_id_for, run_value
+from topics.names import Settings, TopicKind
+from topics.partitioner import murmur2_partition
+
+RUNS = 200
+LIMIT = 2
+KEY = "customer-42"
+PARTITIONS = 3
+SESSION_MS = 6_000
+
+
+def keyed_runs() -> list[tuple[bytes, bytes]]:
+    """200 runs of 200 schedules, all naming the key, as the shard writes them."""
+    out = []
+    for i in range(RUNS):
+        key, value = run_record(f"invoice-{i}", "test.keyed_sleep", {"seconds": 0.3})
+        run = parse_run(value)
+        fired = now_ms()
+        value = run_value(
+            run_id=run.run_id,
+            schedule_id=run.schedule_id,
+            task=None,
+            scheduled_ms=run.scheduled_ms,
+            fired_ms=fired,
+            attempt=1,
+            job=Job(run.job.name, run.job.args, concurrency=Concurrency(KEY, LIMIT)),
+            idempotency_key=idempotency_key(run.run_id),
+            deadline_ms=fired + 600_000,
+        )
+        out.append((key, value))
+    return out
+
+
+async def produce_to(
+    settings: Settings, partition: int, records: list[tuple[bytes, bytes]]
+) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, acks="all")
+    await producer.start()
+    try:
+        for key, value in records:
+            await producer.send(
+                settings.topic(TopicKind.RUNS), value=value, key=key, partition=partition
+            )
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+def owner_of(workers: list[WorkerProcess], partition: int) -> WorkerProcess | None:
+    for worker in workers:
+        if worker.proc.poll() is None and partition in owned_partitions(worker):
+            return worker
+    return None
+
+
+def most_at_once(log: list[str]) -> tuple[int, str]:
+    """The most jobs of the key running at once by the log (start, end, and the test's
+    ``killed W`` lines: a killed worker's jobs end with it), and where."""
+    running: set[tuple[str, str]] = set()
+    most, where = 0, ""
+    for line in log:
+        parts = line.split(" ")
+        if parts[0] == "killed":
+            running = {job for job in running if job[1] != parts[1]}
+        elif parts[0] == "start":
+            running.add((f"{parts[1]}#{parts[2]}", parts[3]))
+            if len(running) > most:
+                most, where = len(running), ", ".join(sorted(f"{r}@{w}" for r, w in running))
+        elif parts[0] == "end":
+            running.discard((f"{parts[1]}#{parts[2]}", parts[3]))
+    return most, where
+
+
+@pytest.mark.kafka_partitions(3, runs=PARTITIONS)
+async def test_a_key_at_limit_2_through_two_kills_and_a_join(
+    kafka_settings: Settings, tmp_path: Path
+) -> None:
+    partition = murmur2_partition(KEY.encode(), PARTITIONS)
+    marks_path = tmp_path / "marks.log"
+    workers = [
+        WorkerProcess(kafka_settings, tmp_path, name, session_timeout_ms=SESSION_MS)
+        for name in ("w1", "w2")
+    ]
+    try:
+        await produce_to(kafka_settings, partition, keyed_runs())
+        for kill in range(2):
+            # Wait until the key's partition is being worked, then kill its owner.
+            before = len(marks_path.read_text().splitlines()) if marks_path.exists() else 0
+            await wait_marks(tmp_path, lambda ms, n=before: len(ms) >= n + 20, timeout_s=120)
+            victim = owner_of(workers, partition)
+            assert victim is not None, "nobody owns the key's partition"
+            victim.signal(signal.SIGKILL)
+            victim.proc.wait()
+            with open(marks_path, "a", encoding="utf-8") as marks:
+                marks.write(f"killed {victim.name} 0 -\n")
+            if kill == 0:  # a third worker joins
+                workers.append(
+                    WorkerProcess(kafka_settings, tmp_path, "w3", session_timeout_ms=SESSION_MS)
+                )
+        alive = [w for w in workers if w.proc.poll() is None]
+        found = await wait_for_results(
+            kafka_settings,
+            lambda rs: len({r.run_id for r in rs}) >= RUNS,
+            timeout_s=600,
+            workers=alive,
+        )
+        await asyncio.sleep(2)
+        found = await results(kafka_settings)
+    finally:
+        for worker in workers:
+            worker.stop()
+    log = marks_path.read_text(encoding="utf-8").splitlines()
+    most, where = most_at_once(log)
+    assert most <= LIMIT, f"{most} jobs of {KEY} at once: {where}"
+    assert most == LIMIT  # the limit was used, not only respected
+    per_run: dict[str, int] = {}
+    for result in found:
+        per_run[result.run_id] = per_run.get(result.run_id, 0) + 1
+    assert sorted(per_run) == sorted(run_id_for(f"invoice-{i}", T0) for i in range(RUNS))
+    assert set(per_run.values()) == {1}, [r for r, n in per_run.items() if n > 1]
+    assert {r.status for r in found} == {"succeeded"}
+    assert sum(1 for line in log if line.startswith("killed")) == 2
