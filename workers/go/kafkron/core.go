@@ -281,6 +281,15 @@ func (c *Core) deliver(part *partState, rec Record, nowMs int64) []any {
 		c.record(part, rec.Offset, run, StatusCancelled, nil, nowMs, cancelError(ca), nil)
 		return nil
 	}
+	if run.Job.Keyed {
+		// Running it here could put the key over its limit: refuse it, visibly.
+		c.record(part, rec.Offset, run, StatusFailed, &nowMs, nowMs, &ErrorInfo{
+			Type: ConcurrencyUnsupportedType,
+			Message: fmt.Sprintf("worker %s (Go) does not keep concurrency keys; serve runs"+
+				" with a concurrency key by Python workers only", c.worker),
+		}, nil)
+		return nil
+	}
 	if !c.known(run.Job.Name) {
 		c.record(part, rec.Offset, run, StatusFailed, &nowMs, nowMs, &ErrorInfo{
 			Type: UnknownJobType,

@@ -26,15 +26,18 @@ const CancelType = "run.cancel"
 
 // Error types with a meaning to the shard or to readers.
 const (
-	NonRetryableType   = "NonRetryable"
-	CancelledType      = "Cancelled"
-	RunCancelledType   = "RunCancelled"
-	TimeoutType        = "Timeout"
-	UnknownJobType     = "UnknownJob"
-	MaxErrorChars      = 2000
-	ProgressIntervalMs = 10_000
-	ProgressMaxBytes   = 4096
-	RetryAfterField    = "retry_after_s"
+	NonRetryableType = "NonRetryable"
+	CancelledType    = "Cancelled"
+	RunCancelledType = "RunCancelled"
+	TimeoutType      = "Timeout"
+	UnknownJobType   = "UnknownJob"
+	// A run with a concurrency key reached this worker, which does not keep the key's
+	// limit: it fails without running (the scheduler retries or dead-letters it).
+	ConcurrencyUnsupportedType = "ConcurrencyUnsupported"
+	MaxErrorChars              = 2000
+	ProgressIntervalMs         = 10_000
+	ProgressMaxBytes           = 4096
+	RetryAfterField            = "retry_after_s"
 )
 
 const instantLayout = "2006-01-02T15:04:05.000Z"
@@ -57,6 +60,9 @@ func ParseInstant(text string) (int64, error) {
 type Job struct {
 	Name string         `json:"name"`
 	Args map[string]any `json:"args"`
+	// Keyed: the job names a concurrency key (job.concurrency). This worker does not
+	// keep concurrency keys, so it never runs such a run (core.go, deliver).
+	Keyed bool `json:"-"`
 }
 
 // Run is one attempt of one occurrence, as a worker receives it.
@@ -205,6 +211,7 @@ func ParseRun(value []byte) (*Run, error) {
 	if r.Job.Name, err = jf.str("run.job", "name"); err != nil {
 		return nil, err
 	}
+	r.Job.Keyed = jf.present("concurrency")
 	r.Job.Args = map[string]any{}
 	if jf.present("args") {
 		if json.Unmarshal(jf["args"], &r.Job.Args) != nil || r.Job.Args == nil {
