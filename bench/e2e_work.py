@@ -41,7 +41,6 @@ import measured
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from actors import RunContext, job
 from actors.history.recorder import partitions_of
 from actors.views.tail import read_to_end
 from topics.admin import create_topics, delete_topics
@@ -55,11 +54,6 @@ from topics.timefmt import format_ms, parse_instant
 REPO = Path(__file__).resolve().parent.parent
 WARMUP_S = 3.0
 LEAD_MS = 8_000  # schedules are created this far ahead of their first fire
-
-
-@job("bench.noop")
-async def noop(ctx: RunContext) -> None:
-    return None
 
 
 def now_ms() -> int:
@@ -203,8 +197,8 @@ async def firing_lateness(settings: Settings, prefix: str) -> list[int]:
     return late
 
 
-async def write_runs(settings: Settings, count: int) -> None:
-    """``count`` run records of ``bench.noop``, as a shard would write them (in
+async def write_runs(settings: Settings, count: int, job: str) -> None:
+    """``count`` run records of ``job``, as a shard would write them (in
     record batches, so the bench's own producing is not what is measured)."""
     producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, acks="all")
     await producer.start()
@@ -223,7 +217,7 @@ async def write_runs(settings: Settings, count: int) -> None:
                 scheduled_ms=at,
                 fired_ms=at,
                 attempt=1,
-                job=Job("bench.noop", {}),
+                job=Job(job, {}),
                 idempotency_key=idempotency_key(run_id),
                 deadline_ms=at + 3_600_000,
             )
@@ -243,13 +237,13 @@ async def write_runs(settings: Settings, count: int) -> None:
         await stop_producer(producer, "stopping the runs producer")
 
 
-def upsert(schedule_id: str, spec: dict[str, Any]) -> dict[str, Any]:
+def upsert(schedule_id: str, spec: dict[str, Any], job: str = "bench.noop") -> dict[str, Any]:
     return {
         "v": 1,
         "type": "schedule.upsert",
         "id": schedule_id,
         "spec": spec,
-        "job": {"name": "bench.noop", "args": {}},
+        "job": {"name": job, "args": {}},
         "overlap": "allow",
         "misfire": {"policy": "run_once", "grace_s": 3600},
     }
@@ -290,7 +284,8 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
     settings = Settings.from_env(namespace=f"bench-{uuid.uuid4().hex[:8]}")
     await create_topics(settings, partitions=args.partitions)
     logs = Path(tempfile.mkdtemp(prefix="kafkron-bench-"))
-    scheduler = ["scheduler", "--figures-interval-s", "0"]
+    loop = ["--loop", args.loop] if args.loop else []
+    scheduler = ["scheduler", "--figures-interval-s", "0", *loop]
     if args.max_fires_per_turn is not None:
         scheduler += ["--max-fires-per-turn", str(args.max_fires_per_turn)]
     procs = [start(settings, scheduler, logs / "scheduler.log")]
@@ -301,11 +296,12 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
                 [
                     "worker",
                     "--jobs",
-                    "e2e_work",
+                    "noop_jobs",
                     "--concurrency",
                     str(args.concurrency),
                     "--worker-id",
                     f"bench-w{i}",
+                    *loop,
                 ],
                 logs / f"worker{i}.log",
             )
@@ -317,7 +313,7 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
     try:
         # Warm-up: every process has joined its group and owns its partitions.
         due = format_ms(now_ms() + 3_000)
-        await send(settings, [upsert(f"warm-{i}", {"at": due}) for i in range(200)])
+        await send(settings, [upsert(f"warm-{i}", {"at": due}, args.job) for i in range(200)])
         await wait_count(seen, "warm", 200, 120, procs)
         await asyncio.sleep(2)
 
@@ -328,6 +324,7 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
             upsert(
                 f"steady-{i}",
                 {"every": "1s", "anchor": format_ms(first_ms + int(i * step_ms))},
+                args.job,
             )
             for i in range(args.rate)
         ]
@@ -369,7 +366,8 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
         # Burst: everything due at once.
         due_ms = now_ms() + LEAD_MS + args.burst // 5
         await send(
-            settings, [upsert(f"burst-{i}", {"at": format_ms(due_ms)}) for i in range(args.burst)]
+            settings,
+            [upsert(f"burst-{i}", {"at": format_ms(due_ms)}, args.job) for i in range(args.burst)],
         )
         await wait_count(seen, "burst", args.burst, 600, procs)
         seen.settle()
@@ -385,7 +383,7 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
 
         # Workers alone: runs written straight to {ns}.runs (no scheduler in the
         # path); the rate at which their results become visible, first to last.
-        await write_runs(settings, args.burst)
+        await write_runs(settings, args.burst, args.job)
         await wait_count(seen, "drain", args.burst, 600, procs)
         seen.settle()
         drained = seen.visible_ms["drain"]
@@ -420,6 +418,17 @@ async def main() -> None:
         default=None,
         help="the scheduler's bound per shard and turn (default: the scheduler's own)",
     )
+    parser.add_argument(
+        "--job",
+        default="bench.noop",
+        help="the job every run runs, from bench/noop_jobs.py (default: the async no-op)",
+    )
+    parser.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default=None,
+        help="the event loop of the scheduler and the workers (default: theirs)",
+    )
     measured.add_record_option(parser)
     args = parser.parse_args()
 
@@ -450,7 +459,8 @@ async def main() -> None:
         f"steady_rate={f['steady_rate']:.0f} steady_p50_ms={f['p50_ms']:.0f} "
         f"steady_p99_ms={f['p99_ms']:.0f} apscheduler_fires_per_s={base_rate:.0f} "
         f"ratio_vs_apscheduler={f['burst_runs_per_s'] / base_rate:.2f} "
-        f"workers_alone_runs_per_s={f['drain_runs_per_s']:.0f}"
+        f"workers_alone_runs_per_s={f['drain_runs_per_s']:.0f} job={args.job} "
+        f"loop={args.loop or 'asyncio'}"
     )
     measured.record(
         "e2e_work",
@@ -459,6 +469,10 @@ async def main() -> None:
             "concurrency": args.concurrency,
             "workers_alone_runs_per_s": round(f["drain_runs_per_s"]),
             "burst_runs_per_s": round(f["burst_runs_per_s"]),
+            "apscheduler_fires_per_s": round(base_rate),
+            "ratio_vs_apscheduler": round(f["burst_runs_per_s"] / base_rate, 2),
+            "job": args.job,
+            "loop": args.loop or "asyncio",
         },
         argv=sys.argv[1:],
         to=args.record,

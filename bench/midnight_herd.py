@@ -17,6 +17,7 @@ Baseline, measured in the same run: the broker's transactional produce ceiling
 rate is also printed as a fraction of what one process could hope to commit.
 
     python bench/midnight_herd.py [--schedules 1000000] [--lead-s 120] [--timeout-s 900]
+        [--record [PATH]]
 """
 
 from __future__ import annotations
@@ -26,70 +27,20 @@ import asyncio
 import os
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
-import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+import measured
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from e2e_fire import RUNS_PARTITIONS, Scheduler, measure_ceiling, wait_for
+from herd_kit import field, herd_records, load_changelog, log, now_ms
 
-from actors.shard.definition import definition_bytes
-from actors.shard.state import ScheduleState, definition_key, encode_definition, encode_fire
 from topics.admin import create_topics, delete_topics
-from topics.closing import bounded, stop_producer
-from topics.commands import ScheduleUpsert, decode_command
+from topics.closing import bounded
 from topics.names import Settings, TopicKind
 from topics.timefmt import format_ms
 
 TARGET_S = 60.0
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def herd_records(count: int, herd_ms: int) -> list[tuple[bytes, bytes]]:
-    """The changelog of ``count`` daily schedules due at ``herd_ms``, by the shard's encoders."""
-    body = {
-        "v": 1,
-        "type": "schedule.upsert",
-        "id": "template",
-        "spec": {"every": "24h", "anchor": format_ms(herd_ms)},
-        "job": {"name": "billing.nightly", "args": {"customer": "c"}},
-    }
-    command = decode_command(b"template", orjson.dumps(body), herd_ms - 3_600_000)
-    assert isinstance(command, ScheduleUpsert), command
-    def_bytes = definition_bytes(command)
-    records = [(definition_key(def_bytes).encode(), encode_definition(def_bytes))]
-    for i in range(count):
-        state = ScheduleState(f"customer-{i:07d}-nightly", def_bytes, None)
-        state.next_ms = herd_ms
-        records.append((state.key, encode_fire(state)))
-    return records
-
-
-async def produce(settings: Settings, records: list[tuple[bytes, bytes]]) -> None:
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap, linger_ms=50, max_batch_size=1024 * 1024
-    )
-    await producer.start()
-    try:
-        topic = settings.topic(TopicKind.SCHEDULES)
-        pending = []
-        for i, (key, value) in enumerate(records):
-            pending.append(await producer.send(topic, value, key=key, partition=0))
-            if len(pending) >= 50_000:
-                await asyncio.gather(*pending)
-                pending.clear()
-                log(f"  loaded {i + 1:,} records")
-        await asyncio.gather(*pending)
-    finally:
-        await stop_producer(producer, "stopping the loader's producer", 30)
 
 
 class Herd:
@@ -100,12 +51,6 @@ class Herd:
         self.records = 0
         self.early = 0
         self.last_visible_ms = 0
-
-
-def _field(value: bytes, name: bytes) -> bytes:
-    """The text of a string field of a run record as `run_value` lays it out."""
-    start = value.index(name) + len(name)
-    return value[start : value.index(b'"', start)]
 
 
 async def watch(settings: Settings, herd: Herd, expected: int, stop: asyncio.Event) -> None:
@@ -128,10 +73,10 @@ async def watch(settings: Settings, herd: Herd, expected: int, stop: asyncio.Eve
                 for record in records:
                     value = record.value
                     herd.records += 1
-                    herd.run_ids.add(_field(value, b'"run_id":"'))
+                    herd.run_ids.add(field(value, b'"run_id":"'))
                     # Both instants are written as YYYY-MM-DDTHH:MM:SS.mmmZ: text order
                     # is time order.
-                    if _field(value, b'"fired_at":"') < _field(value, b'"scheduled_at":"'):
+                    if field(value, b'"fired_at":"') < field(value, b'"scheduled_at":"'):
                         herd.early += 1
                     herd.last_visible_ms = visible
             if batch and herd.records % 100_000 < 20_000:
@@ -155,9 +100,13 @@ async def main(args: argparse.Namespace) -> int:
     try:
         herd_ms = (now_ms() + int(args.lead_s * 1000)) // 1000 * 1000
         log(f"loading {args.schedules:,} schedules due at {format_ms(herd_ms)} ...")
-        records = herd_records(args.schedules, herd_ms)
-        await asyncio.wait_for(produce(settings, records), args.timeout_s)
-        del records
+        records = herd_records(
+            args.schedules,
+            herd_ms,
+            {"every": "24h", "anchor": format_ms(herd_ms)},
+            {"name": "billing.nightly", "args": {"customer": "c"}},
+        )
+        await asyncio.wait_for(load_changelog(settings, records), args.timeout_s)
         herd, stop = Herd(), asyncio.Event()
         watcher = asyncio.create_task(watch(settings, herd, args.schedules, stop))
         with tempfile.TemporaryDirectory(prefix="midnight-herd-") as tmp:
@@ -200,6 +149,20 @@ async def main(args: argparse.Namespace) -> int:
         f"restore_ms={restore_ms} restored_before_h_s={(herd_ms - restored_at) / 1000:.1f} "
         f"ceiling_msgs_s={ceiling:.0f} herd_vs_ceiling={rate / ceiling:.3f}"
     )
+    measured.record(
+        "midnight_herd",
+        {
+            "schedules": args.schedules,
+            "complete": complete,
+            "last_visible_s": round(last_s, 1),
+            "runs_s": round(rate),
+            "twice": herd.records - len(herd.run_ids),
+            "early": herd.early,
+            "ceiling_msgs_s": round(ceiling),
+        },
+        argv=sys.argv[1:],
+        to=args.record,
+    )
     return 0
 
 
@@ -211,4 +174,5 @@ if __name__ == "__main__":
     )
     parser.add_argument("--timeout-s", type=float, default=900.0, help="bound of each phase")
     parser.add_argument("--bootstrap", default=None)
+    measured.add_record_option(parser)
     sys.exit(asyncio.run(main(parser.parse_args())))

@@ -1,0 +1,15 @@
+"""The no-op jobs the end-to-end benchmarks run (``kafkron worker --jobs noop_jobs``).
+
+``bench.noop`` is an async job that returns at once: what is measured is kafkron's
+own path per run (fire, deliver, start, result, commit), not a job's work.
+"""
+
+from __future__ import annotations
+
+from actors import RunContext, job
+
+
+@job("bench.noop")
+async def noop(ctx: RunContext) -> None:
+    return None
+
