@@ -1,0 +1,38 @@
+"""`bench/compare.py`'s arithmetic: a benchmark's last line read into figures, and the
+new/old ratio of each figure round by round. Pure: nothing is measured here."""
+
+from __future__ import annotations
+
+import importlib.util
+from types import ModuleType
+
+from tests.kit.paths import REPO
+
+
+def _compare() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_compare", REPO / "bench" / "compare.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_last_bench_line_gives_the_numeric_figures() -> None:
+    stdout = (
+        "bench e2e_work: workers=1 burst_runs_per_s=10\n"
+        "kafkron burst of 30000: 29,900 runs/s\n"
+        "bench e2e_work: workers=2 burst_runs_per_s=29900 ratio_vs_apscheduler=0.73 "
+        "loop=uvloop complete=True\n"
+    )
+    figures = _compare().parse_bench_line("e2e_work", stdout)
+    assert figures == {"workers": 2.0, "burst_runs_per_s": 29900.0, "ratio_vs_apscheduler": 0.73}
+
+
+def test_a_run_without_its_bench_line_has_no_figures() -> None:
+    assert _compare().parse_bench_line("shard_core", "bench e2e_work: a=1\n") is None
+
+
+def test_ratios_pair_rounds_and_skip_what_one_side_lacks_or_is_zero() -> None:
+    new = [{"rate": 110.0, "p99_ms": 9.0, "extra": 1.0}, {"rate": 99.0, "p99_ms": 5.0}, {}]
+    old = [{"rate": 100.0, "p99_ms": 10.0}, {"rate": 100.0, "p99_ms": 0.0}, {"rate": 50.0}]
+    assert _compare().ratios(new, old) == {"rate": [1.1, 0.99], "p99_ms": [0.9]}
