@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 from typing import Any
 
@@ -13,6 +14,7 @@ from prometheus_client.registry import Collector
 from actors.cli import observe_args, output
 from actors.cli.stop_deadline import StopDeadline, run_main
 from actors.cli.topics_cmd import guard
+from actors.event_loop import add_loop_argument, chosen, loop_kind, new_event_loop
 from actors.observe.collectors import SchedulerCollector
 from actors.observe.exposition import MetricsError
 from actors.observe.lag import LagSampler, Sampler
@@ -132,11 +134,16 @@ def register(subparsers: Any) -> None:
         " longest leader failover you expect, or a failover dead-letters occurrences"
         " (default: off, the commit timeout alone)",
     )
+    add_loop_argument(parser)
     observe_args.add_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        loop_name = chosen(args.loop)
+    except ValueError as exc:
+        return output.fail("scheduler", str(exc), 2)
     if args.session_timeout_ms < 1_000:
         return output.fail("scheduler", "--session-timeout-ms must be at least 1000", 2)
     if not 0 < args.heartbeat_ms * 3 <= args.session_timeout_ms:
@@ -180,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     runtime = SchedulerRuntime(settings, options)
     try:
-        run_main(_serve(runtime, port))
+        run_main(_serve(runtime, port), new_loop=lambda: new_event_loop(loop_name))
     except (TopicsError, RuntimeError, MetricsError) as exc:
         return output.fail("scheduler", str(exc), 1)
     except KafkaError as exc:
@@ -196,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(runtime: SchedulerRuntime, metrics_port: int | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    logging.getLogger("kafkron").info("event loop: %s", loop_kind(loop))
     deadline = StopDeadline("the scheduler", STOP_DEADLINE_S)
 
     def request_stop() -> None:

@@ -137,15 +137,20 @@ def _awaiting(task: asyncio.Task[object]) -> list[str]:
     return chain
 
 
-def run_main(main: Coroutine[Any, Any, None], settle_s: float = SETTLE_S) -> None:
-    """``asyncio.run(main)`` without its unbounded wait at the end.
+def run_main(
+    main: Coroutine[Any, Any, None],
+    settle_s: float = SETTLE_S,
+    new_loop: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
+) -> None:
+    """``asyncio.run(main)`` without its unbounded wait at the end, on a loop made by
+    ``new_loop`` (`actors.event_loop`: asyncio's own or uvloop).
 
     ``asyncio.run`` cancels the tasks still pending when ``main`` returns and waits
     for every one of them: a close that `topics.closing.bounded` abandoned because it
     would not end is then awaited again, forever. Here they get ``settle_s`` and are
     left behind (the process is about to exit). Raises what ``main`` raises.
     """
-    loop = asyncio.new_event_loop()
+    loop = new_loop()
     try:
         loop.run_until_complete(main)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 from typing import Any
 
@@ -12,6 +13,7 @@ from actors.cli import observe_args, output
 from actors.cli.stop_deadline import StopDeadline, run_main
 from actors.cli.topics_cmd import guard
 from actors.collector import tune_for_throughput
+from actors.event_loop import add_loop_argument, chosen, loop_kind, new_event_loop
 from actors.observe.collectors import WorkerCollector
 from actors.observe.exposition import MetricsError
 from actors.observe.lag import LagSampler
@@ -134,11 +136,16 @@ def register(subparsers: Any) -> None:
         " {ns}.runs); queue Q is {ns}.runs.Q, created by kafkron topics create --queue Q",
     )
     parser.add_argument("--worker-id", default=None, help="name in results (default HOST:PID)")
+    add_loop_argument(parser)
     observe_args.add_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        loop_name = chosen(args.loop)
+    except ValueError as exc:
+        return output.fail("worker", str(exc), 2)
     if args.concurrency < 1:
         return output.fail("worker", "--concurrency must be at least 1", 2)
     if args.session_timeout_ms < 1_000:
@@ -199,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         runtimes.append(WorkerRuntime(settings, registry, options))
     tune_for_throughput()  # the process's own policy: imports and jobs loaded, now run
     try:
-        run_main(_serve(runtimes, port, targets))
+        run_main(_serve(runtimes, port, targets), new_loop=lambda: new_event_loop(loop_name))
     except asyncio.CancelledError:  # a second SIGINT/SIGTERM: stopped without draining
         return 130
     except MetricsError as exc:
@@ -213,6 +220,7 @@ async def _serve(
     runtime = runtimes[0]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    logging.getLogger("kafkron").info("event loop: %s", loop_kind(loop))
     main = asyncio.current_task()
 
     # The drain, then the bounded closes; past that the process exits (code 3).
