@@ -421,7 +421,8 @@ async def main() -> None:
     parser.add_argument(
         "--job",
         default="bench.noop",
-        help="the job every run runs, from bench/noop_jobs.py (default: the async no-op)",
+        help="the job every run runs, from bench/noop_jobs.py: bench.noop (async, a task "
+        "each) or bench.noop_inline (inline=True: no task, no thread)",
     )
     parser.add_argument(
         "--loop",

@@ -1,10 +1,15 @@
-"""Run job functions: async ones as tasks on the loop, sync ones in a thread pool.
+"""Run job functions: async ones as tasks on the loop, sync ones in a thread pool,
+inline ones (``@job(name, inline=True)``) on the loop as they start.
 
 The executor does not decide how many jobs run (the core does); it starts what it
 is told, turns how the function ended into an ``Outcome``, and reports the exit on
 the event loop's thread through ``on_exit``. It reports each started job exactly
 once, and only when the job has really stopped: a sync job asked to stop keeps its
 thread (Python cannot kill one) until it returns or calls ``ctx.heartbeat()``.
+
+Per run the loop's own machinery is most of a no-op job's cost, so the exits of
+async and inline jobs are reported in one callback per turn of the loop (not one
+done callback per task), and an inline job has neither a task nor a thread.
 """
 
 from __future__ import annotations
@@ -112,10 +117,12 @@ class Executor:
             max_workers=max(1, threads), thread_name_prefix="kafkron-job"
         )
         self._contexts: dict[RunKey, RunContext] = {}
-        self._tasks: dict[RunKey, asyncio.Task[Outcome]] = {}
+        self._tasks: dict[RunKey, asyncio.Task[None]] = {}
         # key -> (job name, perf_counter at start): the job-duration metric's inputs.
         self._started: dict[RunKey, tuple[str, float]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop of the first start
+        self._ended: list[tuple[RunKey, Outcome]] = []  # exits not reported yet
+        self._reporting = False  # a `_report_ended` is scheduled
 
     def start(self, key: RunKey, run: Run) -> None:
         spec = self._registry.get(run.job.name)
@@ -136,14 +143,11 @@ class Executor:
         self._started[key] = (run.job.name, time.perf_counter())
         args = run.job.args
         if spec.is_async:
-            call = _call_builtin(spec, ctx, run) if spec.builtin else _call_async(spec, ctx, args)
-            task = loop.create_task(call)
-            self._tasks[key] = task
-            # The exit is reported from the task's done callback, not from inside the
-            # coroutine: a task cancelled before its first step (a lease lost in the
-            # same turn that started it) never runs a line of its coroutine, so only
-            # the callback sees that it ended.
-            task.add_done_callback(lambda t: self._async_exited(key, ctx, t))
+            coro = self._run_async(key, spec, ctx, run)
+            self._tasks[key] = loop.create_task(coro)
+            return
+        if spec.inline:  # on the loop, now: no thread, no task (`@job(inline=True)`)
+            self._report(key, _call_sync(spec, ctx, args), loop)
             return
         future = self._pool.submit(_call_sync, spec, ctx, args)
 
@@ -154,6 +158,45 @@ class Executor:
                 loop.call_soon_threadsafe(self._sync_exited, key, fut)
 
         future.add_done_callback(done)
+
+    async def _run_async(self, key: RunKey, spec: JobSpec, ctx: RunContext, run: Run) -> None:
+        """An async job's task: the job, then its exit reported with the others that
+        ended in this turn of the loop (`_report`), with no done callback of its own.
+
+        A task cancelled before its first step never runs a line of this coroutine;
+        the worker's own cancel propagates out of it. Both are reported by the done
+        callback that `cancel` adds: whichever of the two reports pops the task
+        first, so each job's exit is reported exactly once.
+        """
+        try:
+            if spec.builtin:
+                outcome = await _call_builtin(spec, ctx, run)
+            else:
+                outcome = await _call_async(spec, ctx, run.job.args)
+        except asyncio.CancelledError:
+            raise  # the worker's cancel: reported by the callback `cancel` added
+        except BaseException as exc:  # the helpers map every ending; never left unreported
+            outcome = Outcome(RunStatus.FAILED, error_of(exc))
+        if self._tasks.pop(key, None) is not None:
+            self._report(key, outcome, self._loop)
+
+    def _report(
+        self, key: RunKey, outcome: Outcome, loop: asyncio.AbstractEventLoop | None
+    ) -> None:
+        """Report an exit from the next turn of the loop, in one callback for every
+        exit of this turn: a thousand no-op jobs ending together cost one handle, not
+        a thousand, and the machine is never re-entered from inside its own actions
+        (an inline job ends inside `start`, which the machine's actions call)."""
+        self._ended.append((key, outcome))
+        if not self._reporting and loop is not None:
+            self._reporting = True
+            loop.call_soon(self._report_ended)
+
+    def _report_ended(self) -> None:
+        self._reporting = False
+        ended, self._ended = self._ended, []
+        for key, outcome in ended:
+            self._exited(key, outcome)
 
     def _progress(self, key: RunKey, details: Any, at_ms: int) -> None:
         if key not in self._contexts or self._on_progress is None:
@@ -172,6 +215,9 @@ class Executor:
         task = self._tasks.get(key)
         if task is not None:
             task.cancel(reason)
+            # A task that ends cancelled (or was cancelled before its first step)
+            # reports nothing itself: this callback does (see `_run_async`).
+            task.add_done_callback(lambda t: self._async_exited(key, ctx, t))
 
     def context(self, key: RunKey) -> RunContext | None:
         return self._contexts.get(key)
@@ -180,14 +226,14 @@ class Executor:
     def running(self) -> int:
         return len(self._contexts)
 
-    def _async_exited(self, key: RunKey, ctx: RunContext, task: asyncio.Task[Outcome]) -> None:
-        self._tasks.pop(key, None)
-        if task.cancelled():
-            outcome = _cancelled_outcome(ctx.cancel_reason) if ctx.cancelled else _stray_cancel()
-        else:
-            exc = task.exception()
-            outcome = task.result() if exc is None else Outcome(RunStatus.FAILED, error_of(exc))
-        self._exited(key, outcome)
+    def _async_exited(self, key: RunKey, ctx: RunContext, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(key) is not task:
+            return  # reported by `_run_async` already (or a second cancel's callback)
+        # Still registered: it never returned from `_run_async`, so it ended cancelled.
+        del self._tasks[key]
+        self._exited(
+            key, _cancelled_outcome(ctx.cancel_reason) if ctx.cancelled else _stray_cancel()
+        )
 
     def _sync_exited(self, key: RunKey, fut: concurrent.futures.Future[Outcome]) -> None:
         try:

@@ -35,6 +35,9 @@ class JobSpec:
     is_async: bool
     builtin: bool = False
     """A `BuiltinJob`: called with the run record, returns its `Outcome`."""
+    inline: bool = False
+    """A plain function called on the worker's loop, as it is started: no thread, no
+    task (``@job(name, inline=True)``, for jobs that return at once)."""
 
 
 class Registry:
@@ -43,7 +46,7 @@ class Registry:
     def __init__(self) -> None:
         self._jobs: dict[str, JobSpec] = {}
 
-    def register(self, name: str, func: Callable[..., Any]) -> JobSpec:
+    def register(self, name: str, func: Callable[..., Any], *, inline: bool = False) -> JobSpec:
         if not name or not isinstance(name, str):
             raise ValueError(f"a job name must be a non-empty string, got {name!r}")
         if name.startswith(RESERVED_JOB_PREFIX):
@@ -51,7 +54,13 @@ class Registry:
                 f"job {name!r}: names starting {RESERVED_JOB_PREFIX!r} are kafkron's own"
                 " (targets); give the job another name"
             )
-        return self._add(JobSpec(name=name, func=func, is_async=inspect.iscoroutinefunction(func)))
+        is_async = inspect.iscoroutinefunction(func)
+        if inline and is_async:
+            raise ValueError(
+                f"job {name!r}: inline=True is for plain functions that return at once"
+                " (an async job already runs on the worker's loop)"
+            )
+        return self._add(JobSpec(name=name, func=func, is_async=is_async, inline=inline))
 
     def register_builtin(self, name: str, func: BuiltinJob) -> JobSpec:
         """Register kafkron's own job ``name`` (a target's carrier, ``kafkron.*``)."""
@@ -85,12 +94,18 @@ REGISTRY = Registry()
 """The process-wide registry that ``@job`` fills and ``kafkron worker`` runs from."""
 
 
-def job(name: str, *, registry: Registry | None = None) -> Callable[[F], F]:
+def job(name: str, *, inline: bool = False, registry: Registry | None = None) -> Callable[[F], F]:
     """Register the decorated function as the job ``name``; returns it unchanged.
 
     The function takes a `RunContext` and the schedule's ``job.args`` as keyword
     arguments; it may be ``async`` (run on the worker's loop) or plain (run in its
     thread pool). A worker started with ``--jobs MODULE`` runs the jobs of MODULE.
+
+    ``inline=True`` (plain functions only) runs the job on the worker's loop itself,
+    as soon as it is started, with no thread and no task of its own: for jobs that
+    return at once (a counter, a record written to memory), whose thread hop would
+    cost more than the job. An inline job holds the whole worker while it runs:
+    nothing that blocks, waits or takes more than a millisecond belongs there.
 
     Example::
 
@@ -100,7 +115,7 @@ def job(name: str, *, registry: Registry | None = None) -> Callable[[F], F]:
     """
 
     def decorate(func: F) -> F:
-        (registry or REGISTRY).register(name, func)
+        (registry or REGISTRY).register(name, func, inline=inline)
         return func
 
     return decorate

@@ -11,6 +11,9 @@ slot held by a job that is not running.
 from __future__ import annotations
 
 import asyncio
+import threading
+
+import pytest
 
 from actors.worker.core import Outcome, RunKey
 from actors.worker.executor import Executor
@@ -37,6 +40,13 @@ def _run(name: str, offset: int) -> tuple[RunKey, Run]:
     return (0, offset, 1), parse_run(value)
 
 
+INLINE_THREADS: list[str] = []
+
+
+def noop_sync_inline(ctx: object) -> None:
+    INLINE_THREADS.append(threading.current_thread().name)
+
+
 def _registry() -> Registry:
     registry = Registry()
 
@@ -55,6 +65,11 @@ def _registry() -> Registry:
     async def exits(ctx: object) -> None:
         raise SystemExit(3)
 
+    def boom(ctx: object) -> None:
+        raise ValueError("inline boom")
+
+    registry.register("noop_inline", noop_sync_inline, inline=True)
+    registry.register("boom_inline", boom, inline=True)
     registry.register("stray_cancel", stray_cancel)
     registry.register("exits", exits)
     registry.register("noop", noop)
@@ -139,3 +154,73 @@ def test_an_async_job_raising_system_exit_fails_without_ending_the_worker() -> N
         ((0, 1, 1), "failed", "SystemExit"),
         ((0, 2, 1), "succeeded", None),
     ]
+
+
+def test_an_inline_job_runs_in_start_and_reports_its_exit_after_start_returned() -> None:
+    """No thread, no task: the job has run when `start` returns; its exit comes from
+    the next turn of the loop, never from inside `start` (the machine's actions call
+    `start`, and must not be re-entered from it)."""
+
+    async def scenario() -> tuple[list[str], list[tuple[RunKey, Outcome]], list[str]]:
+        exits: list[tuple[RunKey, Outcome]] = []
+        executor = Executor(
+            _registry(), threads=2, worker="w", on_exit=lambda k, o: exits.append((k, o))
+        )
+        INLINE_THREADS.clear()
+        for offset in range(3):
+            executor.start(*_run("noop_inline", offset))
+        ran, seen_in_start = list(INLINE_THREADS), [str(k) for k, _ in exits]
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        await executor.close()
+        return ran, exits, seen_in_start
+
+    ran, exits, seen_in_start = asyncio.run(scenario())
+    assert ran == [threading.main_thread().name] * 3
+    assert seen_in_start == []
+    assert [(key, o.status) for key, o in exits] == [((0, i, 1), "succeeded") for i in range(3)]
+
+
+def test_an_inline_job_that_raises_fails_once() -> None:
+    exits = asyncio.run(_exits_after([("start", "boom_inline", 1), ("cancel", "boom_inline", 1)]))
+    assert [(key, o.status, (o.error or {}).get("message")) for key, o in exits] == [
+        ((0, 1, 1), "failed", "inline boom")
+    ]
+
+
+def test_an_async_job_cancelled_after_it_returned_reports_its_own_outcome_once() -> None:
+    """Between its return and the turn that reports it, a cancel (twice, even) finds
+    it ended: it reports what the job did, once."""
+
+    async def scenario() -> list[tuple[RunKey, Outcome]]:
+        exits: list[tuple[RunKey, Outcome]] = []
+        executor = Executor(
+            _registry(), threads=2, worker="w", on_exit=lambda k, o: exits.append((k, o))
+        )
+        key, run = _run("noop", 4)
+        executor.start(key, run)
+        await asyncio.sleep(0)  # its step runs; its exit waits for the next turn
+        executor.cancel(key, "lease lost")
+        executor.cancel(key, "lease lost")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        await executor.close()
+        return exits
+
+    exits = asyncio.run(scenario())
+    assert [(key, o.status) for key, o in exits] == [((0, 4, 1), "succeeded")]
+
+
+def test_an_async_job_cancelled_twice_reports_one_exit() -> None:
+    exits = asyncio.run(
+        _exits_after([("start", "forever", 1), ("cancel", "forever", 1), ("cancel", "forever", 1)])
+    )
+    assert [(key, o.status) for key, o in exits] == [((0, 1, 1), "cancelled")]
+
+
+def test_inline_is_for_plain_functions_only() -> None:
+    async def later(ctx: object) -> None:
+        return None
+
+    with pytest.raises(ValueError, match="inline=True is for plain functions"):
+        Registry().register("later", later, inline=True)
