@@ -51,6 +51,7 @@ from aiokafka.errors import (
     TransactionalIdAuthorizationFailed,
     UnsupportedForMessageFormatError,
 )
+from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.producer.transaction_manager import TransactionState
 
 from actors.worker.core import Commit
@@ -178,45 +179,43 @@ async def _write(
 async def _send_results(
     producer: AIOKafkaProducer, topic: str, partitions: int, commit: Commit
 ) -> list[tuple[asyncio.Future[object], list[int]]]:
-    """Append the results to one batch per results partition (more if full); the
-    batch futures with the indices of ``commit.results`` each carries."""
-    groups: dict[int, list[int]] = {}
-    for i, record in enumerate(commit.results):
-        groups.setdefault(_partition_of(record.key or b"", partitions), []).append(i)
+    """Append the results to one batch per results partition (more if full), in one
+    pass over them; the batch futures with the indices of ``commit.results`` each
+    carries (a refused batch names its results)."""
+    building: dict[int, tuple[BatchBuilder, list[int]]] = {}
     sent: list[tuple[asyncio.Future[object], list[int]]] = []
-    for partition, indices in groups.items():
-        batch = producer.create_batch()
-        in_batch: list[int] = []
-        for i in indices:
-            record = commit.results[i]
+    known = _PARTITIONS.get(partitions)
+    if known is None or len(known) >= _PARTITIONS_MAX:
+        known = _PARTITIONS[partitions] = {}
+    for i, record in enumerate(commit.results):
+        key = record.key or b""
+        partition = known.get(key)
+        if partition is None:  # murmur2 in Python costs ~15 µs; a schedule's results recur
+            partition = known[key] = murmur2_partition(key, partitions)
+        open_batch = building.get(partition)
+        if open_batch is None:
+            open_batch = building[partition] = (producer.create_batch(), [])
+        batch, in_batch = open_batch
+        if batch.append(key=record.key, value=record.value, timestamp=None) is None:
+            if in_batch:
+                future = await producer.send_batch(batch, topic, partition=partition)
+                sent.append((future, in_batch))
+                batch, in_batch = producer.create_batch(), []
+                building[partition] = (batch, in_batch)
             if batch.append(key=record.key, value=record.value, timestamp=None) is None:
-                if in_batch:
-                    future = await producer.send_batch(batch, topic, partition=partition)
-                    sent.append((future, in_batch))
-                    batch, in_batch = producer.create_batch(), []
-                if batch.append(key=record.key, value=record.value, timestamp=None) is None:
-                    # Larger than any batch this client builds: the broker would refuse it.
-                    raise _TooLarge(i)
-            in_batch.append(i)
+                # Larger than any batch this client builds: the broker would refuse it.
+                raise _TooLarge(i)
+        in_batch.append(i)
+    for partition, (batch, in_batch) in building.items():
         if in_batch:
             future = await producer.send_batch(batch, topic, partition=partition)
             sent.append((future, in_batch))
     return sent
 
 
-_PARTITIONS: dict[tuple[bytes, int], int] = {}
+# Results partitions by record key, per partition count (dropped wholesale past a cap).
+_PARTITIONS: dict[int, dict[bytes, int]] = {}
 _PARTITIONS_MAX = 100_000
-
-
-def _partition_of(key: bytes, partitions: int) -> int:
-    """murmur2 in Python costs ~15 µs and a schedule's results recur: remember it
-    (dropped wholesale past a cap)."""
-    found = _PARTITIONS.get((key, partitions))
-    if found is None:
-        if len(_PARTITIONS) >= _PARTITIONS_MAX:
-            _PARTITIONS.clear()
-        found = _PARTITIONS[(key, partitions)] = murmur2_partition(key, partitions)
-    return found
 
 
 class _TooLarge(Exception):
