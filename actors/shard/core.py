@@ -166,6 +166,7 @@ from actors.shard.runs import TIMEOUT_MARGIN_MS, RunBook
 from actors.shard.schedule_commands import ScheduleCommands
 from actors.shard.state import (
     DEF_KEY_PREFIX,
+    FireMiddles,
     RunState,
     ScheduleState,
     decode_definition,
@@ -693,6 +694,7 @@ class ShardCore:
         written = self._definitions.written
         fresh: set[bytes] = set()  # definitions whose record this pass writes
         oversized: list[tuple[ScheduleState, int]] = []
+        middles: FireMiddles = {}  # a herd's records share all but their ids and runs
         for schedule_id, state in self._dirty.items():
             key = schedule_id.encode()  # `state.key`
             if state is None:
@@ -720,7 +722,7 @@ class ShardCore:
             if trimmed and schedule_id in trimmed:
                 out.append(OutRecord(_SCHEDULES, key, encode_schedule(state), partition))
                 continue
-            fire_value = encode_fire(state)
+            fire_value = encode_fire(state, middles)
             # The bound is on the full record, which a command writes: both fit.
             # (It is shorter than this sum; `full_size` is exact.)
             assert fire_value is not None

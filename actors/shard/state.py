@@ -609,18 +609,27 @@ def is_definition_key(key: bytes) -> bool:
     return key.startswith(DEF_KEY_PREFIX)
 
 
-def encode_fire(state: ScheduleState) -> bytes:
+FireMiddles = dict[tuple[bytes, bool, int | None, int | None], str]
+"""`encode_fire`'s memo for one batch: the text between a record's id and its runs
+(definition key, paused, next and last fire), by what it is made of."""
+
+
+def encode_fire(state: ScheduleState, middles: FireMiddles | None = None) -> bytes:
     """The version-2 changelog value of ``state``: its state without its definition.
 
     The usual shape is spelled directly, byte for byte what orjson writes for it
     (as `encode_schedule`); any other state goes through orjson. A herd writes one
     per fire, so the instants' texts are looked up in `instant_text`'s cache inline.
+
+    ``middles``: a memo shared by the records of one batch (`ShardCore`'s changelog
+    pass). A herd's schedules fired in one turn share their definition and their
+    instants, so the text between the id and the runs is spelled once for the batch
+    and looked up for each record, rather than spelled again by every fire.
     """
     aside = state._aside
     if state.dag is not None or (aside is not None and aside.spells(state.last_fired_ms)):
         return _encode_fire_general(state)
     id_json = state.id_json()
-    texts = _texts
     runs = state._runs
     runs_json = ""
     if runs:
@@ -642,18 +651,29 @@ def encode_fire(state: ScheduleState) -> bytes:
             runs_json = _runs_json(state, id_json)
             if not runs_json:
                 return _encode_fire_general(state)
-    next_ms = state.next_ms
-    last_ms = state.last_fired_ms
+    if middles is None:
+        middle = _middle(state.def_bytes, state.paused, state.next_ms, state.last_fired_ms)
+    else:
+        made_of = (state.def_bytes, state.paused, state.next_ms, state.last_fired_ms)
+        found = middles.get(made_of)
+        if found is None:
+            found = middles[made_of] = _middle(*made_of)
+        middle = found
+    return f'{{"v":2,"id":{id_json},{middle}{runs_json}}}'.encode()
+
+
+def _middle(def_bytes: bytes, paused: bool, next_ms: int | None, last_ms: int | None) -> str:
+    """What a version-2 record spells between its id and its runs."""
+    texts = _texts
     next_text = None if next_ms is None else texts.get(next_ms) or instant_text(next_ms)
     last_text = None if last_ms is None else texts.get(last_ms) or instant_text(last_ms)
     next_json = "null" if next_text is None else f'"{next_text}"'
     last_json = "null" if last_text is None else f'"{last_text}"'
     return (
-        f'{{"v":2,"id":{id_json},'
-        f'"def":"{_def_keys.get(state.def_bytes) or definition_key(state.def_bytes)}",'
-        f'"paused":{"true" if state.paused else "false"},"next":{next_json},'
-        f'"last_fired":{last_json}{runs_json}}}'
-    ).encode()
+        f'"def":"{_def_keys.get(def_bytes) or definition_key(def_bytes)}",'
+        f'"paused":{"true" if paused else "false"},"next":{next_json},'
+        f'"last_fired":{last_json}'
+    )
 
 
 _last_tail: list[Any] = [None, None]  # (attempt, fired, deadline), its text

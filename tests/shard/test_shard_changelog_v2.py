@@ -211,3 +211,36 @@ def test_a_schedule_whose_definition_record_is_missing_is_reported_not_restored(
     [rejected] = out.rejected
     assert "definition record" in rejected.reason and "b'a'" in rejected.reason
     assert restored.core.schedule("a") is None and restored.core.schedule("b") is not None
+
+
+@given(
+    batch=st.lists(
+        st.tuples(
+            ids,
+            st.booleans(),
+            instants,
+            instants,
+            st.lists(st.tuples(st.integers(0, 4 * 10**12), st.integers(1, 9)), max_size=2),
+            st.sampled_from([DEF, orjson.dumps({"spec": {"at": "2026-01-01T00:00:00Z"}})]),
+        ),
+        max_size=12,
+    )
+)
+def test_a_batch_encoded_with_one_memo_writes_each_record_as_alone(
+    batch: list[tuple[str, bool, int | None, int | None, list[tuple[int, int]], bytes]],
+) -> None:
+    """The memo a changelog pass shares (`encode_fire`'s ``middles``) never lends one
+    schedule's definition, pause or instants to another of the same batch."""
+    middles: dict[tuple[bytes, bool, int | None, int | None], str] = {}
+    states = [_state(*fields) for fields in batch]
+    together = [encode_fire(state, middles) for state in states]
+    assert together == [encode_fire(state) for state in states]
+    assert together == [_encode_fire_general(state) for state in states]
+
+
+def test_a_herd_s_batch_spells_its_shared_middle_once() -> None:
+    middles: dict[tuple[bytes, bool, int | None, int | None], str] = {}
+    herd = [_state(f"s{i}", False, T0 + HOUR, T0, [(T0, 1)]) for i in range(100)]
+    values = [encode_fire(state, middles) for state in herd]
+    assert len(middles) == 1
+    assert values[7] == _encode_fire_general(herd[7])
