@@ -83,9 +83,11 @@ class Results:
         self.attempts.add(value[start : value.index(b',"status":', start)])
         if text_of(value, b'"status":"') != b"succeeded":
             self.not_succeeded += 1
-        if value.find(b'"started_at":"') >= 0:
-            if text_of(value, b'"started_at":"') < text_of(value, b'"scheduled_at":"'):
-                self.early += 1
+        # started_at is null for an attempt the shard decided
+        started = text_of(value, b'"started_at":"') if b'"started_at":"' in value else None
+        if started is not None and started < text_of(value, b'"scheduled_at":"'):
+            self.early += 1
+        if b'"finished_at":"' in value:
             finished = text_of(value, b'"finished_at":"')
             if finished > self.last_finished:
                 self.last_finished = finished
