@@ -4,6 +4,7 @@ new/old ratio of each figure round by round. Pure: nothing is measured here."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from types import ModuleType
 
 from tests.kit.paths import REPO
@@ -13,6 +14,7 @@ def _compare() -> ModuleType:
     spec = importlib.util.spec_from_file_location("bench_compare", REPO / "bench" / "compare.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
