@@ -11,7 +11,8 @@ before H, and a read_committed consumer watches ``{ns}.results``:
   visibility after H), none twice (one result per run id and attempt), none early
   (every result's ``started_at`` at or after its ``scheduled_at``), all succeeded;
 - the rate of each phase, in schedules or runs per second:
-  ``load_per_s`` (the changelog written and restored by the scheduler),
+  ``load_per_s`` (the changelog written, then restored by the scheduler, whose
+  start-up is left out),
   ``fire_per_s`` (H to the last run appended to ``{ns}.runs``, whose records are
   stamped by the broker), ``run_per_s`` (H to the last job's ``finished_at``) and
   ``results_per_s`` (H to the last result visible).
@@ -176,7 +177,14 @@ async def last_run_appended(settings: Settings) -> tuple[int, int]:
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
         count = latest = 0
-        while any(await consumer.position(tp) < ends[tp] for tp in tps):
+
+        async def behind() -> bool:
+            for tp in tps:
+                if await consumer.position(tp) < ends[tp]:
+                    return True
+            return False
+
+        while await behind():
             batch = await consumer.getmany(timeout_ms=500, max_records=50_000)
             for records in batch.values():
                 count += len(records)
@@ -220,6 +228,7 @@ async def herd(args: argparse.Namespace, settings: Settings, logs: Path) -> dict
             id_format="oneoff-{:07d}",
         )
         await within("loading the changelog", load_changelog(settings, records), args.timeout_s)
+        produce_s = (now_ms() - load_started) / 1000
         log("load: the scheduler restores it ...")
         scheduler = Scheduler(settings, logs / "scheduler.log", 10_000, tuple(loop_option))
         procs.append(scheduler.proc)
@@ -267,7 +276,8 @@ async def herd(args: argparse.Namespace, settings: Settings, logs: Path) -> dict
         "not_succeeded": seen.not_succeeded,
         "runs": runs,
         "last_result_s": last_result_s,
-        "load_per_s": count / max(0.001, (restored_ms - load_started) / 1000),
+        # Writing the changelog, then the scheduler's restore of it (its start-up left out).
+        "load_per_s": count / max(0.001, produce_s + (scheduler.restore_ms() or 0) / 1000),
         "fire_per_s": runs / max(0.001, (last_run_ms - herd_ms) / 1000),
         "run_per_s": len(seen.attempts) / max(0.001, (last_finished_ms - herd_ms) / 1000),
         "results_per_s": len(seen.attempts) / max(0.001, last_result_s),
