@@ -229,6 +229,34 @@ class Client:
         """
         await self.send(build.schedule_delete(schedule_id))
 
+    async def set_calendar(self, name: str, calendar: Mapping[str, Any]) -> None:
+        """Create or replace a named calendar (``calendar.upsert``): its days (``tz``,
+        ``dates``, ``ranges``, ``weekdays``); every schedule whose spec excludes it by
+        name (``AnyOf(..., exclude=["uk-holidays"])``) is re-armed on every shard.
+
+        Example: ``await client.set_calendar("uk-holidays", {"tz": "Europe/London",
+        "dates": ["2026-12-25", "2026-12-28"]})``.
+        """
+        await self.send(build.calendar_upsert(name, calendar))
+
+    async def delete_calendar(self, name: str) -> None:
+        """Forget a named calendar (``calendar.delete``); a shard whose schedules name
+        it refuses (``{ns}.rejected`` names them). Schedules naming a missing calendar
+        wait for it.
+
+        Example: ``await client.delete_calendar("uk-holidays")``.
+        """
+        await self.send(build.calendar_delete(name))
+
+    async def calendars(self) -> dict[str, dict[str, Any]]:
+        """The namespace's named calendars, name -> days, as ``{ns}.calendars`` holds them.
+
+        Example: ``await client.calendars()``.
+        """
+        from actors.views.calendars import read_calendars
+
+        return await read_calendars(self.settings)
+
     async def cancel(self, run_id: str, reason: str | None = None) -> None:
         """Stop a run in flight: ``run.cancel``. Its attempt ends ``cancelled`` with
         ``reason`` as the error message and is never retried.

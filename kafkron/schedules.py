@@ -21,6 +21,7 @@ import orjson
 
 from actors.display import carrier_target
 from actors.shard.state import ScheduleState, decode_schedule
+from actors.views.calendars import fires_of
 from actors.views.schedules import last_outcome, latest_states
 from actors.views.tail import Record
 from topics.command_builders import InvalidCommand
@@ -139,7 +140,7 @@ def schedule_of(state: ScheduleState, fires: int = DEFAULT_FIRES) -> Schedule:
         kind="dag" if state.dag is not None or "tasks" in definition else "schedule",
         definition=definition,
         paused=state.paused,
-        next_fires=_fires(state.definition.compiled, state.next_ms, fires),
+        next_fires=tuple(to_datetime(at_ms) for at_ms in fires_of(state, fires)),
         last_fired=None if state.last_fired_ms is None else to_datetime(state.last_fired_ms),
         last_outcome=last_outcome(state),
         in_flight=tuple(run.run_id for run in state.runs.values()),

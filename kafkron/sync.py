@@ -181,6 +181,18 @@ class SyncClient:
         """`Client.delete`. Example: ``client.delete("invoice-nightly")``."""
         self._call(self._client.delete(schedule_id))
 
+    def set_calendar(self, name: str, calendar: Mapping[str, Any]) -> None:
+        """`Client.set_calendar`."""
+        self._call(self._client.set_calendar(name, calendar))
+
+    def delete_calendar(self, name: str) -> None:
+        """`Client.delete_calendar`."""
+        self._call(self._client.delete_calendar(name))
+
+    def calendars(self) -> dict[str, dict[str, Any]]:
+        """`Client.calendars`."""
+        return self._call(self._client.calendars())
+
     def cancel(self, run_id: str, reason: str | None = None) -> None:
         """`Client.cancel`. Example: ``client.cancel(run_id, "bad input file")``."""
         self._call(self._client.cancel(run_id, reason))

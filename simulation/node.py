@@ -251,6 +251,9 @@ class SchedulerNode:
                 batch, next_position = kafka.fetch(kind, p, position, MAX_BATCH)
                 if machine.feed(p, kind, batch, now_ms):
                     producer.positions[kind] = next_position
+        for slot in machine.slots.values():  # as the runtime: edits re-arm before firing
+            if isinstance(slot.core, ShardCore):
+                self._tell_calendars(slot.core)
         actions = machine.turn(self.clock.now_ms(), self.clock.mono_ms())
         writes = [a for a in actions if isinstance(a, Write)]
         self._execute([a for a in actions if not isinstance(a, Write)])
@@ -372,6 +375,7 @@ class SchedulerNode:
                 for record in records:
                     warm.feed(record.offset, record.key, as_restored(record.value, host.broken))
                 core = warm.core
+                self._tell_calendars(core)  # to the end, after the fence (§5.7)
                 return machine.restore_done(p, token, core, core.finish_restore(self.now_ms()))
             group = host.settings.scheduler_group
             producer.positions = {kind: kafka.committed(group, kind, p)[0] for kind in INPUTS}
@@ -425,7 +429,21 @@ class SchedulerNode:
         for key, value in latest.items():
             if key is not None:
                 core.restore(key, as_restored(value, self.host.broken))
+        if "restore-before-calendars" not in self.host.broken:
+            self._tell_calendars(core)  # to the end, after the fence (§5.7)
         return core, core.finish_restore(self.now_ms())
+
+    def _tell_calendars(self, core: ShardCore) -> None:
+        """As `actors.scheduler.calendar_follower`: what ``{ns}.calendars`` holds past
+        the core's cursor (here an offset), in order."""
+        records, position = self.host.kafka.fetch(
+            TopicKind.CALENDARS, 0, core.calendar_cursor, 1 << 62
+        )
+        now_ms = self.now_ms()
+        for record in records:
+            if record.key is not None:
+                core.learn_calendar(record.key.decode("utf-8", "replace"), record.value, now_ms)
+        core.calendar_cursor = position
 
     # -- writes ------------------------------------------------------------------------
 

@@ -70,6 +70,7 @@ class World:
                 TopicKind.RUNS: scenario.runs_partitions,
                 TopicKind.DLQ: n,
                 TopicKind.REJECTED: 1,
+                TopicKind.CALENDARS: 1,
             },
             fencing="no-fencing" not in self.broken,
         )

@@ -164,7 +164,7 @@ def plan(
     read, write, describe = Operation.READ, Operation.WRITE, Operation.DESCRIBE
     acls: list[Acl] = []
     if role is Role.SCHEDULER:
-        acls += _topics(s, (k.COMMANDS, k.RESULTS, k.SCHEDULES), read)
+        acls += _topics(s, (k.COMMANDS, k.RESULTS, k.SCHEDULES, k.CALENDARS), read)
         # Every topic: changelog, runs, dead letters, rejections, forwarded commands and
         # the failed results of oversize runs; DescribeConfigs reads max.message.bytes.
         acls += _topics(s, tuple(k), write, Operation.DESCRIBE_CONFIGS)

@@ -92,7 +92,16 @@ TOPIC_SPECS: dict[TopicKind, TopicSpec] = {
         min_retention_ms=DLQ_RETENTION_MS,
     ),
     TopicKind.REJECTED: TopicSpec(TopicKind.REJECTED, "delete"),
+    # Named calendars (docs/DESIGN.md §5.7): one partition (every scheduler reads it
+    # whole, in one order), compacted (the latest record of each name is the calendar;
+    # a deleted one's tombstone is kept a day, as the changelog's).
+    TopicKind.CALENDARS: TopicSpec(
+        TopicKind.CALENDARS,
+        "compact",
+        {"delete.retention.ms": str(SCHEDULES_DELETE_RETENTION_MS)},
+    ),
 }
+CALENDARS_PARTITIONS = 1
 
 
 class TopicsError(Exception):
@@ -165,7 +174,11 @@ async def create_topics(
         new_topics = [
             NewTopic(
                 settings.topic(kind),
-                runs_count if kind is TopicKind.RUNS else partitions,
+                runs_count
+                if kind is TopicKind.RUNS
+                else CALENDARS_PARTITIONS
+                if kind is TopicKind.CALENDARS
+                else partitions,
                 rf,
                 topic_configs={"cleanup.policy": spec.cleanup_policy, **durability, **spec.configs},
             )
@@ -337,6 +350,12 @@ def _problems(
                     f"{name}: retention.ms is {retention_ms}, expected at least"
                     f" {spec.min_retention_ms} ({spec.min_retention_ms // DAY_MS} days)"
                 )
+    calendars = settings.topic(TopicKind.CALENDARS)
+    if counts.get(calendars, CALENDARS_PARTITIONS) != CALENDARS_PARTITIONS:
+        problems.append(
+            f"{calendars}: {counts[calendars]} partitions, expected {CALENDARS_PARTITIONS}"
+            " (every scheduler reads the calendars in one order); recreate it"
+        )
     sharded = {
         settings.topic(k): counts[settings.topic(k)]
         for k in SHARDED_KINDS

@@ -105,3 +105,28 @@ def _date(text: Any, path: str) -> int:
         return day_number(text)
     except ValueError:
         raise SpecError(f"{path}: {text!r} is not a date (YYYY-MM-DD)") from None
+
+
+MAX_NAME_CHARS = 200
+
+
+def check_calendar_name(name: str, path: str) -> str:
+    """A named calendar's name (`topics.calendar_commands`): as a schedule id, 1-200
+    characters, no ``@``, ``/`` or control characters; `SpecError` naming ``path``."""
+    if not 1 <= len(name) <= MAX_NAME_CHARS or not name.strip():
+        raise SpecError(f"{path}: a calendar name has 1-{MAX_NAME_CHARS} characters")
+    if any(c in "@/" or not c.isprintable() for c in name):
+        raise SpecError(f"{path}: {name!r}: a calendar name has no '@', '/' or control characters")
+    return name
+
+
+def calendar_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The named calendars a spec excludes (its ``exclude`` entries that are names),
+    each once, in order; () for every spec that names none (the common case: one dict
+    lookup)."""
+    if "any" not in spec:
+        return ()
+    exclude = spec.get("exclude")
+    if not exclude or not isinstance(exclude, list):
+        return ()
+    return tuple(dict.fromkeys(entry for entry in exclude if isinstance(entry, str)))

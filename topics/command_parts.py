@@ -236,7 +236,8 @@ Single = Cron | Every | At | RRule | BusinessDay | SpecJson
 class AnyOf:
     """``{"any": [...], "exclude": [...], "adjust": ..., "tz": zone}``: several specs
     merged (an instant fired by two fires once), minus the days of ``exclude``
-    (`Days` calendars, or specs: the days they fire on), a fixed-time fire on an
+    (`Days` calendars, names of the namespace's calendars (a ``str``, docs/DESIGN.md
+    §5.7), or specs: the days they fire on), a fixed-time fire on an
     excluded day moved by ``adjust`` (``skip``, ``next_business_day``,
     ``previous_business_day``, ``modified_following``). docs/DESIGN.md §5.6.
 
@@ -246,8 +247,8 @@ class AnyOf:
 
     specs: Sequence[Single]
     """The specs whose fires are merged."""
-    exclude: Sequence[Days | Single] = ()
-    """Calendars and specs whose days are taken away."""
+    exclude: Sequence[Days | Single | str] = ()
+    """Calendars, calendar names and specs whose days are taken away."""
     adjust: str | None = None
     """What becomes of a fixed-time fire on an excluded day; None is ``skip``."""
     tz: str | None = None
@@ -257,7 +258,7 @@ class AnyOf:
         """The ``spec`` object."""
         return _pick(
             any=[s.json() for s in self.specs],
-            exclude=[e.json() for e in self.exclude] or None,
+            exclude=[e if isinstance(e, str) else e.json() for e in self.exclude] or None,
             adjust=self.adjust,
             tz=self.tz,
         )

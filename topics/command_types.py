@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topics.backfill_commands import BackfillCancel, ScheduleBackfill
+from topics.calendar_commands import CalendarDelete, CalendarUpsert
 from topics.concurrency import Concurrency
 from topics.spec_compiler import CompiledSpec
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
@@ -310,4 +311,6 @@ Command = (
     | RunCancel
     | ScheduleBackfill
     | BackfillCancel
+    | CalendarUpsert
+    | CalendarDelete
 )

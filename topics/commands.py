@@ -44,6 +44,13 @@ from topics.backfill_commands import (
     decode_backfill,
     decode_backfill_cancel,
 )
+from topics.calendar_commands import (
+    CALENDAR_DELETE_TYPE,
+    CALENDAR_UPSERT_TYPE,
+    decode_calendar_delete,
+    decode_calendar_upsert,
+)
+from topics.calendar_days import calendar_names
 from topics.command_fields import (
     FieldError,
     check_keys,
@@ -140,6 +147,8 @@ COMMAND_TYPES = (
     "run.cancel",
     BACKFILL_TYPE,
     BACKFILL_CANCEL_TYPE,
+    CALENDAR_UPSERT_TYPE,
+    CALENDAR_DELETE_TYPE,
 )
 _ENVELOPE = ("v", "type", "id")
 _SCHEDULE_FIELDS = ("spec", "misfire", "dst", "spread", "start", "end", "retry", "timeout_s")
@@ -280,7 +289,17 @@ def _decode(
     if kind == "schedule.upsert":
         return _schedule_upsert(body, schedule_id, now_ms)
     if kind == "dag.upsert":
+        spec = body.get("spec")
+        if isinstance(spec, Mapping) and calendar_names(spec):
+            raise FieldError(
+                "spec.exclude: a DAG cannot name a calendar yet; give its days inline as"
+                ' {"calendar": {...}}'
+            )
         return _dag_upsert(body, schedule_id, now_ms)
+    if kind == CALENDAR_UPSERT_TYPE:
+        return decode_calendar_upsert(body, schedule_id)
+    if kind == CALENDAR_DELETE_TYPE:
+        return decode_calendar_delete(body, schedule_id)
     if kind == "dag.clear":
         check_keys(body, "", (*_ENVELOPE, "run_id", "task"))
         run_id = _run_id(body.get("run_id"), schedule_id, allow_task=False)

@@ -47,7 +47,7 @@ class TxnIds(StrEnum):
 
 
 class TopicKind(StrEnum):
-    """The six topics of the public contract (docs/DESIGN.md §2.1)."""
+    """The seven topics of the public contract (docs/DESIGN.md §2.1)."""
 
     COMMANDS = "commands"
     SCHEDULES = "schedules"
@@ -55,6 +55,7 @@ class TopicKind(StrEnum):
     RESULTS = "results"
     DLQ = "dlq"
     REJECTED = "rejected"
+    CALENDARS = "calendars"
 
 
 # Topics that must share the shard count: a schedule id hashes to the same partition

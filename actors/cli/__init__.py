@@ -40,6 +40,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "acl_cmd",
     "plan_cmd",
     "backfill_cmd",
+    "calendar_cmd",
 )
 
 # Commands that talk to Kafka: before they run, one connection checks this process's
@@ -47,7 +48,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 # than a client library's "unable to bootstrap".
 KAFKA_COMMANDS = frozenset(
     {"topics", "schedule", "submit", "recorder", "rejected", "ls", "worker", "dlq", "dag", "run"}
-    | {"scheduler", "demo", "web", "users", "backfill"}
+    | {"scheduler", "demo", "web", "users", "backfill", "calendar"}
 )
 
 EXIT_OK = 0

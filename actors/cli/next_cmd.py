@@ -19,6 +19,7 @@ running schedule's count so far is in ``kafkron ls``), and a trigger counts too.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
 from collections.abc import Mapping
@@ -28,14 +29,18 @@ from zoneinfo import ZoneInfo
 
 from actors.cli import EXIT_OK, EXIT_USAGE
 from actors.display import target_text
-from actors.timespec import CompiledSpec, SpecError, compile_spec
+from actors.timespec import CompiledSpec, SpecError, UnknownCalendar, compile_spec
 from actors.timespec.composite import CompositeSpec
 from actors.timespec.cronspec import CronSpec
 from actors.timespec.zones import load_zone
+from actors.views.calendars import read_calendars
 from actors.views.schedules import spec_zone
 from actors.views.spec_arg import parse_spec_text
+from actors.views.tail import TailError
+from topics.calendar_days import CalendarDays, calendar_names, parse_calendar_days
 from topics.command_fields import FieldError
 from topics.concurrency import check_concurrency
+from topics.names import Settings
 from topics.queues import DEFAULT_QUEUE, check_queue
 from topics.timefmt import format_ms, parse_instant
 
@@ -91,6 +96,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         spec, zone_name = build(args)
+        labels = exclusion_labels(parse_spec_text(args.spec)[0]) if args.why else None
         after_ms = now_ms() if args.from_ is None else parse_instant(args.from_)
         limit = max_runs(args)
         goes = _target_of(args.spec)
@@ -110,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             print("kafkron next: no further fires (the schedule is exhausted)", file=sys.stderr)
             break
         if args.why:
-            for text in why_lines(spec, after_ms, fire_ms):
+            for text in why_lines(spec, after_ms, fire_ms, labels):
                 print(text)
         line = format_ms(fire_ms)
         if args.local:
@@ -124,9 +130,12 @@ def run(args: argparse.Namespace) -> int:
 _WHY_MAX = 10  # excluded instants listed per gap; the rest are counted
 
 
-def why_lines(spec: CompiledSpec, after_ms: int, fire_ms: int) -> list[str]:
+def why_lines(
+    spec: CompiledSpec, after_ms: int, fire_ms: int, labels: list[str] | None = None
+) -> list[str]:
     """The members' instants in ``(after, fire)`` that an any spec's exclusions took
-    away, each with the exclusions that hold its day and where it was moved."""
+    away, each with the exclusions that hold its day and where it was moved.
+    ``labels``: a name per exclusion (`exclusion_labels`); ``exclude[i]`` otherwise."""
     if not isinstance(spec, CompositeSpec) or not spec.exclusions:
         return []
     offset_ms = spec.offset_ms
@@ -140,7 +149,9 @@ def why_lines(spec: CompiledSpec, after_ms: int, fire_ms: int) -> list[str]:
         gone += 1
         if len(lines) >= _WHY_MAX:
             continue
-        names = ", ".join(f"exclude[{i}]" for i in held)
+        names = ", ".join(
+            labels[i] if labels is not None and i < len(labels) else f"exclude[{i}]" for i in held
+        )
         text = f"  not {format_ms(nominal_ms + offset_ms)}: its day is excluded by {names}"
         moved = spec.moved_to(nominal_ms) if fixed else None
         if moved is not None:
@@ -197,6 +208,31 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def named_calendars(spec: Mapping[str, Any]) -> dict[str, CalendarDays] | None:
+    """The namespace's calendars, read from ``{ns}.calendars``, when the spec names
+    any (the fires shown are the shard's: docs/DESIGN.md §5.7); else None."""
+    if not calendar_names(spec):
+        return None
+    settings = Settings.from_env()
+    try:
+        found = asyncio.run(read_calendars(settings))
+    except TailError as exc:
+        raise SpecError(f"spec.exclude names calendars, which could not be read: {exc}") from None
+    return {
+        name: parse_calendar_days(calendar, f"calendar {name!r}")
+        for name, calendar in found.items()
+    }
+
+
+def exclusion_labels(spec: Mapping[str, Any]) -> list[str]:
+    """How ``--why`` names each exclusion: ``exclude[i]``, with a calendar's name."""
+    entries = spec.get("exclude") or [] if "any" in spec else []
+    return [
+        f"exclude[{i}] (calendar {entry!r})" if isinstance(entry, str) else f"exclude[{i}]"
+        for i, entry in enumerate(entries)
+    ]
+
+
 def build(args: argparse.Namespace) -> tuple[CompiledSpec, str]:
     """The compiled spec and the zone to show local times in."""
     spec, command = parse_spec_text(args.spec)
@@ -210,14 +246,22 @@ def build(args: argparse.Namespace) -> tuple[CompiledSpec, str]:
     spread = command.get("spread") or {}
     if not isinstance(spread, Mapping):
         raise SpecError('spread: expected an object like {"window_s": 900}')
-    compiled = compile_spec(
-        spec,
-        schedule_id=schedule_id if schedule_id is not None else "",
-        dst=command.get("dst"),
-        spread_window_s=spread.get("window_s", 0),
-        start_ms=_bound(command, "start"),
-        end_ms=_bound(command, "end"),
-    )
+    calendars = named_calendars(spec)
+    try:
+        compiled = compile_spec(
+            spec,
+            schedule_id=schedule_id if schedule_id is not None else "",
+            dst=command.get("dst"),
+            spread_window_s=spread.get("window_s", 0),
+            start_ms=_bound(command, "start"),
+            end_ms=_bound(command, "end"),
+            calendars=calendars,
+        )
+    except UnknownCalendar as missing:
+        raise SpecError(
+            f"spec.exclude: there is no calendar {missing.name!r} in the namespace (a schedule"
+            " naming it waits for it); `kafkron calendar ls` lists them"
+        ) from None
     hashes = isinstance(compiled, CronSpec) and compiled.uses_hash
     if schedule_id is None and (hashes or spread.get("window_s")):
         raise SpecError(

@@ -9,6 +9,7 @@ shows the command instead of sending it (pipe it to kcat or keep it in a file fo
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -143,7 +144,8 @@ def _register_add(actions: Any) -> None:
         metavar="DAYS",
         action="append",
         help="days on which nothing fires: weekends, a date 2026-12-25, a range "
-        "2026-12-24..2027-01-01, or a JSON spec; repeatable",
+        "2026-12-24..2027-01-01, a calendar's name (`kafkron calendar`), or a JSON spec;"
+        " repeatable",
     )
     add.add_argument(
         "--adjust", choices=ADJUSTMENTS, help="a fixed-time fire on an excluded day (skip)"
@@ -290,12 +292,16 @@ def spec_of(args: argparse.Namespace) -> Spec:
     return AnyOf(singles, exclude=exclusions(args.exclude or [], args.tz), adjust=args.adjust)
 
 
-def exclusions(texts: list[str], tz: str | None) -> list[Days | Single | SpecJson]:
-    """``--exclude`` values: weekends, dates and ranges make one calendar in ``tz``."""
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def exclusions(texts: list[str], tz: str | None) -> list[Days | Single | SpecJson | str]:
+    """``--exclude`` values: weekends, dates and ranges make one calendar in ``tz``;
+    any other word names a calendar of the namespace."""
     dates: list[str] = []
     ranges: list[tuple[str, str]] = []
     weekdays: list[str] = []
-    found: list[Days | Single | SpecJson] = []
+    found: list[Days | Single | SpecJson | str] = []
     for text in texts:
         if text.strip().startswith("{"):
             try:
@@ -310,8 +316,10 @@ def exclusions(texts: list[str], tz: str | None) -> list[Days | Single | SpecJso
         elif ".." in text:
             first, last = text.split("..", 1)
             ranges.append((first, last))
-        else:
+        elif _DATE.fullmatch(text):
             dates.append(text)
+        else:
+            found.append(text)  # a named calendar
     if dates or ranges or weekdays:
         found.insert(
             0, Days(tz=tz, dates=tuple(dates), ranges=tuple(ranges), weekdays=tuple(weekdays))

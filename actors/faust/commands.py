@@ -69,6 +69,16 @@ def schedule_resume(schedule_id: str) -> dict[str, Any]:
     return dict(build.schedule_resume(schedule_id).body)
 
 
+def calendar_upsert(name: str, calendar: Mapping[str, Any]) -> dict[str, Any]:
+    """Create or replace a named calendar: ``calendar.upsert`` (safe to repeat)."""
+    return dict(build.calendar_upsert(name, calendar).body)
+
+
+def calendar_delete(name: str) -> dict[str, Any]:
+    """Forget a named calendar: ``calendar.delete`` (refused while schedules name it)."""
+    return dict(build.calendar_delete(name).body)
+
+
 def validated(command: Mapping[str, Any], now: int | None = None) -> tuple[bytes, bytes]:
     """(key, value) of ``command``, checked at ``now`` (epoch ms, default now) by
     `topics.command_builders.validated`; ``ValueError`` with the shard's reason if it

@@ -60,6 +60,7 @@ from actors.collector import YOUNG_THRESHOLD
 from actors.monotonic import monotonic_ms
 from actors.observe import metrics
 from actors.scheduler.breather import Breather
+from actors.scheduler.calendar_follower import CalendarFollower, CalendarLearner
 from actors.scheduler.clock import Clock, SystemClock
 from actors.scheduler.lifecycle import (
     Action,
@@ -215,6 +216,7 @@ class SchedulerRuntime:
         )
         self._warm: dict[int, WarmShard] = {}  # standbys, fed by the tailer
         self._tailer: StandbyTailer | None = None
+        self._calendars: CalendarFollower | None = None  # {ns}.calendars, for every core
         self._warm_logged: set[int] = set()  # standbys whose first catch-up was logged
         self._lock = asyncio.Lock()  # turns and rebalances, one at a time
         self._restore_lock = asyncio.Lock()  # restores share one consumer
@@ -268,6 +270,16 @@ class SchedulerRuntime:
         self._consumer, self._restore_consumer, self._admin = consumer, restore_consumer, admin
         await restore_consumer.start()
         await admin.start()
+        calendar_consumer = make_restore_consumer(
+            self.settings.bootstrap,
+            f"{self.settings.namespace}-scheduler-calendars",
+            fetch_max_wait_ms=STANDBY_POLL_MS,
+        )
+        await calendar_consumer.start()
+        self._calendars = CalendarFollower(
+            calendar_consumer, self.settings.topic(TopicKind.CALENDARS)
+        )
+        following = asyncio.ensure_future(self._follow_calendars(stop))
         standby_consumer, tailing = None, None
         if self.options.max_standbys:
             standby_consumer = make_restore_consumer(
@@ -302,6 +314,7 @@ class SchedulerRuntime:
                 self._execute(self.machine.leave())
             if tailing is not None:  # ends with ``stop``; not when the loop failed
                 tailing.cancel()
+            following.cancel()
             # The shard tasks first (bounded): a fence still in flight must land before
             # the group moves the shard on, or it would fence the next owner's producer.
             if self._tasks:
@@ -314,6 +327,7 @@ class SchedulerRuntime:
                 bounded(consumer.stop(), "leaving the scheduler group", CLOSE_S),
                 bounded(restore_consumer.stop(), "stopping the restore consumer", CLOSE_S),
                 bounded(admin.close(), "closing the admin client", CLOSE_S),
+                bounded(calendar_consumer.stop(), "stopping the calendars consumer", CLOSE_S),
             ]
             if tailing is not None:
                 closes.append(bounded(tailing, "stopping the standby tailing", CLOSE_S))
@@ -323,6 +337,21 @@ class SchedulerRuntime:
                 )
             await asyncio.gather(*closes)
             log.info("scheduler stopped")
+
+    async def _follow_calendars(self, stop: asyncio.Event) -> None:
+        """Keep reading ``{ns}.calendars`` (errors only delay it: a turn tells the
+        cores what was read, and a restore waits for the end)."""
+        follower = self._calendars
+        assert follower is not None
+        while not stop.is_set():
+            try:
+                await follower.run_once(STANDBY_POLL_MS)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("reading the calendars failed (%s); trying again", exc)
+                await asyncio.sleep(STANDBY_POLL_MS / 1000)
+            await asyncio.sleep(0)
 
     async def _tail(self, stop: asyncio.Event) -> None:
         """Keep the standbys fed until the process stops (errors only delay them: a
@@ -426,6 +455,11 @@ class SchedulerRuntime:
                         consumer.pause(tp)
                     break
                 await breather.maybe()
+        calendars = self._calendars
+        if calendars is not None and calendars.log:  # edits re-arm before this turn fires
+            for slot in machine.slots.values():
+                if isinstance(slot.core, CalendarLearner):
+                    calendars.tell(slot.core, now_ms)
         actions = machine.turn(self.clock.now_ms(), self._mono())
         writes = [a for a in actions if isinstance(a, Write)]
         self._execute([a for a in actions if not isinstance(a, Write)])
@@ -647,6 +681,7 @@ class SchedulerRuntime:
         core.set_target_topics(self._targets.snapshot(time.monotonic(), self.clock.now_ms()))
         tp = TopicPartition(self.settings.topic(TopicKind.SCHEDULES), runner.partition)
         result = await read_to_end(self._restore_consumer, tp, core.restore)
+        await self._tell_calendars(core)
         unwritten = list(core.finish_restore(now(self.clock.now_ms())))
         gc.freeze()  # the restored state is long-lived: keep it out of every collection
         runner.restore_ms = (time.monotonic() - started) * 1000.0
@@ -661,6 +696,13 @@ class SchedulerRuntime:
         )
         return core, unwritten
 
+    async def _tell_calendars(self, core: Any) -> None:
+        """Before ``finish_restore``: the calendars to the topic's end (read after the
+        fence), so nothing that names one is armed before it is known (§5.7)."""
+        assert self._calendars is not None
+        now_ms = self.machine.now_ms(self.clock.now_ms())
+        await self._calendars.tell_to_end(core, now_ms, BUILD_TIMEOUT_S / 2)
+
     async def _catch_up(self, runner: ShardRunner, warm: WarmShard) -> tuple[Any, list[Any]]:
         """Feed a standby's core from its position to the end (after the fence: final)."""
         assert self._restore_consumer is not None
@@ -670,6 +712,7 @@ class SchedulerRuntime:
         result = await read_to_end(
             self._restore_consumer, tp, warm.core.restore, start_offset=from_offset
         )
+        await self._tell_calendars(warm.core)
         unwritten = list(warm.core.finish_restore(self.machine.now_ms(self.clock.now_ms())))
         gc.freeze()
         runner.restore_ms = (time.monotonic() - started) * 1000.0

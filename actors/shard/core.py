@@ -156,6 +156,7 @@ from typing import Any
 
 from actors.shard.backfill import Backfills
 from actors.shard.batch import Batch, Definitions
+from actors.shard.calendars import ShardCalendars
 from actors.shard.cancel import RunCancels
 from actors.shard.dag_shard import DagRuns
 from actors.shard.lateness import LatenessWindow
@@ -180,6 +181,7 @@ from actors.shard.state import (
 )
 from actors.shard.trim import CHANGELOG_MAX_BYTES, Trimming
 from actors.wheel import TimingWheel
+from topics.calendar_commands import CalendarDelete, CalendarUpsert, decode_calendar_value
 from topics.commands import (
     BackfillCancel,
     DagClear,
@@ -209,6 +211,7 @@ SHARD_STATUSES = SHARD_DECIDED
 _COMMANDS = TopicKind.COMMANDS
 _SCHEDULES = TopicKind.SCHEDULES
 _RESULTS = TopicKind.RESULTS
+_CALENDARS = TopicKind.CALENDARS
 
 _LATENESS_WINDOW = 1024
 _def_bytes_of = attrgetter("def_bytes")  # counts the users of each definition at a restore
@@ -250,7 +253,13 @@ class ShardCore:
         cancels.wire(dags)
         self._backfills = Backfills(batch, schedules, runs, cancels, dags)
         self._retired = retired = Retired(batch.out, partition)  # deleted ids' floors
-        self._commands = ScheduleCommands(batch, schedules, wheel, definitions, runs, retired)
+        self._calendars = calendars = ShardCalendars(batch, schedules, wheel)
+        # How many records of the runtime's ``{ns}.calendars`` log this core was told
+        # (the runtime's cursor; the core itself never reads it).
+        self.calendar_cursor = 0
+        self._commands = ScheduleCommands(
+            batch, schedules, wheel, definitions, runs, retired, calendars
+        )
         self._trimming = Trimming(batch, schedules, wheel, definitions, runs, retired)
         self._restore_errors: dict[bytes, str] = {}  # key -> why its last record was unreadable
         # Read by the scheduler's metrics at scrape time (a histogram kept beside it).
@@ -368,7 +377,31 @@ class ShardCore:
             for key, why in self._restore_errors.items()
         ]
         self._restore_errors.clear()
+        # Calendars were learnt before this call (the runtime tells a new core the
+        # whole calendars topic first): bind and re-arm what names one.
+        self._calendars.restored(now_ms)
         return out
+
+    def learn_calendar(self, name: str, value: bytes | None, now_ms: int) -> None:
+        """A record of ``{ns}.calendars`` (None: deleted), in offset order: the
+        schedules that name it are re-armed, and their changelog records go out with
+        the next `advance`. Never raises: an unreadable record counts as deleted (its
+        users wait, visibly) and is counted."""
+        days = None
+        if value is not None:
+            try:
+                days = decode_calendar_value(value, name)
+            except Exception as error:
+                self._counts["calendars_unreadable_total"] += 1
+                self._failed(error)
+        try:
+            self._calendars.learn(name, days, now_ms)
+        except Exception as error:
+            self._failed(error)
+
+    def calendar_users(self, name: str) -> list[str]:
+        """The ids of this shard's schedules that name calendar ``name``."""
+        return self._calendars.users(name)
 
     def apply(self, record: InRecord, now_ms: int) -> list[OutRecord]:
         """Apply a command or a result; the records to write. Never raises."""
@@ -560,6 +593,8 @@ class ShardCore:
         dags = self._dags
         if isinstance(command, Rejection):
             self._batch.reject(record, command.reason)
+        elif isinstance(command, (CalendarUpsert, CalendarDelete)):
+            self._on_calendar(record, command)
         elif isinstance(command, ScheduleUpsert):
             refused = self._runs.target_refusal(command.job, self._schedules.get(command.id))
             if refused is not None:
@@ -599,6 +634,25 @@ class ShardCore:
                 self._backfills.on_backfill(record, state, command, now_ms)
             elif isinstance(command, BackfillCancel):
                 self._backfills.on_cancel(record, state, command, now_ms)
+
+    def _on_calendar(self, record: InRecord, command: CalendarUpsert | CalendarDelete) -> None:
+        """Validated here, written to ``{ns}.calendars`` in this shard's transaction;
+        every shard (this one too) learns it from there (`learn_calendar`)."""
+        key = command.id.encode()
+        if isinstance(command, CalendarUpsert):
+            self._out.append(OutRecord(_CALENDARS, key, command.value(), 0))
+            return
+        users = self._calendars.users(command.id)
+        if users:
+            shown = ", ".join(repr(u) for u in users[:10])
+            more = f" and {len(users) - 10} more" if len(users) > 10 else ""
+            self._batch.reject(
+                record,
+                f"id: calendar {command.id!r} is in use by {shown}{more} (shard"
+                f" {self.partition}); take it out of their exclude first",
+            )
+            return
+        self._out.append(OutRecord(_CALENDARS, key, None, 0))
 
     # --- results ----------------------------------------------------------------
 

@@ -189,6 +189,9 @@ def _depends_on_id(spec: Mapping[str, Any], spread_window_s: int) -> bool:
     return spread_window_s > 0 or _cron_has_h(spec)
 
 
+depends_on_id = _depends_on_id  # for the shard's calendar binding (`actors.shard.calendars`)
+
+
 def _cron_has_h(spec: Mapping[str, Any]) -> bool:
     cron = spec.get("cron")
     if isinstance(cron, str) and "h" in cron.lower():

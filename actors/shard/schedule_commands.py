@@ -11,6 +11,7 @@ in `actors.shard.core` ("Decisions").
 from __future__ import annotations
 
 from actors.shard.batch import Batch, Definitions
+from actors.shard.calendars import ShardCalendars
 from actors.shard.dag_definition import dag_definition, dag_definition_bytes
 from actors.shard.definition import Definition, definition_bytes, shared_definition
 from actors.shard.misfire import plan_backlog
@@ -19,6 +20,7 @@ from actors.shard.retired import UPSERT_LOOKBACK_GRACES, Retired
 from actors.shard.runs import RunBook
 from actors.shard.state import DEAD_MEMORY, PauseInfo, RunState, ScheduleState, intern_bytes
 from actors.wheel import TimingWheel
+from topics.calendar_days import calendar_names
 from topics.commands import DagUpsert, SchedulePause, ScheduleUpsert
 from topics.messages import parse_run_id, run_id_for
 from topics.records import InRecord
@@ -39,7 +41,9 @@ class ScheduleCommands:
         definitions: Definitions,
         runs: RunBook,
         retired: Retired,
+        calendars: ShardCalendars,
     ) -> None:
+        self._calendars = calendars
         self._batch = batch
         self._dirty = batch.dirty
         self._schedules = schedules
@@ -79,6 +83,9 @@ class ScheduleCommands:
                 self._report_paused(state, now_ms)
             elif state.next_ms is not None and state.next_ms <= now_ms:
                 floor_ms = min(floor_ms, state.next_ms - 1)  # due, not yet fired: keep it
+            elif state.next_ms is None and state.waiting is not None:
+                # It waited for a calendar: what came due meanwhile is still owed.
+                floor_ms = min(floor_ms, state.handled_ms() or floor_ms)
             # Never again what it handled: fired, or reported skipped or missed.
             handled_ms = state.handled_ms()
             anchor_ms = floor_ms if handled_ms is None else max(floor_ms, handled_ms)
@@ -86,6 +93,12 @@ class ScheduleCommands:
                 self._definitions.drop(state.def_bytes)
                 self._definitions.use(def_bytes)
             state.set_definition(def_bytes, definition)
+        names = calendar_names(command.spec) if isinstance(command, ScheduleUpsert) else ()
+        if names or self._calendars.named(state.id):  # bound to the shard's calendars
+            if not self._calendars.upserted(state, names):  # waits for one (visibly)
+                self._wait(state, anchor_ms)
+                return
+            definition = state.definition
         state.next_ms = definition.compiled.next_after(anchor_ms)
         state.completed = None  # a new definition may fire again
         limit = definition.max_runs
@@ -100,7 +113,20 @@ class ScheduleCommands:
             self._wheel.arm(state, pause.until_ms)  # it still resumes by itself
         self._dirty[state.id] = state
 
+    def _wait(self, state: ScheduleState, anchor_ms: int) -> None:
+        """An upserted schedule names a calendar the shard does not know: it fires
+        nothing until it comes; what it had not handled by ``anchor_ms`` waits with it
+        (its misfire policy judges it then, `actors.shard.calendars`)."""
+        state.let_pass(anchor_ms)
+        state.next_ms = None
+        state.completed = None
+        pause = state.pause
+        if state.paused and pause is not None and pause.until_ms is not None:
+            self._wheel.arm(state, pause.until_ms)
+        self._dirty[state.id] = state
+
     def delete(self, state: ScheduleState, now_ms: int) -> None:
+        self._calendars.forget(state.id)
         self._wheel.cancel(state)
         self._runs.forget_runs(state)
         state.runs.clear()

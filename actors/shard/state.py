@@ -185,7 +185,16 @@ class Aside:
     is set: one slot in each of a million schedules instead of three (see
     `ScheduleState`)."""
 
-    __slots__ = ("backfill", "buffered", "completed", "dead", "fired_count", "passed_ms", "pause")
+    __slots__ = (
+        "backfill",
+        "buffered",
+        "completed",
+        "dead",
+        "fired_count",
+        "passed_ms",
+        "pause",
+        "waiting",
+    )
 
     def __init__(self) -> None:
         self.buffered: list[int] | None = None
@@ -200,6 +209,9 @@ class Aside:
         self.pause: PauseInfo | None = None
         # Its backfill, running or the last one ended (`actors.shard.backfill`).
         self.backfill: BackfillState | None = None
+        # The named calendar it waits for (it names one the shard does not know, so
+        # it fires nothing until it comes: `actors.shard.calendars`).
+        self.waiting: str | None = None
 
     def passed_to_spell(self, last_fired_ms: int | None) -> int | None:
         """The ``passed`` a record spells: only while it is later than the last fired."""
@@ -218,6 +230,7 @@ class Aside:
             or self.completed is not None
             or self.pause is not None
             or self.backfill is not None
+            or self.waiting is not None
         )
 
 
@@ -440,6 +453,12 @@ class ScheduleState(Node):
         if count == 0 and self._aside is None:
             return
         self._aside_made().fired_count = count
+
+    @property
+    def waiting(self) -> str | None:
+        """The named calendar it waits for (`actors.shard.calendars`), if any."""
+        aside = self._aside
+        return None if aside is None else aside.waiting
 
     @property
     def definition(self) -> Definition:
@@ -732,6 +751,8 @@ def _spell_state(doc: dict[str, Any], state: ScheduleState) -> None:
             doc["pause"] = aside.pause.json()
         if aside.backfill is not None:
             doc["backfill"] = aside.backfill.json()
+        if aside.waiting is not None:
+            doc["waiting"] = aside.waiting
 
 
 def _encode_fire_general(state: ScheduleState) -> bytes:
@@ -867,6 +888,9 @@ def decode_schedule(
     backfill = doc.get("backfill")
     if backfill is not None:
         state._aside_made().backfill = BackfillState.of(backfill)
+    waiting = doc.get("waiting")
+    if waiting is not None:
+        state._aside_made().waiting = waiting
     return state
 
 

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 from actors.timespec.api import CompiledSpec
 from actors.timespec.compile import compile_spec
+from actors.timespec.composite_compile import CalendarNotBound, UnknownCalendar
 from actors.timespec.durations import parse_duration_s
 from actors.timespec.errors import SpecError
 from actors.timespec.hashing import spread_offset_ms
@@ -66,4 +67,12 @@ from topics import spec_compiler
 # The wire layer decodes commands through this compiler without importing us.
 spec_compiler.install(compile_spec)
 
-__all__ = ["CompiledSpec", "SpecError", "compile_spec", "parse_duration_s", "spread_offset_ms"]
+__all__ = [
+    "CalendarNotBound",
+    "CompiledSpec",
+    "SpecError",
+    "UnknownCalendar",
+    "compile_spec",
+    "parse_duration_s",
+    "spread_offset_ms",
+]

@@ -22,6 +22,7 @@ from actors.timespec.hashing import spread_offset_ms
 from actors.timespec.rrulespec import RRuleSpec, parse_rrule
 from actors.timespec.simple import AtSpec, EverySpec
 from actors.timespec.zones import ZoneTable, is_utc, load_zone
+from topics.calendar_days import CalendarDays
 from topics.timefmt import parse_instant
 from topics.vocabulary import DstFold, DstGap
 
@@ -52,13 +53,15 @@ def compile_spec(
     spread_window_s: int = 0,
     start_ms: int | None = None,
     end_ms: int | None = None,
+    calendars: Mapping[str, CalendarDays] | None = None,
 ) -> CompiledSpec:
     """Compile a schedule's ``spec`` object; raises ``SpecError`` (only) on bad input.
 
     ``dst`` is ``{"gap": "shift"|"skip", "fold": "once"|"twice"}`` (defaults shift,
     once; only fixed-time cron schedules consult it). ``spread_window_s`` adds the
     schedule's stable offset in ``[0, window)`` to every fire. ``start_ms`` and
-    ``end_ms`` bound the (shifted) fires, both inclusive.
+    ``end_ms`` bound the (shifted) fires, both inclusive. ``calendars``: the named
+    calendars ``exclude`` may name (`composite_compile.compile_composite`).
     """
     if not isinstance(schedule_id, str):
         raise SpecError(f"id: expected a string, got {type(schedule_id).__name__}")
@@ -83,6 +86,7 @@ def compile_spec(
             offset_ms=offset_ms,
             start_ms=start_ms,
             end_ms=end_ms,
+            calendars=calendars,
         )
     return _single(spec, schedule_id, gap_shift, fold_once, offset_ms, start_ms, end_ms)
 

@@ -19,7 +19,7 @@ from actors.timespec.rrulespec import RRuleSpec
 from actors.timespec.simple import AtSpec
 from actors.timespec.wall import day_start_s
 from actors.timespec.zones import ZoneTable, is_utc, load_zone
-from topics.calendar_days import parse_calendar_days
+from topics.calendar_days import CalendarDays, check_calendar_name, parse_calendar_days
 
 MAX_MEMBERS = 32
 MAX_EXCLUSIONS = 32
@@ -33,7 +33,13 @@ def compile_composite(
     offset_ms: int,
     start_ms: int | None,
     end_ms: int | None,
+    calendars: Mapping[str, CalendarDays] | None = None,
 ) -> CompositeSpec:
+    """``calendars``: the named calendars an ``exclude`` entry that is a name refers
+    to. None (a command being validated, docs/DESIGN.md §5.7) accepts any well-formed
+    name, and the spec it returns raises `CalendarNotBound` if a named exclusion is
+    ever consulted: only a shard, which knows the calendars, compiles one to fire.
+    A name ``calendars`` lacks raises `UnknownCalendar`."""
     members_json = spec["any"]
     if not isinstance(members_json, list) or not members_json:
         raise SpecError('spec.any: expected a list of specs, such as [{"cron": "0 9 * * *"}]')
@@ -56,7 +62,7 @@ def compile_composite(
             f"spec.exclude: at most {MAX_EXCLUSIONS} entries, got {len(exclusions_json)}"
         )
     exclusions = [
-        _exclusion(f"spec.exclude[{i}]", _in_zone(entry, spec, zone_name), zone, single)
+        _exclusion(f"spec.exclude[{i}]", _in_zone(entry, spec, zone_name), zone, single, calendars)
         for i, entry in enumerate(exclusions_json)
     ]
     return CompositeSpec(
@@ -114,13 +120,16 @@ def _exclusion(
     entry: object,
     zone: ZoneTable | None,
     single: Callable[[Mapping[str, Any]], BoundedSpec],
+    calendars: Mapping[str, CalendarDays] | None = None,
 ) -> DayRule:
     if isinstance(entry, str):
-        raise SpecError(
-            f"{path}: {entry!r} names a calendar; give its days inline as "
-            '{"calendar": {"tz": "Europe/London", "dates": ["2026-12-25"], '
-            '"weekdays": ["SAT", "SUN"]}}'
-        )
+        name = check_calendar_name(entry, path)
+        if calendars is None:
+            return None, _unbound(name)
+        found = calendars.get(name)
+        if found is None:
+            raise UnknownCalendar(name)
+        return (None if is_utc(found.tz) else load_zone(found.tz)), found.holds
     if isinstance(entry, Mapping) and "calendar" in entry:
         if len(entry) != 1:
             raise SpecError(f"{path}: a calendar exclusion holds only its calendar")
@@ -129,6 +138,27 @@ def _exclusion(
         return cal_zone, days.holds
     compiled = _within(path, entry, single)
     return zone, _fires_on_day(compiled, zone)
+
+
+class UnknownCalendar(Exception):
+    """A spec names a calendar its compiler was not given (the shard lets the
+    schedule wait for it, docs/DESIGN.md §5.7)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+class CalendarNotBound(RuntimeError):
+    """A spec compiled without its named calendars was asked for a fire: a bug (only
+    the shard's own compile, which binds them, may fire)."""
+
+
+def _unbound(name: str) -> Callable[[int], bool]:
+    def holds(day: int) -> bool:
+        raise CalendarNotBound(f"calendar {name!r} was not bound before firing")
+
+    return holds
 
 
 def _fires_on_day(spec: BoundedSpec, zone: ZoneTable | None) -> Callable[[int], bool]:

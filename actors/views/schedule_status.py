@@ -13,6 +13,8 @@ words, from here:
     pausing after the current run, then paused by ops: deploy
     completed (max_runs 3/3)    every run it may start has started
     completed (end)             its spec has nothing more (an end, a one-off)
+    waiting for calendar 'uk'   it names a calendar the namespace does not have
+                                (docs/DESIGN.md §5.7): it fires nothing until it comes
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ def status_text(state: ScheduleState) -> str:
         return "pausing after the current run" + (f", then paused{said}" if said else "")
     if state.paused:
         return "paused" + ("" if pause is None else _said(pause.note, pause.until_ms, pause.by))
+    if state.waiting is not None:
+        return f"waiting for calendar {state.waiting!r}"
     return "active" if count is None else f"active (runs {count})"
 
 
@@ -78,4 +82,5 @@ def status_json(state: ScheduleState) -> dict[str, Any]:
         "completed": state.completed,
         "fired_count": state.fired_count,
         "max_runs": max_runs_of(state),
+        "waiting_for_calendar": state.waiting,
     }

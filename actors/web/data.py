@@ -24,6 +24,7 @@ import orjson
 from actors.history.store import AttemptView, HistoryError, HistoryStore
 from actors.shard.state import ScheduleState, decode_schedule
 from actors.timespec import compile_spec
+from actors.views.calendars import fires_of
 from actors.views.queues import QueueState, queue_states
 from actors.views.schedule_status import status_text
 from actors.views.schedules import (
@@ -102,15 +103,9 @@ class Changelog:
 
 def next_fires(state: ScheduleState, count: int = NEXT_FIRES) -> list[Fire]:
     """The next ``count`` fires of a schedule by the shard's own compiled spec."""
-    definition = state.definition
     zone_name = _zone_of(orjson.loads(state.def_bytes).get("spec", {}))
     zone = ZoneInfo(zone_name) if zone_name != "UTC" else None
-    fires: list[Fire] = []
-    at_ms = state.next_ms
-    while at_ms is not None and len(fires) < count:
-        fires.append(_fire(at_ms, zone))
-        at_ms = definition.compiled.next_after(at_ms)
-    return fires
+    return [_fire(at_ms, zone) for at_ms in fires_of(state, count)]
 
 
 def _fire(at_ms: int, zone: ZoneInfo | None) -> Fire:

@@ -7,7 +7,7 @@ and parses what came out so tests read like the behaviour they check.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -209,6 +209,13 @@ class Shard:
         record = InRecord(TopicKind.RESULTS, self.partition, offset, key, value)
         return self._keep(self.core.apply(record, self.now_ms))
 
+    def learn_calendar(self, name: str, value: bytes | None, at_ms: int | None = None) -> None:
+        """A ``{ns}.calendars`` record reaches this core (its writes go out with the
+        next `advance`)."""
+        if at_ms is not None:
+            self.now_ms = at_ms
+        self.core.learn_calendar(name, value, self.now_ms)
+
     def advance(self, to_ms: int) -> Out:
         """Move time to ``to_ms`` in one call to `advance`."""
         self.now_ms = to_ms
@@ -227,12 +234,19 @@ class Shard:
         records.extend(self.core.advance(to_ms))
         return self._keep(records)
 
-    def restored(self, now_ms: int | None = None) -> tuple[Shard, Out]:
-        """A new shard rebuilt from this one's changelog (as a new owner would)."""
+    def restored(
+        self,
+        now_ms: int | None = None,
+        calendars: Sequence[tuple[str, bytes | None]] = (),
+    ) -> tuple[Shard, Out]:
+        """A new shard rebuilt from this one's changelog (as a new owner would);
+        ``calendars``: the ``{ns}.calendars`` records it is told before it finishes."""
         at_ms = self.now_ms if now_ms is None else now_ms
         core = ShardCore(partition=self.partition, partitions=self.partitions, now_ms=at_ms)
         for key, value in self.changelog.items():
             core.restore(key, value)
+        for name, calendar in calendars:
+            core.learn_calendar(name, calendar, at_ms)
         shard = Shard(partition=self.partition, partitions=self.partitions, now_ms=at_ms, core=core)
         shard.changelog = dict(self.changelog)
         shard.offsets = dict(self.offsets)

@@ -1,0 +1,105 @@
+"""Following ``{ns}.calendars`` for every shard of one scheduler process.
+
+The topic has one partition and is compacted (docs/DESIGN.md §5.7): the latest record
+of each name is that calendar, a tombstone deletes it. One consumer (no group,
+read_committed: a record of a shard's aborted transaction is never seen) reads it
+from the beginning for the life of the process and keeps every record it read in
+order, in `log`; each core holds a cursor into it (`ShardCore.calendar_cursor`) and
+is told what it has not heard yet (`tell`), by the runtime's turn, under its lock.
+
+The ordering a failover needs: a new owner's core is told the topic *to its end*,
+its end read after the shard's fence, before ``finish_restore`` (`tell_to_end`).
+Whatever the previous owner had learnt was committed before it could read it, so it
+is below that end: the new owner knows every calendar version the old one fired by,
+or a later one, before it arms anything that names a calendar.
+
+The log grows with edits, not with time: a calendar is edited a few times a year.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol, runtime_checkable
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+log = logging.getLogger("kafkron.scheduler.calendars")
+
+POLL_MS = 500
+
+
+@runtime_checkable
+class CalendarLearner(Protocol):
+    """What the follower needs of a core (`actors.shard.ShardCore`)."""
+
+    calendar_cursor: int
+
+    def learn_calendar(self, name: str, value: bytes | None, now_ms: int) -> None: ...
+
+
+class CalendarFollower:
+    """Reads ``{ns}.calendars`` into `log`; see the module docstring."""
+
+    def __init__(self, consumer: AIOKafkaConsumer, topic: str) -> None:
+        self._consumer = consumer
+        self._tp = TopicPartition(topic, 0)
+        self.log: list[tuple[str, bytes | None]] = []
+        self.position = 0  # the next offset to read
+        self._moved = asyncio.Event()
+        self._started = False
+
+    async def run_once(self, timeout_ms: int = POLL_MS) -> int:
+        """Read what is there (waiting up to ``timeout_ms``); records appended."""
+        consumer, tp = self._consumer, self._tp
+        if not self._started:
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            self._started = True
+        batches = await consumer.getmany(tp, timeout_ms=timeout_ms, max_records=1000)
+        added = 0
+        for record in batches.get(tp, ()):
+            if record.key is None:
+                continue  # not a calendar (every record is keyed by its name)
+            try:
+                name = record.key.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            self.log.append((name, record.value))
+            added += 1
+        self.position = await consumer.position(tp)
+        self._moved.set()
+        self._moved = asyncio.Event()
+        return added
+
+    async def end_offset(self) -> int:
+        ends = await self._consumer.end_offsets([self._tp])
+        return int(ends[self._tp])
+
+    async def reach(self, end_offset: int, timeout_s: float) -> None:
+        """Return once the follower has read up to ``end_offset``; `TimeoutError` past
+        ``timeout_s`` (the build step fails and is retried)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.position < end_offset:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise TimeoutError(
+                    f"the calendars were read to offset {self.position}, not {end_offset}"
+                )
+            await asyncio.wait_for(self._moved.wait(), left)
+
+    def tell(self, core: CalendarLearner, now_ms: int) -> None:
+        """Tell ``core`` the records it has not heard yet, in order."""
+        cursor = core.calendar_cursor
+        entries = self.log
+        if cursor >= len(entries):
+            return
+        for name, value in entries[cursor:]:
+            core.learn_calendar(name, value, now_ms)
+        core.calendar_cursor = len(entries)
+
+    async def tell_to_end(self, core: CalendarLearner, now_ms: int, timeout_s: float) -> None:
+        """Tell a new owner's core the topic up to its end (read now: after the fence)."""
+        await self.reach(await self.end_offset(), timeout_s)
+        self.tell(core, now_ms)

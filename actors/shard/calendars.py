@@ -1,0 +1,253 @@
+"""Named calendars in one shard: the calendars it knows, who names them, re-arming.
+
+A part of `ShardCore` (same rules: pure, no I/O). docs/DESIGN.md §5.7.
+
+- **The book.** The shard knows a calendar by being told of each record of the
+  compacted ``{ns}.calendars`` topic (`learn`): the runtime tells every core of a
+  scheduler each record, and a new owner is told the whole topic, to its end, before
+  `ShardCore.finish_restore`, so nothing that names a calendar is armed (nor fired)
+  before the calendars are known. A calendar is small (at most 5,000 dates and
+  1,000 ranges); the book keeps its days, parsed once.
+- **The index.** ``calendar name -> ids of the schedules that name it``, kept on
+  upsert, delete and restore: an edit re-arms exactly those schedules, never a scan
+  of the shard. A spec that names no calendar costs one dict lookup at upsert and
+  nothing at restore (its definition's bytes are checked once, not per schedule).
+- **Binding.** A schedule that names calendars gets its own `Definition` (a copy of
+  the shared one) whose spec is compiled with the book's days (`compile_spec(...,
+  calendars=)`); the shared caches of `actors.shard.definition` never hold a spec
+  bound to one shard's book (two owners of one schedule, in the simulation's one
+  process, may know different versions of a calendar).
+- **An unknown name: the schedule waits, visibly.** A schedule naming a calendar the
+  shard does not know (never created, deleted, or not yet read) fires nothing, and
+  its record says ``"waiting": NAME`` (``kafkron ls``, the console). When the
+  calendar comes, it is re-armed from what it had handled, and what came due while
+  it waited goes through its misfire policy, as after a takeover. Not a rejection:
+  the calendar is written by another shard's transaction and read by this one a
+  moment later, so "is it known?" at the instant an upsert is applied depends on
+  timing, and a rejection would make the same commands mean different things on
+  two owners. The front ends refuse a name they cannot find and a delete of a
+  calendar in use (naming its users), from what they read; the shard's rule is the
+  one that cannot race.
+- **Re-arming** (`_rearm`, after an edit, a restore, or the end of a wait): the next
+  occurrence is the first fire of the bound spec after the later of what the schedule
+  handled and min(now, its old next) - 1, as a re-upsert: nothing handled fires again,
+  nothing before now that was not due fires late, and an instant still allowed stays
+  where it was. Applied again with the same book it changes nothing, so a new owner
+  that restores an already re-armed schedule keeps its ``next``. Each re-armed
+  schedule is written to the changelog in the same batch.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from actors.shard.batch import Batch
+from actors.shard.definition import Definition, depends_on_id
+from actors.shard.state import RunState, ScheduleState
+from actors.timespec import CompiledSpec, UnknownCalendar, compile_spec
+from actors.wheel import TimingWheel
+from topics.calendar_days import CalendarDays, calendar_names
+from topics.timefmt import parse_instant
+
+_CACHE_MAX = 4096  # bound specs kept (keyed by definition, owner and calendar versions)
+
+
+class _Never:
+    """The spec of a schedule waiting for a calendar: nothing comes."""
+
+    kind = "any"
+
+    def next_after(self, after_ms: int) -> int | None:
+        return None
+
+
+_NEVER = _Never()
+
+
+class ShardCalendars:
+    """The named calendars of one shard (see the module docstring)."""
+
+    def __init__(
+        self,
+        batch: Batch,
+        schedules: dict[str, ScheduleState],
+        wheel: TimingWheel[ScheduleState | RunState],
+    ) -> None:
+        self._dirty = batch.dirty
+        self._schedules = schedules
+        self._wheel = wheel
+        self.book: dict[str, CalendarDays] = {}
+        self._versions: dict[str, int] = {}  # name -> edits seen (a cache key)
+        self._users: dict[str, dict[str, None]] = {}  # name -> ids (ordered: deterministic)
+        self._names_by_id: dict[str, tuple[str, ...]] = {}
+        self._names_of_def: dict[bytes, tuple[str, ...]] = {}
+        self._bound: dict[tuple[bytes, str | None, tuple[int, ...]], Definition] = {}
+
+    # --- the book ------------------------------------------------------------------
+
+    def learn(self, name: str, days: CalendarDays | None, now_ms: int) -> int:
+        """A record of ``{ns}.calendars`` (None: deleted); re-arms its users. Returns
+        how many schedules it re-armed."""
+        if days is None:
+            if self.book.pop(name, None) is None:
+                return 0
+        else:
+            self.book[name] = days
+        self._versions[name] = self._versions.get(name, 0) + 1
+        users = self._users.get(name)
+        if not users:
+            return 0
+        schedules = self._schedules
+        for schedule_id in list(users):
+            state = schedules.get(schedule_id)
+            if state is not None:
+                self._refresh(state, self._names_by_id[schedule_id], now_ms)
+        return len(users)
+
+    def users(self, name: str) -> list[str]:
+        """The ids of this shard's schedules that name calendar ``name``."""
+        return list(self._users.get(name, ()))
+
+    # --- schedules -------------------------------------------------------------------
+
+    def upserted(self, state: ScheduleState, names: tuple[str, ...]) -> bool:
+        """A schedule was upserted whose spec names ``names`` (maybe none). Binds its
+        definition and keeps the index; False when it must wait for a calendar (its
+        definition's spec then fires nothing)."""
+        old = self._names_by_id.get(state.id)
+        if old is not None and old != names:
+            self.forget(state.id)
+        if not names:
+            return True
+        self._index(state.id, names)
+        return self._bind(state, names)
+
+    def named(self, schedule_id: str) -> bool:
+        """Did this schedule name calendars (so its re-upsert must unbind it)?"""
+        return schedule_id in self._names_by_id
+
+    def forget(self, schedule_id: str) -> None:
+        """A schedule deleted, or no longer naming calendars."""
+        names = self._names_by_id.pop(schedule_id, None)
+        for name in names or ():
+            users = self._users.get(name)
+            if users is not None:
+                users.pop(schedule_id, None)
+                if not users:
+                    del self._users[name]
+
+    def restored(self, now_ms: int) -> None:
+        """After a restore (every calendar already learnt): bind and re-arm each
+        schedule that names a calendar. The definitions are checked once each."""
+        naming = {d for d in {s.def_bytes for s in self._schedules.values()} if self._names_of(d)}
+        if not naming:
+            return
+        for state in list(self._schedules.values()):
+            if state.def_bytes in naming:
+                names = self._names_of(state.def_bytes)
+                self._index(state.id, names)
+                self._refresh(state, names, now_ms)
+
+    def _names_of(self, def_bytes: bytes) -> tuple[str, ...]:
+        found = self._names_of_def.get(def_bytes)
+        if found is not None:
+            return found
+        if b'"exclude"' not in def_bytes:
+            return ()
+        spec = orjson.loads(def_bytes).get("spec")
+        names = calendar_names(spec) if isinstance(spec, Mapping) else ()
+        self._names_of_def[def_bytes] = names
+        return names
+
+    def _index(self, schedule_id: str, names: tuple[str, ...]) -> None:
+        self._names_by_id[schedule_id] = names
+        for name in names:
+            self._users.setdefault(name, {})[schedule_id] = None
+
+    def _refresh(self, state: ScheduleState, names: tuple[str, ...], now_ms: int) -> None:
+        """Bind and re-arm; written to the changelog only if something it spells
+        changed (a restore that finds every ``next`` right writes nothing)."""
+        aside = state._aside
+        before = (state.next_ms, state.completed, state.passed_ms, aside and aside.waiting)
+        self._bind(state, names)
+        self._rearm(state, now_ms)
+        aside = state._aside
+        if (state.next_ms, state.completed, state.passed_ms, aside and aside.waiting) != before:
+            self._dirty[state.id] = state
+
+    def _bind(self, state: ScheduleState, names: tuple[str, ...]) -> bool:
+        """Give ``state`` a definition compiled with the book; False (and a
+        definition that fires nothing) when a calendar it names is unknown."""
+        missing = next((name for name in names if name not in self.book), None)
+        shared = state.definition
+        if missing is not None:
+            waiting = copy.copy(shared)
+            waiting.compiled = _NEVER
+            state._definition = waiting
+            state._aside_made().waiting = missing
+            return False
+        doc = orjson.loads(state.def_bytes)
+        owner = state.id if depends_on_id(doc["spec"], doc["spread_window_s"]) else None
+        key = (state.def_bytes, owner, tuple(self._versions.get(n, 0) for n in names))
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = copy.copy(shared)
+            bound.compiled = self._compile(state.id, doc)
+            if len(self._bound) >= _CACHE_MAX:
+                self._bound.clear()
+            self._bound[key] = bound
+        state._definition = bound
+        if state._aside is not None:
+            state._aside.waiting = None
+        return True
+
+    def _compile(self, schedule_id: str, doc: Mapping[str, Any]) -> CompiledSpec:
+        start, end = doc["start"], doc["end"]
+        try:
+            return compile_spec(
+                doc["spec"],
+                schedule_id=schedule_id,
+                dst=doc["dst"],
+                spread_window_s=doc["spread_window_s"],
+                start_ms=None if start is None else parse_instant(start),
+                end_ms=None if end is None else parse_instant(end),
+                calendars=self.book,
+            )
+        except UnknownCalendar:  # checked by the caller: cannot happen
+            raise AssertionError("a named calendar vanished while binding") from None
+
+    def _rearm(self, state: ScheduleState, now_ms: int) -> None:
+        """See "Re-arming" in the module docstring."""
+        if state.completed == "max_runs":
+            return
+        wheel = self._wheel
+        wheel.cancel(state)
+        old_next = state.next_ms
+
+        handled_ms = state.handled_ms()
+        aside = state._aside
+        if aside is not None and aside.waiting is not None:
+            # Waits: what it had not handled waits with it (handled up to the floor).
+            if old_next is not None:
+                state.let_pass(min(now_ms, old_next) - 1)
+            state.next_ms = None
+        else:
+            if old_next is None and state.completed is None:  # its wait is over
+                floor_ms = now_ms - 1 if handled_ms is None else handled_ms
+            elif old_next is None:  # completed by its end: nothing to re-arm
+                return
+            else:
+                floor_ms = min(now_ms, old_next) - 1
+            anchor_ms = floor_ms if handled_ms is None else max(floor_ms, handled_ms)
+            state.next_ms = state.definition.compiled.next_after(anchor_ms)
+            if state.next_ms is None and state.last_fired_ms is not None:
+                state.completed = "end"
+        pause = state.pause
+        if not state.paused and state.next_ms is not None:
+            wheel.arm(state, state.next_ms)
+        elif state.paused and pause is not None and pause.until_ms is not None:
+            wheel.arm(state, pause.until_ms)

@@ -1,0 +1,155 @@
+"""Named calendars in the shard core: waiting for one, re-arming on an edit, a
+restore that learns the calendars first, and the calendar commands (DESIGN §5.7)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from actors.timespec import CalendarNotBound, compile_spec
+from tests.kit.shard import DAY, HOUR, MINUTE, T0, Shard, command, upsert
+from topics.calendar_commands import calendar_value
+from topics.names import TopicKind
+from topics.timefmt import format_ms
+
+# T0 is Saturday 2026-10-10 00:00 UTC. A daily 09:00 UTC job that excludes "hol".
+SPEC = {"any": [{"cron": "0 9 * * *"}], "exclude": ["hol"]}
+
+
+def cal(*dates: str) -> bytes:
+    return calendar_value({"tz": "UTC", "dates": list(dates)})
+
+
+def nine(day: int) -> int:
+    """09:00 UTC of 2026-10-(10 + day)."""
+    return T0 + day * DAY + 9 * HOUR
+
+
+def test_a_schedule_naming_an_unknown_calendar_waits_visibly_then_fires_when_it_comes() -> None:
+    shard = Shard()
+    shard.send(upsert(spec=SPEC, overlap="allow"), at_ms=T0)
+    assert shard.run_until(nine(0) + MINUTE).runs == []
+    doc = shard.state_doc()
+    assert doc["waiting"] == "hol" and doc["next"] is None and "completed" not in doc
+    # The calendar comes at 09:03 (within the 300 s grace): today's 09:00 fires late
+    # under its misfire policy; 2026-10-11 is excluded; 2026-10-12 fires.
+    shard.learn_calendar("hol", cal("2026-10-11"), at_ms=nine(0) + 3 * MINUTE)
+    out = shard.run_until(nine(2))
+    assert [r.scheduled_ms for r in out.runs] == [nine(0), nine(2)]
+    assert "waiting" not in shard.state_doc()
+
+
+def test_an_edit_re_arms_the_schedules_that_name_it_and_only_those() -> None:
+    shard = Shard()
+    shard.learn_calendar("hol", cal("2026-10-11"), at_ms=T0)
+    shard.send(upsert("a", spec=SPEC, overlap="allow"), at_ms=T0)
+    shard.send(upsert("b", spec={"cron": "0 9 * * *"}, overlap="allow"), at_ms=T0)
+    assert [r.scheduled_ms for r in shard.run_until(nine(0)).runs] == [nine(0), nine(0)]
+    assert shard.state_doc("a")["next"] == format_ms(nine(2))
+    # Exclude the 12th and the 13th too: "a" moves to the 14th at once, "b" is untouched.
+    shard.learn_calendar("hol", cal("2026-10-11", "2026-10-12", "2026-10-13"), at_ms=nine(1))
+    edited = shard.advance(nine(1))
+    assert [r.key for r in edited.changelog] == [b"a"]
+    assert shard.state_doc("a")["next"] == format_ms(nine(4))
+    assert shard.core.calendar_users("hol") == ["a"]
+    out = shard.run_until(nine(4))
+    assert sorted((r.schedule_id, r.scheduled_ms) for r in out.runs) == [
+        ("a", nine(4)),
+        ("b", nine(2)),
+        ("b", nine(3)),
+        ("b", nine(4)),
+    ]
+    # Giving a day back: the 13th fires again, nothing before now is fired late.
+    shard.learn_calendar("hol", cal("2026-10-11"), at_ms=nine(4) + HOUR)
+    shard.advance(nine(4) + HOUR)
+    assert shard.state_doc("a")["next"] == format_ms(nine(5))
+
+
+def test_a_re_upsert_without_the_name_leaves_the_index_and_a_delete_too() -> None:
+    shard = Shard()
+    shard.learn_calendar("hol", cal("2026-10-11"), at_ms=T0)
+    shard.send(upsert("a", spec=SPEC), at_ms=T0)
+    shard.send(upsert("c", spec=SPEC), at_ms=T0)
+    assert shard.core.calendar_users("hol") == ["a", "c"]
+    shard.send(upsert("a", spec={"cron": "0 9 * * *"}), at_ms=T0 + 1)
+    shard.send(command("schedule.delete", "c"), at_ms=T0 + 2)
+    assert shard.core.calendar_users("hol") == []
+    # Its calendar gone, "a" no longer waits nor moves: its own spec is what it runs.
+    shard.learn_calendar("hol", None, at_ms=T0 + 3)
+    assert shard.run_until(nine(1)).runs[-1].scheduled_ms == nine(1)
+
+
+def test_an_edit_made_while_the_owner_was_down_takes_effect_on_the_next_owner() -> None:
+    shard = Shard()
+    shard.learn_calendar("hol", cal("2026-10-11"), at_ms=T0)
+    shard.send(upsert(spec=SPEC, overlap="allow"), at_ms=T0)
+    first = shard.run_until(nine(0) + HOUR)
+    assert shard.state_doc()["next"] == format_ms(nine(2))
+    # The owner dies; the calendar is edited (the 12th excluded) before the next owner
+    # restores: it learns the calendars to the topic's end before finishing.
+    edited = [("hol", cal("2026-10-11")), ("hol", cal("2026-10-11", "2026-10-12"))]
+    new, restored = shard.restored(nine(1), calendars=edited)
+    assert restored.rejected == []
+    later = new.run_until(nine(3))
+    fired = [r.run_id for r in first.runs + later.runs]
+    assert [r.scheduled_ms for r in first.runs + later.runs] == [nine(0), nine(3)]
+    assert len(fired) == len(set(fired))
+
+
+def test_a_restore_with_the_same_calendars_keeps_next_and_writes_nothing() -> None:
+    shard = Shard()
+    shard.learn_calendar("hol", cal("2026-10-11"), at_ms=T0)
+    shard.send(upsert(spec=SPEC), at_ms=T0)
+    shard.run_until(nine(0) + HOUR)
+    new, _ = shard.restored(nine(0) + 2 * HOUR, calendars=[("hol", cal("2026-10-11"))])
+    assert new.advance(nine(0) + 2 * HOUR).changelog == []
+    assert new.core.schedule("s").next_ms == nine(2)  # type: ignore[union-attr]
+
+
+def test_a_restore_that_does_not_know_the_calendar_waits_and_fires_nothing() -> None:
+    shard = Shard()
+    shard.learn_calendar("hol", cal("2026-10-11"), at_ms=T0)
+    shard.send(upsert(spec=SPEC), at_ms=T0)
+    shard.run_until(nine(0) + HOUR)
+    new, _ = shard.restored(nine(1) - HOUR)  # told nothing: every name is unknown
+    assert new.run_until(nine(3)).runs == []
+    assert new.state_doc()["waiting"] == "hol"
+
+
+def test_calendar_commands_write_the_calendars_topic_and_a_delete_in_use_is_refused() -> None:
+    shard = Shard()
+    body = {"tz": "Europe/London", "dates": ["2026-12-25"], "weekdays": ["SAT", "SUN"]}
+    out = shard.send(command("calendar.upsert", "uk", calendar=body), at_ms=T0)
+    [record] = out.of(TopicKind.CALENDARS)
+    assert record.key == b"uk" and record.partition == 0
+    assert orjson.loads(record.value or b"") == {"v": 1, "calendar": body}
+    bad = shard.send(command("calendar.upsert", "uk", calendar={"dates": ["2026-13-01"]}))
+    assert "calendar.dates[0]" in bad.rejected[0].reason and bad.of(TopicKind.CALENDARS) == []
+    shard.learn_calendar("uk", record.value)
+    shard.send(upsert("payroll", spec={"any": [{"cron": "0 6 * * *"}], "exclude": ["uk"]}))
+    refused = shard.send(command("calendar.delete", "uk"))
+    assert "'payroll'" in refused.rejected[0].reason
+    assert refused.of(TopicKind.CALENDARS) == []
+    shard.send(command("schedule.delete", "payroll"))
+    [tombstone] = shard.send(command("calendar.delete", "uk")).of(TopicKind.CALENDARS)
+    assert tombstone.key == b"uk" and tombstone.value is None
+
+
+def test_a_dag_cannot_name_a_calendar_yet_and_a_bad_name_is_refused() -> None:
+    shard = Shard()
+    dag = {
+        "v": 1,
+        "type": "dag.upsert",
+        "id": "d",
+        "spec": SPEC,
+        "tasks": {"a": {"job": {"name": "t.a", "args": {}}}},
+    }
+    assert "cannot name a calendar" in shard.send(dag, at_ms=T0).rejected[0].reason
+    bad = shard.send(upsert(spec={"any": [{"cron": "0 9 * * *"}], "exclude": ["a/b"]}))
+    assert "spec.exclude[0]" in bad.rejected[0].reason
+
+
+def test_a_spec_compiled_without_its_calendars_never_answers() -> None:
+    spec = compile_spec(SPEC, schedule_id="s")
+    with pytest.raises(CalendarNotBound):
+        spec.next_after(T0)
