@@ -251,8 +251,9 @@ class SchedulerNode:
                 batch, next_position = kafka.fetch(kind, p, position, MAX_BATCH)
                 if machine.feed(p, kind, batch, now_ms):
                     producer.positions[kind] = next_position
+        live_calendars = "calendars-at-restore-only" not in self.host.broken
         for slot in machine.slots.values():  # as the runtime: edits re-arm before firing
-            if isinstance(slot.core, ShardCore):
+            if live_calendars and isinstance(slot.core, ShardCore):
                 self._tell_calendars(slot.core)
         actions = machine.turn(self.clock.now_ms(), self.clock.mono_ms())
         writes = [a for a in actions if isinstance(a, Write)]
@@ -429,8 +430,7 @@ class SchedulerNode:
         for key, value in latest.items():
             if key is not None:
                 core.restore(key, as_restored(value, self.host.broken))
-        if "restore-before-calendars" not in self.host.broken:
-            self._tell_calendars(core)  # to the end, after the fence (§5.7)
+        self._tell_calendars(core)  # to the end, after the fence (§5.7)
         return core, core.finish_restore(self.now_ms())
 
     def _tell_calendars(self, core: ShardCore) -> None:

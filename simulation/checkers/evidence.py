@@ -119,6 +119,9 @@ class Evidence:
     # Every job's start and exit, as the jobs themselves would log them
     # (`checkers.concurrency_keys`); empty for evidence read from topics alone.
     executions: list[Execution] = field(default_factory=list)
+    # {ns}.calendars as committed: (append ms, name, value; None: deleted), in order
+    # (`checkers.excluded_days` judges a fire by the calendar then in effect).
+    calendars: list[tuple[int, str, bytes | None]] = field(default_factory=list)
 
     def folded_ranges(self) -> dict[str, list[tuple[int, int]]]:
         """Per schedule, the [first, last] ranges that folded missed/skipped results cover."""
@@ -399,4 +402,9 @@ def gather(world: Any) -> Evidence:
         owners=owners,
         partitions={"scheduler": scenario.shards, "worker": scenario.runs_partitions},
         target_partitions=dict(scenario.targets.topics),
+        calendars=[
+            (r.append_ms, r.key.decode("utf-8", "replace"), r.value)
+            for r in committed(TopicKind.CALENDARS)
+            if r.key is not None
+        ],
     )

@@ -17,9 +17,12 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import orjson
+
 from actors.timespec import compile_spec, spread_offset_ms
 from simulation.checkers.evidence import Evidence, Verdict
 from simulation.checkers.max_runs import first_attempts
+from topics.calendar_days import calendar_names
 from topics.timefmt import format_ms
 
 _WEEKDAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
@@ -69,12 +72,15 @@ def _spec_rule(entry: Mapping[str, Any], zone_name: str) -> Callable[[int], bool
 
 
 def exclusion_rules(spec: Mapping[str, Any]) -> list[Callable[[int], bool]]:
-    """The spec's exclusions as "is this instant's day excluded?" tests."""
+    """The spec's inline exclusions as "is this instant's day excluded?" tests (its
+    named calendars are judged by `_named_held`, by the version then in effect)."""
     if "any" not in spec:
         return []
     zone_name = _zone_name(spec)
     rules = []
     for entry in spec.get("exclude", []):
+        if isinstance(entry, str):
+            continue
         if "calendar" in entry:
             rules.append(_calendar_rule(entry["calendar"]))
         else:
@@ -82,12 +88,48 @@ def exclusion_rules(spec: Mapping[str, Any]) -> list[Callable[[int], bool]]:
     return rules
 
 
+# A shard learns an edit at its next turn: a fire appended within this long after the
+# edit was committed may have been decided by the version before it.
+EDIT_SLACK_MS = 1_000
+
+
+class CalendarVersions:
+    """The named calendars as ``{ns}.calendars`` held them over time (DESIGN §5.7)."""
+
+    def __init__(self, records: list[tuple[int, str, bytes | None]]) -> None:
+        self._by_name: dict[str, list[tuple[int, Callable[[int], bool] | None]]] = {}
+        for append_ms, name, value in records:
+            rule = None if value is None else _calendar_rule(orjson.loads(value)["calendar"])
+            self._by_name.setdefault(name, []).append((append_ms, rule))
+
+    def at(self, name: str, at_ms: int) -> Callable[[int], bool] | None:
+        """The calendar's rule in effect at ``at_ms`` (None: it did not exist)."""
+        found = None
+        for append_ms, rule in self._by_name.get(name, []):
+            if append_ms > at_ms:
+                break
+            found = rule
+        return found
+
+    def held(self, name: str, instant_ms: int, decided_ms: int) -> bool:
+        """Was a fire at ``instant_ms`` decided by ``decided_ms`` surely excluded: its
+        day held by the version in effect then and by the one a turn before (or the
+        calendar unknown at both, when the schedule must wait)?"""
+        return all(
+            rule is None or rule(instant_ms)
+            for rule in (self.at(name, decided_ms), self.at(name, decided_ms - EDIT_SLACK_MS))
+        )
+
+
 def check(evidence: Evidence) -> Verdict:
     verdict = Verdict("excluded-days", "no fire lands on a day its spec excludes")
     fired = first_attempts(evidence)
+    appended = {r.run_id: r.append_ms for r in evidence.runs if r.attempt == 1}
+    versions = CalendarVersions(evidence.calendars)
     for schedule_id, command in sorted(evidence.definitions.items()):
         rules = exclusion_rules(command.spec)
-        if not rules:
+        names = calendar_names(command.spec)
+        if not rules and not names:
             continue
         verdict.checked += 1
         offset_ms = spread_offset_ms(schedule_id, command.spread_window_s)
@@ -95,4 +137,11 @@ def check(evidence: Evidence) -> Verdict:
             nominal_ms = scheduled_ms - offset_ms
             if any(rule(nominal_ms) for rule in rules):
                 verdict.fail(f"{run_id} fired on an excluded day ({format_ms(nominal_ms)})")
+            decided_ms = appended.get(run_id, scheduled_ms)
+            for name in names:
+                if versions.held(name, nominal_ms, decided_ms):
+                    verdict.fail(
+                        f"{run_id} fired on a day calendar {name!r} excluded (or before it"
+                        f" existed) when it fired ({format_ms(decided_ms)})"
+                    )
     return verdict

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from simulation.checkers.evidence import Evidence, Verdict
 from simulation.checkers.max_runs import last_due_ms
+from topics.calendar_days import calendar_names
 from topics.messages import run_id_for
 from topics.timefmt import format_ms, parse_instant
 from topics.vocabulary import RunStatus
@@ -38,7 +39,10 @@ def check(evidence: Evidence) -> Verdict:
     folded = evidence.folded_ranges()
     horizon_ms = evidence.end_ms - evidence.settle_ms
     limits = last_due_ms(evidence)
-    specs = {sid: c.compiled for sid, c in evidence.definitions.items()}
+    # A spec naming calendars is bound to them on the shard; `excluded_days` judges it.
+    specs = {
+        sid: c.compiled for sid, c in evidence.definitions.items() if not calendar_names(c.spec)
+    }
     specs.update({sid: d.compiled for sid, d in evidence.dags.items()})
     for schedule_id, compiled in sorted(specs.items()):
         first_ms = evidence.first_next_ms.get(schedule_id)

@@ -77,6 +77,7 @@ WORKER_VARIANTS = [
     # A restore that drops an any spec's exclude (in what the simulated scheduler
     # feeds its shard core): the new owner fires on the excluded Saturday.
     ("restore-drops-exclusions", "excluded-days-across-takeovers", "excluded-days"),
+    ("calendars-at-restore-only", "named-calendars-across-takeovers", "excluded-days"),
     # A restore that drops a backfill's runs in flight and rewinds its cursor: the new
     # owner fires occurrences again and more than max_parallel at once.
     ("restore-forgets-backfill", "backfill-across-takeovers", "backfill"),

@@ -41,6 +41,7 @@ SWEEPS = {
     "kafka-targets-takeovers": 8,
     "max-runs-and-pauses-across-takeovers": 30,
     "excluded-days-across-takeovers": 20,
+    "named-calendars-across-takeovers": 10,
     "backfill-across-takeovers": 15,
     "concurrency-key-through-failovers": 10,
 }
