@@ -86,6 +86,7 @@ class ShardCalendars:
         self._names_by_id: dict[str, tuple[str, ...]] = {}
         self._names_of_def: dict[bytes, tuple[str, ...]] = {}
         self._bound: dict[tuple[bytes, str | None, tuple[int, ...]], Definition] = {}
+        self._docs: dict[bytes, tuple[Mapping[str, Any], bool]] = {}
 
     # --- the book ------------------------------------------------------------------
 
@@ -122,6 +123,8 @@ class ShardCalendars:
         if old is not None and old != names:
             self.forget(state.id)
         if not names:
+            if state._aside is not None:
+                state._aside.waiting = None  # it waits for nothing any more
             return True
         self._index(state.id, names)
         return self._bind(state, names)
@@ -190,8 +193,8 @@ class ShardCalendars:
             state._definition = waiting
             state._aside_made().waiting = missing
             return False
-        doc = orjson.loads(state.def_bytes)
-        owner = state.id if depends_on_id(doc["spec"], doc["spread_window_s"]) else None
+        doc, by_id = self._doc_of(state.def_bytes)
+        owner = state.id if by_id else None
         key = (state.def_bytes, owner, tuple(self._versions.get(n, 0) for n in names))
         bound = self._bound.get(key)
         if bound is None:
@@ -204,6 +207,18 @@ class ShardCalendars:
         if state._aside is not None:
             state._aside.waiting = None
         return True
+
+    def _doc_of(self, def_bytes: bytes) -> tuple[Mapping[str, Any], bool]:
+        """A definition's JSON and whether its spec depends on the schedule's id
+        (parsed once per definition: an edit re-binds thousands that share one)."""
+        found = self._docs.get(def_bytes)
+        if found is None:
+            doc = orjson.loads(def_bytes)
+            found = (doc, depends_on_id(doc["spec"], doc["spread_window_s"]))
+            if len(self._docs) >= _CACHE_MAX:
+                self._docs.clear()
+            self._docs[def_bytes] = found
+        return found
 
     def _compile(self, schedule_id: str, doc: Mapping[str, Any]) -> CompiledSpec:
         start, end = doc["start"], doc["end"]
@@ -222,12 +237,11 @@ class ShardCalendars:
 
     def _rearm(self, state: ScheduleState, now_ms: int) -> None:
         """See "Re-arming" in the module docstring."""
-        if state.completed == "max_runs":
-            return
+        old_next = state.next_ms
+        if state.completed == "max_runs" or (old_next is None and state.completed is not None):
+            return  # completed: nothing to re-arm (its timers, if any, stay)
         wheel = self._wheel
         wheel.cancel(state)
-        old_next = state.next_ms
-
         handled_ms = state.handled_ms()
         aside = state._aside
         if aside is not None and aside.waiting is not None:
@@ -236,10 +250,8 @@ class ShardCalendars:
                 state.let_pass(min(now_ms, old_next) - 1)
             state.next_ms = None
         else:
-            if old_next is None and state.completed is None:  # its wait is over
+            if old_next is None:  # its wait is over
                 floor_ms = now_ms - 1 if handled_ms is None else handled_ms
-            elif old_next is None:  # completed by its end: nothing to re-arm
-                return
             else:
                 floor_ms = min(now_ms, old_next) - 1
             anchor_ms = floor_ms if handled_ms is None else max(floor_ms, handled_ms)

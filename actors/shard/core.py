@@ -386,13 +386,12 @@ class ShardCore:
         """A record of ``{ns}.calendars`` (None: deleted), in offset order: the
         schedules that name it are re-armed, and their changelog records go out with
         the next `advance`. Never raises: an unreadable record counts as deleted (its
-        users wait, visibly) and is counted."""
+        users wait, visibly) and as an error of the shard."""
         days = None
         if value is not None:
             try:
                 days = decode_calendar_value(value, name)
-            except Exception as error:
-                self._counts["calendars_unreadable_total"] += 1
+            except Exception as error:  # counted in errors_total
                 self._failed(error)
         try:
             self._calendars.learn(name, days, now_ms)
