@@ -40,7 +40,7 @@ A part of `ShardCore` (same rules: pure, no I/O). docs/DESIGN.md §5.7.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -143,10 +143,12 @@ class ShardCalendars:
                 if not users:
                     del self._users[name]
 
-    def restored(self, now_ms: int) -> None:
+    def restored(self, now_ms: int, definitions: Iterable[bytes]) -> None:
         """After a restore (every calendar already learnt): bind and re-arm each
-        schedule that names a calendar. The definitions are checked once each."""
-        naming = {d for d in {s.def_bytes for s in self._schedules.values()} if self._names_of(d)}
+        schedule that names a calendar. ``definitions``: the distinct definitions of
+        the restored schedules, each checked once, so a shard whose schedules name no
+        calendar pays nothing per schedule."""
+        naming = {d for d in definitions if self._names_of(d)}
         if not naming:
             return
         for state in list(self._schedules.values()):

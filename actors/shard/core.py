@@ -354,7 +354,8 @@ class ShardCore:
             self._restore_errors[state.key] = (
                 f"its definition record {state.def_bytes.decode()} is missing"
             )
-        for def_bytes, users in Counter(map(_def_bytes_of, self._schedules.values())).items():
+        restored_defs = Counter(map(_def_bytes_of, self._schedules.values()))
+        for def_bytes, users in restored_defs.items():
             refs[def_bytes] = refs.get(def_bytes, 0) + users
         # Whatever record of the changelog wrote a schedule last, its definition's own
         # record may be there (written by an earlier fire): the shard knows it is.
@@ -379,7 +380,7 @@ class ShardCore:
         self._restore_errors.clear()
         # Calendars were learnt before this call (the runtime tells a new core the
         # whole calendars topic first): bind and re-arm what names one.
-        self._calendars.restored(now_ms)
+        self._calendars.restored(now_ms, restored_defs.keys())
         return out
 
     def learn_calendar(self, name: str, value: bytes | None, now_ms: int) -> None:
