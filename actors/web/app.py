@@ -330,8 +330,11 @@ class Console:
                 count = int(count_text)
                 if not 1 <= count <= NEXT_MAX:
                     raise ValueError(f"n: between 1 and {NEXT_MAX}")
-                fires, rule = data.when_will_it_run(spec, tz, count, time.time_ns() // 1_000_000)
-            except (SpecError, ValueError, KeyError) as exc:
+                calendars = await data.calendars_named_by(spec, self.settings)
+                fires, rule = data.when_will_it_run(
+                    spec, tz, count, time.time_ns() // 1_000_000, calendars
+                )
+            except (SpecError, ValueError, KeyError, TailError) as exc:
                 error = str(exc)
         return self.render(
             request,

@@ -23,8 +23,8 @@ import orjson
 
 from actors.history.store import AttemptView, HistoryError, HistoryStore
 from actors.shard.state import ScheduleState, decode_schedule
-from actors.timespec import compile_spec
-from actors.views.calendars import fires_of
+from actors.timespec import UnknownCalendar, compile_spec
+from actors.views.calendars import fires_of, read_calendars
 from actors.views.queues import QueueState, queue_states
 from actors.views.schedule_status import status_text
 from actors.views.schedules import (
@@ -36,6 +36,7 @@ from actors.views.schedules import (
     waiting_note,
 )
 from actors.views.tail import read_to_end
+from topics.calendar_days import CalendarDays, calendar_names, parse_calendar_days
 from topics.messages import Result
 from topics.names import Settings, TopicKind
 from topics.queues import DEFAULT_QUEUE
@@ -234,16 +235,44 @@ def dst_rule(spec: Mapping[str, Any], dst: Mapping[str, Any] | None) -> str:
     )
 
 
+async def calendars_named_by(spec_text_in: str, settings: Settings) -> dict[str, CalendarDays]:
+    """The namespace's calendars when the spec names any (read from ``{ns}.calendars``,
+    so the fires shown are the shard's, docs/DESIGN.md §5.7); else none are read."""
+    from actors.views.spec_arg import parse_spec_text
+
+    spec, _ = parse_spec_text(spec_text_in)
+    if not calendar_names(spec):
+        return {}
+    found = await read_calendars(settings)
+    return {name: parse_calendar_days(days, f"calendar {name!r}") for name, days in found.items()}
+
+
 def when_will_it_run(
-    spec_text_in: str, tz: str | None, count: int, now_ms: int
+    spec_text_in: str,
+    tz: str | None,
+    count: int,
+    now_ms: int,
+    calendars: Mapping[str, CalendarDays] | None = None,
 ) -> tuple[list[Fire], str]:
-    """The `kafkron next` answer: ``count`` fires after now, and the DST rule; `ValueError`."""
+    """The `kafkron next` answer: ``count`` fires after now, and the DST rule; `ValueError`.
+    ``calendars``: the named calendars the spec may exclude (`calendars_named_by`)."""
     from actors.views.spec_arg import parse_spec_text
 
     spec, command = parse_spec_text(spec_text_in)
     if tz and any(k in spec for k in _ZONED):
         spec["tz"] = tz
-    compiled = compile_spec(spec, schedule_id=str(command.get("id", "")), dst=command.get("dst"))
+    try:
+        compiled = compile_spec(
+            spec,
+            schedule_id=str(command.get("id", "")),
+            dst=command.get("dst"),
+            calendars=calendars or {},
+        )
+    except UnknownCalendar as missing:
+        raise ValueError(
+            f"spec.exclude: there is no calendar {missing.name!r} in the namespace"
+            " (a schedule naming it waits for it)"
+        ) from None
     zone_name = tz or _zone_of(spec)
     zone = None if zone_name == "UTC" else ZoneInfo(zone_name)
     fires: list[Fire] = []

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from topics.admin import (
+    CALENDARS_PARTITIONS,
     DLQ_RETENTION_MS,
     TOPIC_SPECS,
     _majority,
@@ -22,6 +23,7 @@ def _contract_state(
     settings: Settings, partitions: int = 3
 ) -> tuple[dict[str, int], dict[str, dict[str, str]]]:
     counts = {settings.topic(kind): partitions for kind in TopicKind}
+    counts[settings.topic(TopicKind.CALENDARS)] = CALENDARS_PARTITIONS  # one, always
     configs = {
         settings.topic(kind): {
             "cleanup.policy": spec.cleanup_policy,
@@ -39,10 +41,20 @@ def test_contract_state_has_no_problems() -> None:
     assert _problems(settings, counts, configs, 3) == []
 
 
-def test_every_kind_has_a_spec_and_schedules_is_the_only_compacted_topic() -> None:
+def test_every_kind_has_a_spec_and_the_changelog_and_calendars_are_compacted() -> None:
     assert set(TOPIC_SPECS) == set(TopicKind)
     compacted = [k for k, spec in TOPIC_SPECS.items() if spec.cleanup_policy == "compact"]
-    assert compacted == [TopicKind.SCHEDULES]
+    assert compacted == [TopicKind.SCHEDULES, TopicKind.CALENDARS]
+
+
+def test_a_calendars_topic_of_more_than_one_partition_is_named() -> None:
+    settings = Settings(namespace="ns")
+    counts, configs = _contract_state(settings)
+    counts["ns.calendars"] = 3
+    assert _problems(settings, counts, configs, None) == [
+        "ns.calendars: 3 partitions, expected 1 (every scheduler reads the calendars in"
+        " one order); recreate it"
+    ]
 
 
 @pytest.mark.parametrize(
