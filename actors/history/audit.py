@@ -40,6 +40,7 @@ from actors.audit.walk import (
 )
 from actors.history.store import HistoryError
 from actors.timespec import CompiledSpec
+from topics.calendar_days import calendar_names
 
 # Bounds of the caches of compiled specs and of walked spans (emptied when full: they
 # only hold pure values, so refilling changes nothing but time).
@@ -146,6 +147,12 @@ class AuditSource:
         spec = self._specs.get((def_key, owner))
         if spec is None:
             doc = self._doc(schedule_id, def_key)
+            names = calendar_names(doc.get("spec") or {})
+            if names:  # bound to the shard's calendars; the history does not keep them
+                raise HistoryError(
+                    f"{schedule_id!r} excludes the named calendar {names[0]!r}: the audit does"
+                    " not judge schedules that name calendars yet; audit the others by their ids"
+                )
             spec = self._specs[(def_key, owner)] = compile_definition(doc, schedule_id)
             if owner is not None and len(self._specs) > _CACHE_MAX:
                 self._specs.clear()  # per-schedule specs (H, spread): a bound, not a reuse

@@ -29,6 +29,7 @@ from actors.audit.walk import (
 )
 from actors.timespec import CompiledSpec
 from simulation.checkers.evidence import Evidence, Verdict
+from topics.calendar_days import calendar_names
 from topics.timefmt import format_ms, parse_instant
 
 
@@ -65,6 +66,8 @@ def check(evidence: Evidence) -> Verdict:
             # failure of the run (a broken restore writes such), never a crash here.
             verdict.fail(f"{schedule_id}: its changelog names {unknown[0]}, never written")
             continue
+        if any(calendar_names(docs[v.def_key].get("spec") or {}) for v in versions if v.def_key):
+            continue  # the audit does not know named calendars yet (DESIGN §5.7)
         state = evidence.final_state.get(schedule_id) or {}
         buffered = {parse_instant(b) for b in state.get("buffered", [])}
 
