@@ -39,12 +39,11 @@ from kafkron.outcomes import RunOutcome, run_id
 from kafkron.reading import ReadError
 from kafkron.schedules import Schedule, next_fires
 from kafkron.sync import SyncClient
+from topics.calendar_builders import calendar_delete, calendar_upsert
 from topics.command_builders import (
     CommandRecord,
     InvalidCommand,
     backfill_cancel,
-    calendar_delete,
-    calendar_upsert,
     dag_clear,
     dag_upsert,
     dlq_replay,

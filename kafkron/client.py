@@ -31,6 +31,7 @@ from kafkron.outcomes import RunOutcome
 from kafkron.reading import Reader
 from kafkron.schedules import DEFAULT_FIRES, Schedule, next_fires, schedules_of
 from kafkron.updates import updated
+from topics import calendar_builders
 from topics import command_builders as build
 from topics.closing import stop_producer
 from topics.command_builders import CommandRecord
@@ -237,7 +238,7 @@ class Client:
         Example: ``await client.set_calendar("uk-holidays", {"tz": "Europe/London",
         "dates": ["2026-12-25", "2026-12-28"]})``.
         """
-        await self.send(build.calendar_upsert(name, calendar))
+        await self.send(calendar_builders.calendar_upsert(name, calendar))
 
     async def delete_calendar(self, name: str) -> None:
         """Forget a named calendar (``calendar.delete``); a shard whose schedules name
@@ -246,7 +247,7 @@ class Client:
 
         Example: ``await client.delete_calendar("uk-holidays")``.
         """
-        await self.send(build.calendar_delete(name))
+        await self.send(calendar_builders.calendar_delete(name))
 
     async def calendars(self) -> dict[str, dict[str, Any]]:
         """The namespace's named calendars, name -> days, as ``{ns}.calendars`` holds them.

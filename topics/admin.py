@@ -40,7 +40,13 @@ from aiokafka.protocol.metadata import MetadataRequest
 from topics import guarantees
 from topics.clients import admin_kwargs
 from topics.closing import bounded
-from topics.names import SHARDED_KINDS, Settings, TopicKind
+from topics.names import (
+    SHARDED_KINDS,
+    Settings,
+    TopicKind,
+    calendars_count_problems,
+    partition_count,
+)
 from topics.queues import queue_topics_in
 from topics.segments import SCHEDULES_SEGMENT_BYTES, slow_restore
 
@@ -92,16 +98,11 @@ TOPIC_SPECS: dict[TopicKind, TopicSpec] = {
         min_retention_ms=DLQ_RETENTION_MS,
     ),
     TopicKind.REJECTED: TopicSpec(TopicKind.REJECTED, "delete"),
-    # Named calendars (docs/DESIGN.md §5.7): one partition (every scheduler reads it
-    # whole, in one order), compacted (the latest record of each name is the calendar;
-    # a deleted one's tombstone is kept a day, as the changelog's).
+    # Named calendars (§5.7): compacted, one partition (read whole, in one order).
     TopicKind.CALENDARS: TopicSpec(
-        TopicKind.CALENDARS,
-        "compact",
-        {"delete.retention.ms": str(SCHEDULES_DELETE_RETENTION_MS)},
+        TopicKind.CALENDARS, "compact", {"delete.retention.ms": str(SCHEDULES_DELETE_RETENTION_MS)}
     ),
 }
-CALENDARS_PARTITIONS = 1
 
 
 class TopicsError(Exception):
@@ -174,11 +175,7 @@ async def create_topics(
         new_topics = [
             NewTopic(
                 settings.topic(kind),
-                runs_count
-                if kind is TopicKind.RUNS
-                else CALENDARS_PARTITIONS
-                if kind is TopicKind.CALENDARS
-                else partitions,
+                partition_count(kind, partitions, runs_count),
                 rf,
                 topic_configs={"cleanup.policy": spec.cleanup_policy, **durability, **spec.configs},
             )
@@ -350,12 +347,7 @@ def _problems(
                     f"{name}: retention.ms is {retention_ms}, expected at least"
                     f" {spec.min_retention_ms} ({spec.min_retention_ms // DAY_MS} days)"
                 )
-    calendars = settings.topic(TopicKind.CALENDARS)
-    if counts.get(calendars, CALENDARS_PARTITIONS) != CALENDARS_PARTITIONS:
-        problems.append(
-            f"{calendars}: {counts[calendars]} partitions, expected {CALENDARS_PARTITIONS}"
-            " (every scheduler reads the calendars in one order); recreate it"
-        )
+    problems += calendars_count_problems(settings.topic(TopicKind.CALENDARS), counts)
     sharded = {
         settings.topic(k): counts[settings.topic(k)]
         for k in SHARDED_KINDS

@@ -444,25 +444,3 @@ def backfill_cancel(
         "reason": reason,
     }
     return _build(body, None)
-
-
-def calendar_upsert(name: str, calendar: Mapping[str, Any]) -> CommandRecord:
-    """``calendar.upsert``: create or replace the named calendar ``name`` (its days:
-    ``tz``, ``dates``, ``ranges``, ``weekdays``), which any schedule of the namespace may
-    exclude by name (``"exclude": ["uk-holidays"]``); every schedule naming it is
-    re-armed on every shard.
-
-    Example: ``calendar_upsert("uk-holidays", {"tz": "Europe/London", "dates":
-    ["2026-12-25", "2026-12-28"]})``.
-    """
-    body = {"v": 1, "type": "calendar.upsert", "id": name, "calendar": dict(calendar)}
-    return _build(body, None)
-
-
-def calendar_delete(name: str) -> CommandRecord:
-    """``calendar.delete``: forget the named calendar; refused by a shard whose
-    schedules name it (a schedule naming an unknown calendar waits for it).
-
-    Example: ``calendar_delete("uk-holidays")``.
-    """
-    return _build({"v": 1, "type": "calendar.delete", "id": name}, None)

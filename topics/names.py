@@ -16,6 +16,7 @@ live owners of a partition (README, "Upgrading the transactional ids").
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -56,6 +57,28 @@ class TopicKind(StrEnum):
     DLQ = "dlq"
     REJECTED = "rejected"
     CALENDARS = "calendars"
+
+
+# Every scheduler reads {ns}.calendars whole, in one order (docs/DESIGN.md §5.7).
+CALENDARS_PARTITIONS = 1
+
+
+def partition_count(kind: TopicKind, shards: int, runs: int) -> int:
+    """How many partitions `kafkron topics create` gives a topic of ``kind``."""
+    if kind is TopicKind.CALENDARS:
+        return CALENDARS_PARTITIONS
+    return runs if kind is TopicKind.RUNS else shards
+
+
+def calendars_count_problems(name: str, counts: Mapping[str, int]) -> list[str]:
+    """What `kafkron topics check` says of a calendars topic of several partitions."""
+    count = counts.get(name, CALENDARS_PARTITIONS)
+    if count == CALENDARS_PARTITIONS:
+        return []
+    return [
+        f"{name}: {count} partitions, expected {CALENDARS_PARTITIONS} (every scheduler"
+        " reads the calendars in one order); recreate it"
+    ]
 
 
 # Topics that must share the shard count: a schedule id hashes to the same partition

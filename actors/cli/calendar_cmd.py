@@ -18,8 +18,9 @@ from actors.cli.submit_cmd import produce
 from actors.views.calendars import read_calendars, read_users
 from actors.views.tail import TailError
 from topics import codec
+from topics.calendar_builders import calendar_delete, calendar_upsert
 from topics.calendar_days import WEEKDAYS
-from topics.command_builders import InvalidCommand, calendar_delete, calendar_upsert
+from topics.command_builders import InvalidCommand
 from topics.names import Settings
 
 _EPILOG = """\

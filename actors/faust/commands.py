@@ -25,6 +25,7 @@ from typing import Any
 
 import faust
 
+from topics import calendar_builders
 from topics import command_builders as build
 from topics.command_builders import CommandRecord
 from topics.command_parts import Instant
@@ -71,12 +72,12 @@ def schedule_resume(schedule_id: str) -> dict[str, Any]:
 
 def calendar_upsert(name: str, calendar: Mapping[str, Any]) -> dict[str, Any]:
     """Create or replace a named calendar: ``calendar.upsert`` (safe to repeat)."""
-    return dict(build.calendar_upsert(name, calendar).body)
+    return dict(calendar_builders.calendar_upsert(name, calendar).body)
 
 
 def calendar_delete(name: str) -> dict[str, Any]:
     """Forget a named calendar: ``calendar.delete`` (refused while schedules name it)."""
-    return dict(build.calendar_delete(name).body)
+    return dict(calendar_builders.calendar_delete(name).body)
 
 
 def validated(command: Mapping[str, Any], now: int | None = None) -> tuple[bytes, bytes]:

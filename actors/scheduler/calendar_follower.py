@@ -24,6 +24,8 @@ from typing import Protocol, runtime_checkable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from topics.closing import within
+
 log = logging.getLogger("kafkron.scheduler.calendars")
 
 POLL_MS = 500
@@ -87,7 +89,10 @@ class CalendarFollower:
                 raise TimeoutError(
                     f"the calendars were read to offset {self.position}, not {end_offset}"
                 )
-            await asyncio.wait_for(self._moved.wait(), left)
+            try:
+                await within(self._moved.wait(), left)
+            except TimeoutError:
+                continue  # the loop's test says how far it got
 
     def tell(self, core: CalendarLearner, now_ms: int) -> None:
         """Tell ``core`` the records it has not heard yet, in order."""

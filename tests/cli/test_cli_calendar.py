@@ -11,8 +11,9 @@ from actors.cli.calendar_cmd import calendar_of
 from actors.cli.next_cmd import exclusion_labels, why_lines
 from actors.cli.schedule_cmd import exclusions
 from actors.timespec import compile_spec
+from topics.calendar_builders import calendar_delete, calendar_upsert
 from topics.calendar_days import parse_calendar_days
-from topics.command_builders import InvalidCommand, calendar_delete, calendar_upsert
+from topics.command_builders import InvalidCommand
 from topics.command_parts import AnyOf, Cron, Days
 from topics.timefmt import parse_instant
 

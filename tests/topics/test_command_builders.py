@@ -14,6 +14,7 @@ import pytest
 import kafkron
 from topics import commands
 from topics.backfill_commands import BackfillCancel, ScheduleBackfill
+from topics.calendar_builders import calendar_delete, calendar_upsert
 from topics.command_builders import (
     InvalidCommand,
     backfill_cancel,
@@ -166,7 +167,8 @@ def test_a_builder_exists_for_every_command_type() -> None:
         schedule_backfill("a", "b1", [(NOW - 60_000, NOW, 2)], max_parallel=4),
         backfill_cancel("a", "b1", running=True, reason="wrong input"),
     ]
-    assert [record.type for record in built] == list(COMMAND_TYPES)
+    calendars = [calendar_upsert("uk", {"dates": ["2026-12-25"]}), calendar_delete("uk")]
+    assert [record.type for record in [*built, *calendars]] == list(COMMAND_TYPES)
     assert built[-2].decoded == ScheduleBackfill("a", "b1", ((NOW - 60_000, NOW, 2),), 4)
     assert built[-1].decoded == BackfillCancel("a", "b1", True, "wrong input")
     cancel = built[-3].decoded

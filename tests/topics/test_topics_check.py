@@ -8,14 +8,13 @@ import asyncio
 import pytest
 
 from topics.admin import (
-    CALENDARS_PARTITIONS,
     DLQ_RETENTION_MS,
     TOPIC_SPECS,
     _majority,
     _problems,
     create_topics,
 )
-from topics.names import Settings, TopicKind
+from topics.names import CALENDARS_PARTITIONS, Settings, TopicKind
 from topics.segments import SCHEDULES_SEGMENT_BYTES, slow_restore
 
 
