@@ -22,6 +22,9 @@ VARIANT = "restore-forgets-fired-count"
 # exclude, so the new owner fires on the excluded days (checker `excluded-days`).
 EXCLUSIONS_VARIANT = "restore-drops-exclusions"
 BACKFILL_VARIANT = "restore-forgets-backfill"
+# A restored definition whose any spec lost the names of its calendars (a new owner
+# that fires before it knows them, as if they excluded nothing; `excluded-days`).
+CALENDAR_NAMES_VARIANT = "restore-drops-calendar-names"
 
 
 def as_restored(value: bytes | None, broken: Collection[str]) -> bytes | None:
@@ -34,6 +37,17 @@ def as_restored(value: bytes | None, broken: Collection[str]) -> bytes | None:
         spec = definition.get("spec") if isinstance(definition, dict) else None
         if isinstance(spec, dict) and "any" in spec:
             spec.pop("exclude", None)
+            value = dumps(doc)
+    if CALENDAR_NAMES_VARIANT in broken and b'"exclude"' in value:
+        doc = loads(value)
+        definition = doc.get("def")
+        spec = definition.get("spec") if isinstance(definition, dict) else None
+        if isinstance(spec, dict) and isinstance(spec.get("exclude"), list):
+            kept = [entry for entry in spec["exclude"] if not isinstance(entry, str)]
+            if kept:
+                spec["exclude"] = kept
+            else:
+                spec.pop("exclude")
             value = dumps(doc)
     if VARIANT in broken and b'"fired_count"' in value:
         doc = loads(value)

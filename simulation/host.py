@@ -38,7 +38,7 @@ BROKEN_VARIANTS = (
     "drop-reported-results",  # the node never writes the missed/skipped results the shard reports
     "restore-drops-exclusions",  # a restore drops the exclude of an any spec
     "restore-forgets-backfill",  # a restore drops a backfill's runs in flight, rewinds it
-    "calendars-at-restore-only",  # a core learns the calendars when built, never live
+    "restore-drops-calendar-names",  # a restore drops the calendar names of an exclude
     # The worker's fixes undone in its executor (simulation/worker_node.py):
     "adopt-no-seek",  # the Seek after adoption is ignored (finding 2)
     "adoption-failure-lost",  # a failed adoption is never retried (finding 4)

@@ -251,9 +251,8 @@ class SchedulerNode:
                 batch, next_position = kafka.fetch(kind, p, position, MAX_BATCH)
                 if machine.feed(p, kind, batch, now_ms):
                     producer.positions[kind] = next_position
-        live_calendars = "calendars-at-restore-only" not in self.host.broken
         for slot in machine.slots.values():  # as the runtime: edits re-arm before firing
-            if live_calendars and isinstance(slot.core, ShardCore):
+            if isinstance(slot.core, ShardCore):
                 self._tell_calendars(slot.core)
         actions = machine.turn(self.clock.now_ms(), self.clock.mono_ms())
         writes = [a for a in actions if isinstance(a, Write)]

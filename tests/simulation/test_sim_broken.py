@@ -77,7 +77,9 @@ WORKER_VARIANTS = [
     # A restore that drops an any spec's exclude (in what the simulated scheduler
     # feeds its shard core): the new owner fires on the excluded Saturday.
     ("restore-drops-exclusions", "excluded-days-across-takeovers", "excluded-days"),
-    ("calendars-at-restore-only", "named-calendars-across-takeovers", "excluded-days"),
+    # A restore that drops the calendar names of an exclude: the new owner of shard 4
+    # fires on the Saturday the calendar excluded when it fired.
+    ("restore-drops-calendar-names", "named-calendars-across-takeovers", "excluded-days"),
     # A restore that drops a backfill's runs in flight and rewinds its cursor: the new
     # owner fires occurrences again and more than max_parallel at once.
     ("restore-forgets-backfill", "backfill-across-takeovers", "backfill"),
