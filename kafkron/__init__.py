@@ -33,6 +33,7 @@ the field.
 # `actors` first: importing it installs the spec compiler the command decoder uses.
 from actors import CANCELLED_ERROR, NonRetryable, RunCancelled, RunContext, job
 from actors.sending import SendError
+from actors.views.holiday_source import holiday_days
 from kafkron.backfills import BackfillSent
 from kafkron.client import Client
 from kafkron.outcomes import RunOutcome, run_id
@@ -132,6 +133,7 @@ __all__ = [
     "dag_clear",
     "dag_upsert",
     "dlq_replay",
+    "holiday_days",
     "job",
     "next_fires",
     "run_cancel",

@@ -16,6 +16,12 @@ from typing import Any
 from actors.cli import output
 from actors.cli.submit_cmd import produce
 from actors.views.calendars import read_calendars, read_users
+from actors.views.holiday_source import (
+    HolidaysUnavailable,
+    holiday_days,
+    parse_region,
+    parse_years,
+)
 from actors.views.tail import TailError
 from topics import codec
 from topics.calendar_builders import calendar_delete, calendar_upsert
@@ -28,6 +34,7 @@ examples:
   kafkron calendar add uk-holidays --tz Europe/London --date 2026-12-25 --date 2026-12-28
   kafkron calendar add shutdown --range 2026-12-24:2027-01-01 --weekday SAT --weekday SUN
   kafkron calendar add uk-holidays --json '{"tz": "Europe/London", "dates": ["2026-12-25"]}'
+  kafkron calendar add uk-holidays --holidays GB:ENG --years 2026-2030 --tz Europe/London
   kafkron calendar ls
   kafkron calendar show uk-holidays
   kafkron calendar rm uk-holidays
@@ -58,6 +65,12 @@ def register(subparsers: Any) -> None:
     )
     add.add_argument("--weekday", action="append", default=[], choices=WEEKDAYS)
     add.add_argument("--json", dest="json_days", metavar="CALENDAR", help="the days as JSON")
+    add.add_argument(
+        "--holidays",
+        metavar="COUNTRY[:SUBDIV]",
+        help="add a country's public holidays (the holidays package), e.g. GB:ENG",
+    )
+    add.add_argument("--years", metavar="FIRST-LAST", help="--holidays' years, e.g. 2026-2030")
     add.set_defaults(func=run_add)
     rm = actions.add_parser("rm", help="delete a calendar no schedule names (calendar.delete)")
     rm.add_argument("name", metavar="NAME")
@@ -98,13 +111,19 @@ def calendar_of(args: argparse.Namespace) -> dict[str, Any]:
         calendar["ranges"] = ranges
     if args.weekday:
         calendar["weekdays"] = list(args.weekday)
+    if getattr(args, "holidays", None):
+        country, subdiv = parse_region(args.holidays)
+        if not args.years:
+            raise ValueError("--holidays needs --years, e.g. --years 2026-2030")
+        found = holiday_days(country, parse_years(args.years), subdiv=subdiv, tz=args.tz or "UTC")
+        calendar["dates"] = sorted({*calendar.get("dates", []), *found["dates"]})
     return calendar
 
 
 def run_add(args: argparse.Namespace) -> int:
     try:
         record = calendar_upsert(args.name, calendar_of(args))
-    except (InvalidCommand, ValueError) as exc:
+    except (InvalidCommand, ValueError, HolidaysUnavailable) as exc:
         return output.fail("calendar add", str(exc), 2)
     return produce("calendar add", Settings.from_env(), [(record.key, record.value)])
 
