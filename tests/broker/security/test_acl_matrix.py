@@ -80,8 +80,8 @@ pytestmark = [
 ]
 
 PARTITIONS = 2
-# The six topics of a namespace, as the README's role table names them.
-TOPIC_KINDS = ("commands", "dlq", "rejected", "results", "runs", "schedules")
+# The seven topics of a namespace, as the README's role table names them.
+TOPIC_KINDS = ("calendars", "commands", "dlq", "rejected", "results", "runs", "schedules")
 LOOK_ALIKE_SUFFIXES = ("-worker", "-shard", "-workers", "-schedulers", "_x")
 # The roles each other namespace gets a user of, so that grants of theirs exist.
 OTHER_ROLES = (Role.SCHEDULER, Role.WORKER)
