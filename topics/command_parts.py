@@ -236,10 +236,9 @@ Single = Cron | Every | At | RRule | BusinessDay | SpecJson
 class AnyOf:
     """``{"any": [...], "exclude": [...], "adjust": ..., "tz": zone}``: several specs
     merged (an instant fired by two fires once), minus the days of ``exclude``
-    (`Days` calendars, names of the namespace's calendars (a ``str``, docs/DESIGN.md
-    §5.7), or specs: the days they fire on), a fixed-time fire on an
-    excluded day moved by ``adjust`` (``skip``, ``next_business_day``,
-    ``previous_business_day``, ``modified_following``). docs/DESIGN.md §5.6.
+    (`Days` calendars, calendar names (a ``str``, DESIGN §5.7), or specs: the days
+    they fire on), a fixed-time fire on an excluded day moved by ``adjust`` (``skip``,
+    ``next_business_day``, ``previous_business_day``, ``modified_following``). §5.6.
 
     Example: ``AnyOf([Cron("0 6 * * *")], exclude=[Days(weekdays=("SAT", "SUN"))],
     adjust="next_business_day", tz="Europe/London")``.
