@@ -397,7 +397,9 @@ class TargetTopics:
             until_ms = self.refused_until_ms.get(topic)
             if until_ms is None:
                 return REFUSED_UNTIL_UNKNOWN_MS
-            return max(0, until_ms - now_ms)
+            # Past its end, the mark is still here only because this view predates the
+            # runtime's next (handed when a mark ends): wait for that view, not 0 ms.
+            return max(MARK_HANDOVER_MS, until_ms - now_ms)
         if topic not in self.known:
             return self.refresh_ms
         return 0  # too small for the record: only an operator's change helps, any time
@@ -406,6 +408,12 @@ class TargetTopics:
 # A refusal mark whose end the runtime did not state lasts at least this long: the
 # scheduler's first mark (`actors.scheduler.target_table.REFUSED_FIRST_S`).
 REFUSED_UNTIL_UNKNOWN_MS = 60_000
+
+# The least wait after a refused attempt whose mark should have ended: the runtime
+# hands its cores a new view as a mark ends, at its loop's next wake (at most a second
+# away, `actors.scheduler.lifecycle.MAX_SLEEP_MS`); a retry at 0 ms would meet the
+# stale mark and spend an attempt for nothing.
+MARK_HANDOVER_MS = 2_000
 
 
 def allowed(topic: str, patterns: tuple[str, ...], own_prefix: str) -> bool:

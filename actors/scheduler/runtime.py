@@ -83,8 +83,8 @@ from actors.scheduler.restore import make_restore_consumer, read_to_end
 from actors.scheduler.shard_runner import ShardFenced, ShardRunner, ShardWriteFailed
 from actors.scheduler.skew import DEFAULT_BOUND_MS
 from actors.scheduler.standby import StandbyTailer
+from actors.scheduler.target_table import INF, TargetTable, refused_target
 from actors.scheduler.target_table import REFRESH_S as TARGETS_REFRESH_S
-from actors.scheduler.target_table import TargetTable, refused_target
 from actors.scheduler.warm import WarmShard
 from actors.scheduler.writer import Partitioner, TargetDest
 from topics.clients import admin_kwargs, consumer_kwargs
@@ -227,6 +227,7 @@ class SchedulerRuntime:
         self._limits: dict[TopicKind | TargetDest, int] | None = None
         self._targets = TargetTable(settings.namespace, self.options.target_topics)
         self._targets_due_s = 0.0  # when the target topics are read again
+        self._marks_end_s = INF  # when a refusal mark in the cores' view ends
         self._partitioner: Partitioner | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._restore_consumer: AIOKafkaConsumer | None = None
@@ -407,7 +408,10 @@ class SchedulerRuntime:
         self._hand_targets()
 
     def _hand_targets(self) -> None:
-        snapshot = self._targets.snapshot(time.monotonic(), self.clock.now_ms())
+        mono_s = time.monotonic()
+        # On the shards' clock (held back by the skew guard), which their timers use.
+        snapshot = self._targets.snapshot(mono_s, self.machine.now_ms(self.clock.now_ms()))
+        self._marks_end_s = self._targets.next_end_s(mono_s)
         # Every core the machine holds, not only the live ones: a shard positioning or
         # parked goes live with this view, not one from before a refusal.
         for slot in self.machine.slots.values():
@@ -424,6 +428,8 @@ class SchedulerRuntime:
             if time.monotonic() >= self._targets_due_s:  # targets and queue topics
                 self._targets_due_s = time.monotonic() + TARGETS_REFRESH_S
                 self._spawn(self._refresh_targets())
+            if time.monotonic() >= self._marks_end_s:  # a refusal ended: say so, now
+                self._hand_targets()
             async with self._lock:
                 self._execute(machine.tick(self._mono()))
             timeout_ms = machine.wake_in_ms(self.clock.now_ms(), self._mono())

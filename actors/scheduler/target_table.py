@@ -61,6 +61,8 @@ from topics.names import Settings, TopicKind
 from topics.queues import DEFAULT_QUEUE, queue_of_topic
 from topics.targets import TargetTopic, TargetTopics, allowed, check_pattern
 
+INF = float("inf")
+
 log = logging.getLogger("kafkron.scheduler")
 
 REFRESH_S = 30.0
@@ -109,6 +111,12 @@ class TargetTable:
             refused_until_ms=until_ms,
             refresh_ms=int(REFRESH_S * 1000),
         )
+
+    def next_end_s(self, mono_s: float) -> float:
+        """When the next refusal mark still live at monotonic ``mono_s`` ends (inf if
+        none): the runtime hands the cores a new view then, since a snapshot is a copy
+        and an attempt retried at a mark's end must not meet the mark again."""
+        return min((until for _, until in self.refused.values() if until > mono_s), default=INF)
 
     def refuse(self, topic: str, why: str, mono_s: float) -> None:
         strikes = self.strikes[topic] = self.strikes.get(topic, 0) + 1

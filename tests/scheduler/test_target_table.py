@@ -230,3 +230,15 @@ def test_patterns_come_from_the_flags_and_the_environment(
         patterns_from_env(("*",))
     with pytest.raises(ValueError, match="prefix ending in"):
         patterns_from_env(("a*b",))
+
+
+def test_the_runtime_learns_when_the_next_refusal_mark_ends() -> None:
+    # A snapshot is a copy: the runtime hands a new one when a mark ends, so an attempt
+    # retried at that end does not meet the mark again and spend the retry budget.
+    table = TargetTable("ns", (), {"ns.runs.gpu": TargetTopic(3), "ns.runs.cpu": TargetTopic(3)})
+    assert table.next_end_s(0.0) == float("inf")
+    table.refuse("ns.runs.gpu", "NotEnoughReplicas", mono_s=100.0)
+    table.refuse("ns.runs.cpu", "NotEnoughReplicas", mono_s=130.0)
+    assert table.next_end_s(100.0) == 100.0 + REFUSED_FIRST_S
+    assert table.next_end_s(100.0 + REFUSED_FIRST_S) == 130.0 + REFUSED_FIRST_S
+    assert table.next_end_s(130.0 + REFUSED_FIRST_S) == float("inf")

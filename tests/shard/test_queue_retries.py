@@ -9,7 +9,7 @@ from actors.shard.runs import QUEUE_REFUSED_ERROR
 from tests.kit.shard import MINUTE, SECOND, T0, Shard, upsert
 from topics.messages import retry_after_ms
 from topics.records import TargetRecord
-from topics.targets import TargetTopic, TargetTopics
+from topics.targets import MARK_HANDOVER_MS, TargetTopic, TargetTopics
 
 GPU = "kafkron.runs.gpu"
 JOB = {"name": "test.job", "args": {}, "queue": "gpu"}
@@ -61,3 +61,12 @@ def test_a_missing_topic_is_retried_after_the_schedulers_next_look() -> None:
     assert retry_after_ms(failed.error) == 30 * SECOND
     assert shard.run_until(T0 + MINUTE + 29 * SECOND).results == []
     assert [r.attempt for r in shard.run_until(T0 + MINUTE + 32 * SECOND).results] == [2]
+
+
+def test_a_mark_past_its_end_in_a_stale_view_is_not_retried_at_once() -> None:
+    # The view the shard holds still lists the mark after its end (the runtime's next
+    # view is a loop iteration away): the retry waits for that view, not 0 ms.
+    until_ms = T0 + MINUTE - 5 * SECOND  # already over when the occurrence fires
+    shard = _shard(_refused(refused_until_ms={GPU: until_ms}))
+    (failed,) = shard.advance(T0 + MINUTE).results
+    assert retry_after_ms(failed.error) == MARK_HANDOVER_MS
