@@ -502,7 +502,10 @@ class RunBook:
             requested_ms=placed.cancel_owed,
         )
         self.queue_cancel(state, run, placed, value, now_ms)
-        self._dirty[state.id] = state
+        if placed.cancel_owed is None:  # written: the debt's end goes to the changelog
+            self._dirty[state.id] = state
+        # Owed again, nothing changed that the changelog keeps (the retry timer is not
+        # in it): a topic that stays refusing must not cost a record at every retry.
 
     def queue_refused(self, state: ScheduleState, run: RunState, now_ms: int, why: str) -> None:
         """The attempt just put in flight could not be written to its queue's topic: it

@@ -112,3 +112,22 @@ def test_an_owed_cancel_never_written_ends_cancelled_at_the_deadline() -> None:
     assert [(r.status, r.attempt) for r in _ours(out)] == [("cancelled", 1)]
     state = shard.core.schedule("s")
     assert state is not None and RUN_ID not in state.runs  # ended
+
+
+def test_an_owed_cancel_retried_in_vain_writes_no_changelog_record() -> None:
+    # Nothing changed (the retry timer is not kept in the changelog): a topic that stays
+    # unable to take the cancel must not cost a changelog record at every retry.
+    shard, _ = _running()
+    refused = _refused()
+    stale = TargetTopics(  # a mark said to end at +15 s, in a view that stays
+        known=refused.known,
+        refused=refused.refused,
+        own_prefix="kafkron.",
+        refused_until_ms={GPU: T0 + MINUTE + 15 * SECOND},
+    )
+    shard.core.set_target_topics(stale)
+    assert shard.send(command("run.cancel", run_id=RUN_ID), at_ms=T0 + MINUTE + SECOND).changelog
+    out = shard.run_until(T0 + MINUTE + 55 * SECOND)  # retries, before the next occurrence
+    assert _queued(out.records) == [] and out.changelog == []
+    (entry,) = shard.state_doc()["runs"]
+    assert entry["cancel_owed"]
