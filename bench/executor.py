@@ -25,6 +25,7 @@ from actors.event_loop import chosen, loop_kind, new_event_loop
 from actors.worker.core import RunKey
 from actors.worker.executor import Executor
 from actors.worker.registry import Registry
+from topics.closing import bounded
 from topics.command_types import Job
 from topics.messages import Run, idempotency_key, parse_run, run_id_for, run_value
 
@@ -90,7 +91,7 @@ async def executor_rate(job: str, count: int, repeats: int, timeout_s: float) ->
             executor.start(key, run)
         await _until(lambda: len(exited) >= count, timeout_s)  # noqa: B023 (this repeat's)
         best = min(best, time.process_time() - started)
-        await executor.close()
+        await bounded(executor.close(), "the executor")
     return count / best
 
 
