@@ -28,7 +28,8 @@ from typing import Any
 
 from simulation.kafka import COMMITTED, OPEN, ProducerFenced, SimKafka, Txn
 from topics.records import TargetRecord
-from topics.targets import TargetTopic, TargetTopics, check_pattern
+from topics.target_patterns import check_pattern
+from topics.targets import TargetTopic, TargetTopics
 
 
 @dataclass(frozen=True, slots=True)

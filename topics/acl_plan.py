@@ -40,7 +40,7 @@ from enum import StrEnum
 
 from topics.names import Settings, TopicKind
 from topics.queues import DEFAULT_QUEUE
-from topics.targets import check_pattern
+from topics.target_patterns import check_pattern
 
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 

@@ -50,6 +50,7 @@ import orjson
 
 from topics.command_fields import FieldError, check_keys, clip, describe, integer, obj, string
 from topics.queues import DEFAULT_QUEUE, QUEUE_TOPIC_INFIX
+from topics.target_patterns import allowed, refusal_of
 
 KAFKA_JOB = "kafkron.kafka"
 HTTP_JOB = "kafkron.http"
@@ -414,44 +415,3 @@ REFUSED_UNTIL_UNKNOWN_MS = 60_000
 # away, `actors.scheduler.lifecycle.MAX_SLEEP_MS`); a retry at 0 ms would meet the
 # stale mark and spend an attempt for nothing.
 MARK_HANDOVER_MS = 2_000
-
-
-def allowed(topic: str, patterns: tuple[str, ...], own_prefix: str) -> bool:
-    if topic.startswith("__") or (own_prefix and topic.startswith(own_prefix)):
-        return False
-    for pattern in patterns:
-        if pattern.endswith("*"):
-            if topic.startswith(pattern[:-1]):
-                return True
-        elif topic == pattern:
-            return True
-    return False
-
-
-def refusal_of(topic: str, patterns: tuple[str, ...], own_prefix: str) -> str:
-    if topic.startswith("__") or (own_prefix and topic.startswith(own_prefix)):
-        return (
-            f"target topic {topic}: kafkron's own topics and Kafka's internal ones are never"
-            " a target"
-        )
-    if not patterns:
-        return (
-            f"target topic {topic} is not allowed: this namespace allows no target topics;"
-            " start the schedulers with --target-topic NAME (or PREFIX*), and grant them"
-            " Write on it (kafkron acl plan --target-topic)"
-        )
-    return (
-        f"target topic {topic} is not allowed; this namespace allows"
-        f" {', '.join(patterns)} (the schedulers' --target-topic)"
-    )
-
-
-def check_pattern(pattern: str) -> str:
-    """A ``--target-topic`` pattern if valid, else ValueError saying why."""
-    name = pattern[:-1] if pattern.endswith("*") else pattern
-    if not name or not _TOPIC.fullmatch(name) or "*" in name:
-        raise ValueError(
-            f"target topic pattern {pattern!r}: a topic name, or a prefix ending in '*'"
-            " (orders.due, orders.*)"
-        )
-    return pattern

@@ -59,7 +59,8 @@ from actors.scheduler.writer import BatchRefused, TargetUnacknowledged
 from topics.admin import admin_client, describe_topics
 from topics.names import Settings, TopicKind
 from topics.queues import DEFAULT_QUEUE, queue_of_topic
-from topics.targets import TargetTopic, TargetTopics, allowed, check_pattern
+from topics.target_patterns import allowed, check_pattern
+from topics.targets import TargetTopic, TargetTopics
 
 INF = float("inf")
 

@@ -52,7 +52,8 @@ from topics.names import TopicKind
 from topics.partitioner import murmur2_partition
 from topics.queues import DEFAULT_QUEUE
 from topics.records import OutRecord, TargetRecord
-from topics.targets import KAFKA_JOB, KafkaDelivery, TargetTopics, refusal_of
+from topics.target_patterns import refusal_of
+from topics.targets import KAFKA_JOB, KafkaDelivery, TargetTopics
 from topics.timefmt import format_ms
 from topics.vocabulary import MisfireMode, OverlapPolicy, RunStatus
 

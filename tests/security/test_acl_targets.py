@@ -23,7 +23,7 @@ from topics.acl_plan import (
     plan,
     shell_commands,
 )
-from topics.targets import allowed
+from topics.target_patterns import allowed
 
 NS = "shop"
 TARGETS = ("orders.due", "billing-out.*")
