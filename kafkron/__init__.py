@@ -40,6 +40,7 @@ from kafkron.outcomes import RunOutcome, run_id
 from kafkron.reading import ReadError
 from kafkron.schedules import Schedule, next_fires
 from kafkron.sync import SyncClient
+from topics.alerts import Alert, AlertType, Deadline, DeadlineKind, parse_alert
 from topics.calendar_builders import calendar_delete, calendar_upsert
 from topics.command_builders import (
     CommandRecord,
@@ -89,6 +90,8 @@ from topics.vocabulary import (
 
 __all__ = [
     "CANCELLED_ERROR",
+    "Alert",
+    "AlertType",
     "AnyOf",
     "At",
     "BackfillSent",
@@ -100,6 +103,8 @@ __all__ = [
     "Cron",
     "Days",
     "DeadLetter",
+    "Deadline",
+    "DeadlineKind",
     "Dst",
     "DstFold",
     "DstGap",
@@ -136,6 +141,7 @@ __all__ = [
     "holiday_days",
     "job",
     "next_fires",
+    "parse_alert",
     "run_cancel",
     "run_id",
     "schedule_backfill",

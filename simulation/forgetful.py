@@ -25,6 +25,9 @@ BACKFILL_VARIANT = "restore-forgets-backfill"
 # A restored definition whose any spec lost the names of its calendars (a new owner
 # that fires before it knows them, as if they excluded nothing; `excluded-days`).
 CALENDAR_NAMES_VARIANT = "restore-drops-calendar-names"
+# A restore that loses which deadline alerts a run's shard wrote (its watch's
+# ``alerted`` and ``done``): the new owner alerts them again (checker `deadlines`).
+ALERTS_VARIANT = "restore-forgets-alerts"
 
 
 def as_restored(value: bytes | None, broken: Collection[str]) -> bytes | None:
@@ -52,6 +55,15 @@ def as_restored(value: bytes | None, broken: Collection[str]) -> bytes | None:
     if VARIANT in broken and b'"fired_count"' in value:
         doc = loads(value)
         doc.pop("fired_count", None)
+        value = dumps(doc)
+    if ALERTS_VARIANT in broken and b'"watch"' in value:
+        doc = loads(value)
+        for run in doc.get("runs") or ():
+            watch = run.get("watch")
+            if isinstance(watch, dict):
+                watch.pop("alerted", None)
+                watch.pop("done", None)
+                watch.pop("started", None)
         value = dumps(doc)
     if BACKFILL_VARIANT in broken and b'"backfill"' in value:
         doc = loads(value)

@@ -71,6 +71,7 @@ class World:
                 TopicKind.DLQ: n,
                 TopicKind.REJECTED: 1,
                 TopicKind.CALENDARS: 1,
+                TopicKind.ALERTS: n,
             },
             fencing="no-fencing" not in self.broken,
         )

@@ -1,4 +1,4 @@
-"""Create and check the six topics of the contract (docs/DESIGN.md §2).
+"""Create and check the eight topics of the contract (docs/DESIGN.md §2).
 
 The shard count is fixed when the topics are created, like Temporal's history
 shards: ``commands``, ``schedules`` and ``results`` share it so that a schedule
@@ -102,6 +102,7 @@ TOPIC_SPECS: dict[TopicKind, TopicSpec] = {
     TopicKind.CALENDARS: TopicSpec(
         TopicKind.CALENDARS, "compact", {"delete.retention.ms": str(SCHEDULES_DELETE_RETENTION_MS)}
     ),
+    TopicKind.ALERTS: TopicSpec(TopicKind.ALERTS, "delete"),  # deadline alerts (§2.9)
 }
 
 

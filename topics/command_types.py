@@ -19,6 +19,7 @@ retry              1 s initial, ×2, capped at 100 s, full jitter, 5 attempts
 timeout_s          3600
 start / end        none (the spec alone bounds the schedule)
 max_runs           none (no limit)
+deadline           none (no alerts); ``start_within_s`` / ``finish_within_s``
 job.args           ``{}``
 max_active_runs    1 (DAG runs do not overlap)
 =================  ===========================================================
@@ -30,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from topics.alerts import Deadline
 from topics.backfill_commands import BackfillCancel, ScheduleBackfill
 from topics.calendar_commands import CalendarDelete, CalendarUpsert
 from topics.concurrency import Concurrency
@@ -161,6 +163,9 @@ class ScheduleUpsert:
     max_runs: int | None = None
     """At most this many runs are ever started (triggers count); then it is
     ``completed``. Counted in the changelog, so exactly across failovers."""
+    deadline: Deadline | None = None
+    """When each run must start and end after its scheduled instant (`topics.alerts`);
+    a run that does not gets one ``deadline_missed`` alert per deadline."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from topics import codec, spec_compiler
+from topics.alerts import deadline_field
 from topics.backfill_commands import (
     BACKFILL_CANCEL_TYPE,
     BACKFILL_TYPE,
@@ -152,7 +153,9 @@ COMMAND_TYPES = (
 )
 _ENVELOPE = ("v", "type", "id")
 _SCHEDULE_FIELDS = ("spec", "misfire", "dst", "spread", "start", "end", "retry", "timeout_s")
-_UPSERT_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "job", "target", "overlap", "max_runs"))
+_UPSERT_KEYS = frozenset(
+    (*_ENVELOPE, *_SCHEDULE_FIELDS, "job", "target", "overlap", "max_runs", "deadline")
+)
 _DAG_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "tasks", "max_active_runs"))
 _TASK_KEYS = frozenset(("job", "target", "after", "retry", "timeout_s"))
 _SPEC_KINDS = ("cron", "every", "at", "rrule", "business_day", "any")
@@ -376,6 +379,12 @@ def _schedule_upsert(body: dict[str, Any], schedule_id: str, now_ms: int | None)
     job = _job_or_target(body)
     overlap = _optional(body, "overlap")
     when = _When(body, schedule_id, now_ms)
+    deadline = deadline_field(body.get("deadline"))
+    if deadline is not None and job.name == KAFKA_JOB:
+        raise FieldError(
+            "deadline: a Kafka target's record is written by the shard at its fire, "
+            "never waits for a worker: leave deadline out"
+        )
     return ScheduleUpsert(
         id=schedule_id,
         spec=when.spec,
@@ -395,6 +404,7 @@ def _schedule_upsert(body: dict[str, Any], schedule_id: str, now_ms: int | None)
         max_runs=None
         if body.get("max_runs") is None
         else integer(body["max_runs"], "max_runs", low=1, high=MAX_RUNS),
+        deadline=deadline,
     )
 
 

@@ -153,6 +153,9 @@ class Run:
     """The data date a DAG run processes (Airflow's logical date), if any."""
     data_interval: tuple[int, int] | None = None
     """``(start_ms, end_ms)`` of the data a DAG run covers, if any."""
+    report_start: bool = False
+    """The run's schedule has a start deadline: the worker reports the attempt's start
+    (a progress report at once, docs/WORKER-PROTOCOL.md §8.3)."""
 
 
 def run_value(
@@ -168,6 +171,7 @@ def run_value(
     deadline_ms: int,
     logical_date_ms: int | None = None,
     data_interval: tuple[int, int] | None = None,
+    report_start: bool = False,
 ) -> bytes:
     """The ``{ns}.runs`` value of one attempt."""
     record: dict[str, Any] = {
@@ -190,6 +194,8 @@ def run_value(
             "start": _format(data_interval[0]),
             "end": _format(data_interval[1]),
         }
+    if report_start:
+        record["report_start"] = True
     return orjson.dumps(record)
 
 
@@ -232,6 +238,7 @@ def _parse_run_fast(data: Any) -> Run:
         Job(job["name"], job.get("args") or {}),
         key,
         _parse(data["deadline"]),
+        report_start=data.get("report_start") is True,
     )
 
 
@@ -255,6 +262,7 @@ def _parse_run_strict(value: bytes) -> Run:
             _Fields.of(interval, "run.data_interval").instant("start"),
             _Fields.of(interval, "run.data_interval").instant("end"),
         ),
+        report_start=fields.has("report_start") and fields.raw("report_start") is True,
     )
 
 
@@ -721,6 +729,9 @@ class _Fields:
         fields._data = data
         fields._what = what
         return fields
+
+    def has(self, name: str) -> bool:
+        return name in self._data
 
     def raw(self, name: str) -> Any:
         if name not in self._data:

@@ -48,7 +48,7 @@ class TxnIds(StrEnum):
 
 
 class TopicKind(StrEnum):
-    """The seven topics of the public contract (docs/DESIGN.md §2.1)."""
+    """The eight topics of the public contract (docs/DESIGN.md §2.1)."""
 
     COMMANDS = "commands"
     SCHEDULES = "schedules"
@@ -57,6 +57,7 @@ class TopicKind(StrEnum):
     DLQ = "dlq"
     REJECTED = "rejected"
     CALENDARS = "calendars"
+    ALERTS = "alerts"
 
 
 # Every scheduler reads {ns}.calendars whole, in one order (docs/DESIGN.md §5.7).

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from topics.alerts import Deadline
 from topics.command_parts import (
     Dst,
     HttpTarget,
@@ -44,6 +45,8 @@ class ScheduleFields(TypedDict, total=False):
     - ``concurrency``: the job's concurrency key (`Concurrency`: key, limit,
       strategy): at most ``limit`` runs of the key at once, across every schedule
       naming it (docs/DESIGN.md §8.2).
+    - ``deadline``: a `Deadline` (``start_within_s``, ``finish_within_s`` after each
+      run's instant); a run that breaks one gets a ``deadline_missed`` alert.
     """
 
     args: Mapping[str, Any] | None
@@ -59,6 +62,7 @@ class ScheduleFields(TypedDict, total=False):
     max_runs: int | None
     queue: str | None
     concurrency: Concurrency | None
+    deadline: Deadline | None
 
 
 FIELD_NAMES = frozenset(ScheduleFields.__optional_keys__)

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "recorder_cmd",
     "history_cmd",
     "audit_cmd",
+    "slo_cmd",
     "rejected_cmd",
     "ls_cmd",
     "worker_cmd",

@@ -11,6 +11,10 @@ names one (``→ concurrency key 'customer-42': at most 1 at once (queue)``): th
 answer to "what will it do, and when". A spec alone, or a job of the default queue,
 prints the instants only.
 
+A command with a ``deadline`` also prints, for each fire, the instants its run must
+have started and ended by (``start by ...  end by ...``): past them, the shard
+writes a ``deadline_missed`` alert.
+
 ``--max-runs N`` (or a command's ``max_runs``) stops the list after N fires, as the
 shard stops the schedule: it counts from ``--from``, as a new schedule would (a
 running schedule's count so far is in ``kafkron ls``), and a trigger counts too.
@@ -37,6 +41,7 @@ from actors.views.calendars import read_calendars
 from actors.views.schedules import spec_zone
 from actors.views.spec_arg import parse_spec_text
 from actors.views.tail import TailError
+from topics.alerts import Deadline, deadline_field
 from topics.calendar_days import CalendarDays, calendar_names, parse_calendar_days
 from topics.command_fields import FieldError
 from topics.concurrency import check_concurrency
@@ -57,6 +62,8 @@ examples:
   kafkron next 'H H * * *' --id invoice-nightly
   kafkron next 'every 90s' -n 10
   kafkron next '0 9 * * MON' --max-runs 3 -n 10     # stops after 3: completed (max_runs)
+  kafkron next "$(kafkron schedule add etl --every 1h --job etl.load --start-within-s 5 \
+    --finish-within-s 600 --print)" -n 3             # each fire's start-by and end-by
   kafkron next '{"any": [{"cron": "0 6 25 * *"}], "tz": "Europe/London",
     "exclude": [{"calendar": {"weekdays": ["SAT", "SUN"]}}],
     "adjust": "previous_business_day"}' --why -n 3   # what was excluded, and why
@@ -100,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         after_ms = now_ms() if args.from_ is None else parse_instant(args.from_)
         limit = max_runs(args)
         goes = _target_of(args.spec)
+        deadline = _deadline_of(args.spec)
     except (SpecError, ValueError) as exc:
         print(f"kafkron next: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -122,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         if args.local:
             local = datetime.fromtimestamp(fire_ms / 1000, zone)
             line += f"  {local.isoformat(timespec='milliseconds')} {local.tzname()}"
+        if deadline is not None:
+            line += deadline_text(deadline, fire_ms)
         print(line if goes is None else f"{line}  → {goes}")
         after_ms = fire_ms
     return EXIT_OK
@@ -160,6 +170,25 @@ def why_lines(
     if gone > len(lines):
         lines.append(f"  ... and {gone - len(lines)} more excluded instants")
     return lines
+
+
+def _deadline_of(text: str) -> Deadline | None:
+    """The command's ``deadline``, if it has one (a spec alone has none)."""
+    _, command = parse_spec_text(text)
+    try:
+        return deadline_field(command.get("deadline"))
+    except FieldError as error:
+        raise SpecError(str(error)) from None
+
+
+def deadline_text(deadline: Deadline, fire_ms: int) -> str:
+    """``  start by T  end by T`` of the run fired at ``fire_ms`` (either part alone)."""
+    text = ""
+    if deadline.start_within_s is not None:
+        text += f"  start by {format_ms(fire_ms + deadline.start_within_s * 1000)}"
+    if deadline.finish_within_s is not None:
+        text += f"  end by {format_ms(fire_ms + deadline.finish_within_s * 1000)}"
+    return text
 
 
 def _target_of(text: str) -> str | None:

@@ -18,6 +18,7 @@ from actors.cli import output, pause_args, target_args
 from actors.cli.submit_cmd import produce
 from actors.timespec.composite import ADJUSTMENTS
 from topics import codec
+from topics.alerts import Deadline
 from topics.command_builders import (
     CommandRecord,
     InvalidCommand,
@@ -181,6 +182,18 @@ def _register_add(actions: Any) -> None:
         "--max-runs", type=int, metavar="N", help="at most N runs ever start (triggers count)"
     )
     add.add_argument(
+        "--start-within-s",
+        type=int,
+        metavar="S",
+        help="deadline: each run starts within S s of its instant, else a deadline_missed alert",
+    )
+    add.add_argument(
+        "--finish-within-s",
+        type=int,
+        metavar="F",
+        help="deadline: each run ends within F s of its instant, else a deadline_missed alert",
+    )
+    add.add_argument(
         "--queue",
         metavar="NAME",
         help="worker queue of the job's runs (default: the default queue, {ns}.runs);"
@@ -242,6 +255,10 @@ def build_upsert(args: argparse.Namespace) -> CommandRecord:
     except InvalidCommand as error:
         if error.field == "max_runs":
             raise InvalidCommand(f"--max-runs: {error.reason}") from None
+        if error.field.startswith("deadline"):
+            name = error.field.rpartition(".")[2].replace("_", "-")
+            flag = f"--{name}" if name != "deadline" else "--start-within-s/--finish-within-s"
+            raise InvalidCommand(f"{flag}: {error.reason}") from None
         if error.field in ("queue", "job.queue"):
             raise InvalidCommand(f"--queue: {error.reason}") from None
         if error.field is not None and error.field.startswith(("concurrency", "job.concurrency")):
@@ -357,7 +374,14 @@ def _upsert(
         max_runs=args.max_runs,
         queue=args.queue,
         concurrency=concurrency_of(args),
+        deadline=deadline_of(args),
     )
+
+
+def deadline_of(args: argparse.Namespace) -> Deadline | None:
+    """The ``deadline`` of ``--start-within-s`` / ``--finish-within-s`` (None: neither)."""
+    start, finish = args.start_within_s, args.finish_within_s
+    return None if start is None and finish is None else Deadline(start, finish)
 
 
 _SIMPLE_BUILDERS: dict[str, Callable[[str], CommandRecord]] = {

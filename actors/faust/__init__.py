@@ -33,6 +33,7 @@ from actors.faust.commands import (
     validated,
 )
 from actors.faust.records import (
+    AlertRecord,
     DeadLetterRecord,
     ErrorRecord,
     IntervalRecord,
@@ -45,6 +46,7 @@ from actors.faust.records import (
 from actors.faust.undecodable import SkippingTopic, UndecodableRecords, undecodable_records
 
 __all__ = [
+    "AlertRecord",
     "DeadLetterRecord",
     "ErrorRecord",
     "IntervalRecord",

@@ -32,8 +32,20 @@ from typing import Any
 import faust
 
 from actors.faust import transport
-from actors.faust.records import DeadLetterRecord, RejectedRecord, ResultRecord, RunRecord
-from actors.faust.serializers import dead_letter_codec, rejected_codec, result_codec, run_codec
+from actors.faust.records import (
+    AlertRecord,
+    DeadLetterRecord,
+    RejectedRecord,
+    ResultRecord,
+    RunRecord,
+)
+from actors.faust.serializers import (
+    alert_codec,
+    dead_letter_codec,
+    rejected_codec,
+    result_codec,
+    run_codec,
+)
 from actors.faust.undecodable import SkippingTopic
 from topics.names import Settings, TopicKind
 from topics.security import ClientSecurity, client_kwargs, current
@@ -108,6 +120,8 @@ class NamespaceTopics:
     """Values: `DeadLetterRecord`."""
     rejected: faust.TopicT
     """Keys: the refused record's original key (bytes). Values: `RejectedRecord`."""
+    alerts: faust.TopicT
+    """Values: `AlertRecord`: deadline alerts (one ``deadline_missed`` per late run)."""
     commands: faust.TopicT
     """Keys and values as bytes: send through `actors.faust.commands.send_command`."""
 
@@ -146,5 +160,6 @@ def declare_topics(app: faust.App, settings: Settings) -> NamespaceTopics:
         results=topic(TopicKind.RESULTS, str, ResultRecord, result_codec),
         dlq=topic(TopicKind.DLQ, str, DeadLetterRecord, dead_letter_codec),
         rejected=topic(TopicKind.REJECTED, bytes, RejectedRecord, rejected_codec),
+        alerts=topic(TopicKind.ALERTS, str, AlertRecord, alert_codec),
         commands=topic(TopicKind.COMMANDS, bytes, bytes, "raw"),
     )

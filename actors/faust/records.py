@@ -1,5 +1,5 @@
-"""Faust ``Record`` models of the four records kafkron writes: run, result, dead letter
-and rejection.
+"""Faust ``Record`` models of the five records kafkron writes: run, result, dead letter,
+rejection and deadline alert.
 
 Each model mirrors the JSON of its topic field for field, as `topics.messages`
 builds it: the same names, instants kept as the RFC 3339 text on the wire (with a
@@ -74,6 +74,8 @@ class RunRecord(faust.Record, include_metadata=False):
     task: str | None = None
     logical_date: str | None = None
     data_interval: IntervalRecord | None = None
+    report_start: bool | None = None
+    """True when the schedule has a start deadline: the worker reports the start."""
 
     @property
     def scheduled_ms(self) -> int:
@@ -200,3 +202,32 @@ class RejectedRecord(faust.Record, include_metadata=False):
     @property
     def original_bytes(self) -> bytes | None:
         return None if self.original is None else base64.b64decode(self.original)
+
+
+class AlertRecord(faust.Record, include_metadata=False):
+    """A deadline alert, as ``{ns}.alerts`` carries it (`topics.alerts`): a run that
+    broke its start or finish deadline (``deadline_missed``, once per run and deadline),
+    or such a run that started or ended at last (``deadline_recovered``)."""
+
+    v: int
+    type: str
+    """``deadline_missed`` or ``deadline_recovered``."""
+    deadline: str
+    """``start`` or ``finish``."""
+    run_id: str
+    schedule_id: str
+    task: str | None
+    scheduled_at: str
+    due_at: str
+    attempt: int
+    late_by_ms: int
+    """How far past ``due_at`` the run was when decided (0 or less in a recovered
+    record: in time after all, only its report came late)."""
+    observed_at: str | None
+    """The start (a start deadline's record) or the end (a finish deadline's) it was
+    decided from; None when decided by silence."""
+    at: str
+
+    @property
+    def due_ms(self) -> int:
+        return parse_instant(self.due_at)

@@ -28,13 +28,14 @@ import faust
 from faust.serializers import codecs
 
 from actors.faust.records import (
+    AlertRecord,
     DeadLetterRecord,
     RejectedRecord,
     ResultRecord,
     RunCancelRecord,
     RunRecord,
 )
-from topics import codec, messages
+from topics import alerts, codec, messages
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,9 @@ class WireShape:
 RUN = WireShape(
     RunRecord,
     messages.parse_run,
-    frozenset({"task", "logical_date", "data_interval", "job.queue", "job.concurrency"}),
+    frozenset(
+        {"task", "logical_date", "data_interval", "job.queue", "job.concurrency", "report_start"}
+    ),
 )
 RESULT = WireShape(
     ResultRecord,
@@ -64,6 +67,7 @@ DEAD_LETTER = WireShape(
     DeadLetterRecord, messages.parse_dlq, frozenset({"task", "job.queue", "job.concurrency"})
 )
 REJECTED = WireShape(RejectedRecord, messages.parse_rejected, frozenset())
+ALERT = WireShape(AlertRecord, alerts.parse_alert, frozenset())
 
 
 def model_fields(model: type[faust.Record]) -> dict[str, type[faust.Record] | None]:
@@ -159,3 +163,4 @@ run_codec = RunsCodec()
 result_codec = KafkronCodec(RESULT)
 dead_letter_codec = KafkronCodec(DEAD_LETTER)
 rejected_codec = KafkronCodec(REJECTED)
+alert_codec = KafkronCodec(ALERT)

@@ -249,6 +249,31 @@ class AuditSource:
             found.setdefault(outcome.schedule_id, []).append(outcome)
         return found
 
+    def schedule_ids(self) -> list[str]:
+        """Every schedule the history holds a definition of, in order."""
+        return [
+            str(sid)
+            for (sid,) in self._db.execute(
+                "SELECT DISTINCT schedule_id FROM schedule_versions ORDER BY schedule_id"
+            )
+        ]
+
+    def start_within_ms(self, schedule_id: str) -> int | None:
+        """The start deadline of the schedule's latest recorded definition, if any."""
+        row = self._db.execute(
+            "SELECT d.def FROM schedule_versions v JOIN definitions d ON d.def_key = v.def_key "
+            "WHERE v.schedule_id = ? ORDER BY v.partition DESC, v.offset DESC LIMIT 1",
+            (schedule_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        try:
+            deadline = orjson.loads(row[0]).get("deadline")
+        except (orjson.JSONDecodeError, AttributeError):
+            return None
+        start = deadline.get("start_within_s") if isinstance(deadline, dict) else None
+        return start * 1000 if isinstance(start, int) else None
+
     # ----------------------------------------------------------------- audit
 
     def audit(

@@ -43,6 +43,21 @@ _SHARD_COUNTERS: tuple[tuple[str, str, str], ...] = (
         "Backfill occurrences let pass (the live schedule's, in flight, or stale).",
     ),
     ("backfills_ended_total", m.SCHEDULER_BACKFILLS_ENDED, "Backfills ended (done or cancelled)."),
+    (
+        "deadline_missed_total",
+        m.SCHEDULER_DEADLINES_MISSED,
+        "deadline_missed alerts written (one per run and deadline broken).",
+    ),
+    (
+        "deadline_recovered_total",
+        m.SCHEDULER_DEADLINES_RECOVERED,
+        "deadline_recovered records written (a late run started or ended at last).",
+    ),
+    (
+        "late_starts_total",
+        m.SCHEDULER_LATE_STARTS,
+        "Runs that started after their start deadline, counted when they started.",
+    ),
 )
 # Occurrence outcomes: fired (a run was emitted), missed and skipped (reported instead).
 _OUTCOMES = (("fired", "fired_total"), ("missed", "missed_total"), ("skipped", "skipped_total"))

@@ -52,6 +52,9 @@ COUNTERS = (
     "backfill_passed_total",
     "backfill_cancelled_total",
     "backfills_ended_total",
+    "deadline_missed_total",
+    "deadline_recovered_total",
+    "late_starts_total",
 )
 """The counters of `ShardCore.stats`, in the order it lists them."""
 

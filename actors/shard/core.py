@@ -159,6 +159,7 @@ from actors.shard.batch import Batch, Definitions
 from actors.shard.calendars import ShardCalendars
 from actors.shard.cancel import RunCancels
 from actors.shard.dag_shard import DagRuns
+from actors.shard.deadlines import attempt_due_ms
 from actors.shard.lateness import LatenessWindow
 from actors.shard.leftovers import Leftovers
 from actors.shard.retired import GONE_KEY_PREFIX, Retired
@@ -214,6 +215,8 @@ _RESULTS = TopicKind.RESULTS
 _CALENDARS = TopicKind.CALENDARS
 
 _LATENESS_WINDOW = 1024
+# An `advance` this much later than the wheel's earliest timer means the caller stalled.
+STALL_MS = 2_000
 _def_bytes_of = attrgetter("def_bytes")  # counts the users of each definition at a restore
 
 Item = ScheduleState | RunState
@@ -317,6 +320,9 @@ class ShardCore:
             # fed the changelog for a long time (a standby) arms from the present.
             self._wheel.restart(now_ms)
         arm = self._wheel.arm
+        alerts = self._runs.alerts
+        alerts.restored(now_ms)  # nothing judged by silence before the results are read
+        timer_ms = alerts.timer_ms
         resolve = defs.get
         # A million schedules pass here: one dict lookup resolves a version-2 key (a
         # definition's JSON is never a key of ``defs``), and the definitions' users
@@ -341,13 +347,10 @@ class ShardCore:
             runs = state._runs
             if runs:
                 for run in runs.values():
-                    if run.retry_ms is not None:
-                        due_ms = run.retry_ms
-                    elif run.placed is not None and run.placed.cancel_owed is not None:
-                        due_ms = now_ms  # an owed cancel record: try it at once (§8.1)
+                    if run.placed is not None and run.placed.cancel_owed is not None:
+                        arm(run, now_ms)  # an owed cancel record: try it at once (§8.1)
                     else:
-                        due_ms = run.deadline_ms + TIMEOUT_MARGIN_MS
-                    arm(run, due_ms)
+                        arm(run, timer_ms(run))
                 in_flight += len(runs)
         for state in missing:
             del self._schedules[state.id]
@@ -449,6 +452,12 @@ class ShardCore:
         self._out.clear()
         if self._retired:  # deleted ids' floors no look-back can reach any more
             self._retired.expire(now_ms)
+        due_ms = self._wheel.next_due_ms()
+        if due_ms is not None and now_ms - due_ms > STALL_MS:
+            # Called long after its timers asked (a frozen process, a stalled loop):
+            # the results that came meanwhile may be unread, so no judgement by silence
+            # until they are (`deadlines`), as after a restore.
+            self._runs.alerts.restored(now_ms)
         budget = sys.maxsize if max_fires is None else max(1, max_fires)
         still_due = self._still_due
         # What earlier bounded calls left and this call may take, judged before this
@@ -485,6 +494,9 @@ class ShardCore:
                 break
             handled += 1
             try:
+                if run.watch is not None and self._watched(run, now_ms):
+                    budget -= 1
+                    continue  # only its deadlines were due: re-armed for the attempt
                 if run.retry_ms is None:
                     runs.time_out(run, now_ms)
                 else:
@@ -513,6 +525,18 @@ class ShardCore:
             except Exception as error:  # one broken schedule must not stop the shard
                 self._failed(error)
         return self._flush(now_ms)
+
+    def _watched(self, run: RunState, now_ms: int) -> bool:
+        """A run with deadlines came due: alert what silence broke (`deadlines`); True
+        when the attempt's own instant is still ahead (the run is armed again)."""
+        alerts = self._runs.alerts
+        if alerts.judge(run, now_ms):
+            self._dirty[run.schedule.id] = run.schedule
+        placed = run.placed
+        if attempt_due_ms(run) <= now_ms or (placed is not None and placed.cancel_owed is not None):
+            return False  # the attempt's business (or an owed cancel's resend) is due too
+        self._wheel.arm(run, alerts.timer_ms(run))
+        return True
 
     def _fire_counted(self, state: ScheduleState, now_ms: int) -> int:
         """`RunBook.fire_due` of one schedule; the budget it costs (its fires, at least 1)."""
@@ -678,6 +702,15 @@ class ShardCore:
         state = self._schedules.get(result.schedule_id)
         run = None if state is None or state._runs is None else state._runs.get(result.run_id)
         if (
+            run is not None
+            and run.watch is not None
+            and result.started_ms is not None
+            and result.status not in SHARD_STATUSES
+            and state is not None
+            and self._runs.alerts.started(run, result.started_ms, now_ms)
+        ):
+            self._dirty[state.id] = state  # what it learnt is in the changelog
+        if (
             state is None
             or run is None
             or result.status in SHARD_STATUSES
@@ -695,7 +728,7 @@ class ShardCore:
         ):
             # A cancelled attempt ends its run whatever it reports: never retried.
             self._runs.outcome(run, result.status, finished_ms, result.error, result.worker)
-            self._runs.end_run(state, run, now_ms)
+            self._runs.end_run(state, run, now_ms, finished_ms)
         else:  # failed or timed_out
             self._runs.attempt_failed(
                 state, run, now_ms, result.status, result.error, result.worker
@@ -796,5 +829,5 @@ def _due_of(state: ScheduleState) -> int:
 
 
 def _attempt_order(run: RunState) -> tuple[int, str]:
-    due_ms = run.deadline_ms + TIMEOUT_MARGIN_MS if run.retry_ms is None else run.retry_ms
-    return due_ms, run.run_id
+    # A run with deadlines by the instant it was armed for (they or its attempt).
+    return (attempt_due_ms(run) if run.watch is None else run.due_ms), run.run_id

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from actors.timespec import CompiledSpec, compile_spec
+from topics.alerts import Deadline
 from topics.commands import Job, MisfirePolicy, RetryPolicy, ScheduleUpsert
 from topics.concurrency import concurrency_of
 from topics.queues import DEFAULT_QUEUE
@@ -42,6 +43,7 @@ class Definition:
         "_job_json",
         "_job_text",
         "compiled",
+        "deadline",
         "delivery",
         "grace_ms",
         "is_at",
@@ -66,8 +68,18 @@ class Definition:
         timeout_s: int,
         is_at: bool,
         max_runs: int | None = None,
+        deadline: Deadline | None = None,
     ) -> None:
         self.compiled = compiled
+        # Each run's start and end deadlines after its instant, in ms (`deadlines`).
+        self.deadline: tuple[int | None, int | None] | None = (
+            None
+            if deadline is None
+            else (
+                None if deadline.start_within_s is None else deadline.start_within_s * 1000,
+                None if deadline.finish_within_s is None else deadline.finish_within_s * 1000,
+            )
+        )
         self.max_runs = max_runs  # at most this many runs ever start (None: no limit)
         self.job = job
         self.misfire = misfire
@@ -111,7 +123,12 @@ class Definition:
         """
         parts = self._fire_parts
         if parts is None or parts.now_ms != now_ms:
-            parts = self._fire_parts = FireParts(now_ms, self.timeout_ms, self.job_text())
+            parts = self._fire_parts = FireParts(
+                now_ms,
+                self.timeout_ms,
+                self.job_text(),
+                report_start=self.deadline is not None and self.deadline[0] is not None,
+            )
         return parts
 
 
@@ -123,7 +140,7 @@ class FireParts:
 
         {"v":1,"run_id":"ID@SCHED","schedule_id":"ID","scheduled_at":"SCHED"
          ","fired_at":"NOW","attempt":N,"job":{...},"idempotency_key":"KEY"
-         ","deadline":"DEADLINE"}
+         ","deadline":"DEADLINE"}   (plus ,"report_start":true under a start deadline)
 
     so only the id, the scheduled instant, the attempt and the key differ between
     schedules fired at one instant (`actors.shard.runs` splices them in).
@@ -138,13 +155,17 @@ class FireParts:
         "tail",
     )
 
-    def __init__(self, now_ms: int, timeout_ms: int, job_text: str) -> None:
+    def __init__(
+        self, now_ms: int, timeout_ms: int, job_text: str, *, report_start: bool = False
+    ) -> None:
         self.now_ms = now_ms
         self.deadline_ms = deadline_ms = now_ms + timeout_ms
         self.before_attempt = f'","fired_at":"{format_ms(now_ms)}","attempt":'
         self.after_attempt = f',"job":{job_text},"idempotency_key":"'
         self.first_attempt = f"{self.before_attempt}1{self.after_attempt}"
-        self.tail = f'","deadline":"{format_ms(deadline_ms)}"}}'
+        # A start deadline asks the worker to report the start (`topics.alerts`).
+        flag = ',"report_start":true' if report_start else ""
+        self.tail = f'","deadline":"{format_ms(deadline_ms)}"{flag}}}'
 
 
 def definition_doc(command: ScheduleUpsert) -> dict[str, Any]:
@@ -176,6 +197,8 @@ def definition_doc(command: ScheduleUpsert) -> dict[str, Any]:
     }
     if command.max_runs is not None:  # only then: the bytes of every other stay as they were
         doc["max_runs"] = command.max_runs
+    if command.deadline is not None:  # likewise
+        doc["deadline"] = command.deadline.wire()
     return doc
 
 
@@ -221,6 +244,7 @@ def shared_definition(command: ScheduleUpsert, def_bytes: bytes) -> Definition:
         timeout_s=command.timeout_s,
         is_at="at" in command.spec,
         max_runs=command.max_runs,
+        deadline=command.deadline,
     )
     _remember(_definitions, _definition_key(def_bytes, owner), definition)
     return definition
@@ -276,6 +300,7 @@ def restored_schedule_definition(
         timeout_s=doc["timeout_s"],
         is_at="at" in spec,
         max_runs=doc.get("max_runs"),
+        deadline=_deadline_of(doc.get("deadline")),
     )
     _remember(_definitions, _definition_key(def_bytes, owner), definition)
     return definition
@@ -312,3 +337,10 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
     if len(cache) >= _CACHE_MAX:
         cache.clear()
     cache[key] = value
+
+
+def _deadline_of(wire: Mapping[str, Any] | None) -> Deadline | None:
+    """The `Deadline` a changelog definition holds (written by `definition_doc`)."""
+    if wire is None:
+        return None
+    return Deadline(wire.get("start_within_s"), wire.get("finish_within_s"))

@@ -25,6 +25,7 @@ from hashlib import sha256 as _sha256
 from typing import Protocol
 
 from actors.shard import overlap
+from actors.shard.deadlines import DeadlineAlerts, new_watch
 from actors.shard.batch import Batch
 from actors.shard.dag_definition import data_interval
 from actors.shard.definition import Definition, cached_definition
@@ -153,6 +154,7 @@ class RunBook:
         self.in_flight = 0  # runs in flight over all schedules
         # The allowed Kafka target topics as the runtime last saw them (`delivery`).
         self.targets = TargetTopics()
+        self.alerts = DeadlineAlerts(batch.out, batch.counts)
 
     def wire(self, dags: DagTasks, cancels: Cancels) -> None:
         self._dags = dags
@@ -383,13 +385,17 @@ class RunBook:
         run = RunState(state, run_id, scheduled_ms, None, 1, 1)
         run.fired_ms = now_ms
         run.deadline_ms = deadline_ms = parts.deadline_ms
+        due_ms = deadline_ms + TIMEOUT_MARGIN_MS
+        if definition.deadline is not None:  # its alerts' timer shares the run's
+            run.watch = new_watch(definition.deadline, scheduled_ms)
+            due_ms = self.alerts.timer_ms(run)
         queue = definition.queue
         refused = None
         if queue is None:
             self._out.append(OutRecord(_RUNS, schedule_id.encode(), value))
         else:
             refused = self.place(run, queue, state.key, value, definition.job.concurrency)
-        self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)
+        self._wheel.arm(run, due_ms)
         runs[run_id] = run
         self.in_flight += 1
         last_ms = state.last_fired_ms
@@ -493,7 +499,7 @@ class RunBook:
         state = run.schedule
         placed = run.placed
         assert placed is not None and placed.cancel_owed is not None
-        self._wheel.arm(run, run.deadline_ms + TIMEOUT_MARGIN_MS)  # back to the deadline
+        self._wheel.arm(run, self.alerts.timer_ms(run))  # back to the deadline (or a watch's)
         value = cancel_value(
             run_id=run.run_id,
             schedule_id=state.id,
@@ -577,7 +583,7 @@ class RunBook:
             self._out.append(OutRecord(_RUNS, state.key, value))
         else:
             refused = self.place(run, queue or DEFAULT_QUEUE, state.key, value, concurrency)
-        self._wheel.arm(run, deadline_ms + TIMEOUT_MARGIN_MS)  # moves a pending one
+        self._wheel.arm(run, self.alerts.timer_ms(run))  # moves a pending one
         return refused
 
     def start_attempt(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
@@ -692,12 +698,14 @@ class RunBook:
         )
         self._counts["target_delivered_total"] += 1
 
-    def forget_runs(self, state: ScheduleState) -> None:
+    def forget_runs(self, state: ScheduleState, now_ms: int) -> None:
         """The schedule is going away: its runs' timers are cancelled, their count
         taken off (the caller drops the schedule and its runs)."""
         wheel = self._wheel
         for run in state.runs.values():
             wheel.cancel(run)
+            if run.watch is not None:
+                self.alerts.forgotten(run, now_ms)
         self.in_flight -= len(state.runs)
 
     def _policy_of(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
@@ -746,8 +754,8 @@ class RunBook:
             backoff_ms(retry, run_id=run.run_id, attempt=run.attempt, failures_in_series=failures),
             retry_after_ms(error),
         )
-        run.retry_ms = retry_ms = now_ms + delay_ms
-        self._wheel.arm(run, retry_ms)  # moves the deadline's
+        run.retry_ms = now_ms + delay_ms
+        self._wheel.arm(run, self.alerts.timer_ms(run))  # moves the deadline's
 
     def outcome(
         self,
@@ -784,11 +792,18 @@ class RunBook:
         self.run_result(run, RunStatus.CANCELLED, now_ms, error)
         self._counts["cancelled_total"] += 1
         self._wheel.cancel(run)
+        if run.watch is not None:
+            self.alerts.ended(run, now_ms, now_ms)
         del state.runs[run.run_id]
         self.in_flight -= 1
 
-    def end_run(self, state: ScheduleState, run: RunState, now_ms: int) -> None:
+    def end_run(
+        self, state: ScheduleState, run: RunState, now_ms: int, finished_ms: int | None = None
+    ) -> None:
+        """``run`` leaves the book (ended at ``finished_ms``, a worker's; else now)."""
         self._wheel.cancel(run)
+        if run.watch is not None:
+            self.alerts.ended(run, now_ms if finished_ms is None else finished_ms, now_ms)
         runs = state.runs
         del runs[run.run_id]
         if not runs:

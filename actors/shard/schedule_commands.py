@@ -128,7 +128,7 @@ class ScheduleCommands:
     def delete(self, state: ScheduleState, now_ms: int) -> None:
         self._calendars.forget(state.id)
         self._wheel.cancel(state)
-        self._runs.forget_runs(state)
+        self._runs.forget_runs(state, now_ms)
         state.runs.clear()
         for scheduled_ms in state.buffered:
             self._runs.skipped(state, scheduled_ms, "Deleted", "the schedule was deleted")

@@ -27,6 +27,7 @@ The changelog value of a schedule (one record per change, key = schedule id)::
          "partition": 3,                        #   with the partition it went to
          "cancel_owed": "...",                  # only while its cancel awaits its topic:
                                                 #   when it was requested
+         "watch": {"start_by": "...", ...},     # only under a deadline (`Watch`)
          "outcomes": [{"attempt": 1, "status": "failed", "fired_at": "...",   # first 2, last 3
                        "finished_at": "...", "worker": "w-1",
                        "error": {"type": "...", "message": "..."}}]}],
@@ -92,6 +93,78 @@ DEAD_MEMORY = 64
 _CACHE_MAX = 100_000
 
 
+class Watch:
+    """A run's deadlines (epoch ms, None: no such deadline), the start the shard has
+    learnt of, and which alerts are written (`actors.shard.deadlines`). In the run's
+    changelog entry as ``"watch": {"start_by", "finish_by", "started", "alerted",
+    "done"}`` (the last two lists of ``start``/``finish``; empty ones left out)."""
+
+    __slots__ = ("finish_due_ms", "flags", "start_due_ms", "started_ms")
+
+    _ALERTED = {"start": 1, "finish": 4}
+    _DONE = {"start": 2, "finish": 8}
+
+    def __init__(self, start_due_ms: int | None, finish_due_ms: int | None) -> None:
+        self.start_due_ms = start_due_ms
+        self.finish_due_ms = finish_due_ms
+        self.started_ms: int | None = None
+        self.flags = 0
+
+    def due_ms(self, kind: str) -> int | None:
+        return self.start_due_ms if kind == "start" else self.finish_due_ms
+
+    def alerted(self, kind: str) -> bool:
+        return bool(self.flags & self._ALERTED[kind])
+
+    def done(self, kind: str) -> bool:
+        return bool(self.flags & self._DONE[kind])
+
+    def mark_alerted(self, kind: str) -> None:
+        self.flags |= self._ALERTED[kind]
+
+    def mark_done(self, kind: str) -> None:
+        self.flags |= self._DONE[kind]
+
+    def check_ms(self) -> int | None:
+        """The earliest deadline still waiting for a judgement by silence, or None."""
+        found: int | None = None
+        for kind in ("start", "finish"):
+            due_ms = self.due_ms(kind)
+            if due_ms is not None and not self.flags & (self._ALERTED[kind] | self._DONE[kind]):
+                found = due_ms if found is None else min(found, due_ms)
+        return found
+
+    def wire(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "start_by": None if self.start_due_ms is None else instant_text(self.start_due_ms),
+            "finish_by": None if self.finish_due_ms is None else instant_text(self.finish_due_ms),
+        }
+        if self.started_ms is not None:
+            entry["started"] = instant_text(self.started_ms)
+        alerted = [kind for kind in ("start", "finish") if self.alerted(kind)]
+        if alerted:
+            entry["alerted"] = alerted
+        done = [kind for kind in ("start", "finish") if self.done(kind)]
+        if done:
+            entry["done"] = done
+        return entry
+
+    @classmethod
+    def from_wire(cls, entry: Mapping[str, Any]) -> Watch:
+        start, finish = entry.get("start_by"), entry.get("finish_by")
+        watch = cls(
+            None if start is None else instant_ms(start),
+            None if finish is None else instant_ms(finish),
+        )
+        started = entry.get("started")
+        watch.started_ms = None if started is None else instant_ms(started)
+        for kind in entry.get("alerted") or ():
+            watch.mark_alerted(kind)
+        for kind in entry.get("done") or ():
+            watch.mark_done(kind)
+        return watch
+
+
 class RunState(Node):
     """One run in flight: an occurrence (or a DAG task of one) and its current attempt.
 
@@ -119,6 +192,7 @@ class RunState(Node):
         "scheduled_ms",
         "series_start",
         "task",
+        "watch",
     )
 
     def __init__(
@@ -151,6 +225,9 @@ class RunState(Node):
         # (§6.6, §8.1), whatever the definition or the topic's partition count says
         # by then (a DAG task may have been removed, partitions added).
         self.placed: Placed | None = None
+        # Its deadlines and the alerts written for them, under a ``deadline``
+        # (`actors.shard.deadlines`); None for a schedule without (the herd's runs).
+        self.watch: Watch | None = None
 
     @property
     def queue(self) -> str | None:
@@ -588,6 +665,8 @@ def _encode_run(run: RunState) -> dict[str, Any]:
             entry["partition"] = placed.partition
         if placed.cancel_owed is not None:
             entry["cancel_owed"] = instant_text(placed.cancel_owed)
+    if run.watch is not None:
+        entry["watch"] = run.watch.wire()
     return entry
 
 
@@ -661,6 +740,7 @@ def encode_fire(state: ScheduleState, middles: FireMiddles | None = None) -> byt
                     and not run.outcomes
                     and run.cancel_reason is None
                     and run.placed is None
+                    and run.watch is None
                 ):
                     tail = _run_tail(run.attempt, run.fired_ms, run.deadline_ms)
                     runs_json = (
@@ -787,6 +867,7 @@ def _runs_json(state: ScheduleState, id_json: str) -> str:
             or run.outcomes
             or run.cancel_reason is not None
             or run.placed is not None
+            or run.watch is not None
         ):
             return ""
         fired_ms = run.fired_ms
@@ -870,6 +951,9 @@ def decode_schedule(
                 run.placed = Placed(
                     queue, entry.get("partition"), None if owed is None else instant_ms(owed)
                 )
+            watch = entry.get("watch")
+            if watch is not None:
+                run.watch = Watch.from_wire(watch)
             state.runs[run_id] = run
     buffered = doc.get("buffered")
     if buffered:

@@ -95,7 +95,7 @@ class Trimming:
         deleted = not fits()
         if deleted:
             self._wheel.cancel(state)
-            runs.forget_runs(state)
+            runs.forget_runs(state, now_ms)
             del self._schedules[state.id]
             self._definitions.drop(state.def_bytes)
             self._batch.dirty[state.id] = None  # its tombstone

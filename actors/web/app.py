@@ -26,7 +26,9 @@ Either way a POST whose ``Origin`` is another site is refused (cross-site forms)
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -39,9 +41,12 @@ import orjson
 from aiohttp import web
 
 from actors.display import delivered_text, target_cell
+from actors.history.audit import AuditSource
+from actors.history.slo import schedule_slos
 from actors.history.store import HistoryError
 from actors.sending import SendError, send_commands
 from actors.timespec import SpecError
+from actors.views.alerts import OpenAlert, open_alerts, read_alerts
 from actors.views.backfill_status import backfill_json
 from actors.views.dag_view import ViewError, counts_text, dag_view, result_query
 from actors.views.tail import TailError
@@ -125,6 +130,7 @@ class Console:
         app.router.add_get("/dags/{id}", self.dag)
         app.router.add_get("/dlq", self.dlq)
         app.router.add_get("/rejected", self.rejected)
+        app.router.add_get("/alerts", self.alerts)
         app.router.add_get("/next", self.next)
         app.router.add_get("/login", self.login_form)
         app.router.add_post("/login", self.login)
@@ -212,9 +218,11 @@ class Console:
                 backfill = backfill_json(state, int(time.time() * 1000))
         store, history_error = await self._history_or_none()
         runs: list[Any] = []
+        slo_line = None
         if store is not None:
             async with store:
                 runs = await store.runs(schedule_id=schedule_id, limit=RUNS_SHOWN)
+            slo_line = await asyncio.to_thread(self._slo_line, schedule_id)
         if state is None and not runs:
             return self.render(
                 request, "missing.html", status=404, what=f"schedule {schedule_id!r}",
@@ -239,7 +247,21 @@ class Console:
             charts=charts if runs else [],
             history_error=history_error,
             backfill=backfill,
+            slo=slo_line,
         )
+
+    def _slo_line(self, schedule_id: str) -> str | None:
+        """The schedule's SLO over the last day (`actors.history.slo`), as `kafkron slo`
+        prints it; None when the history cannot say (an older database)."""
+        now_ms = time.time_ns() // 1_000_000
+        try:
+            with AuditSource(self.history.path) as source:
+                [one], _ = schedule_slos(
+                    source, [schedule_id], now_ms - SLO_WINDOW_MS, now_ms - SLO_SETTLE_MS, None
+                )
+        except (HistoryError, sqlite3.Error):
+            return None
+        return one.text()
 
     async def run(self, request: web.Request) -> web.Response:
         run_id = request.match_info["run_id"]
@@ -318,6 +340,16 @@ class Console:
         ]
         return self.render(request, "rejected.html", rows=shown, history_error=history_error)
 
+    async def alerts(self, request: web.Request) -> web.Response:
+        """The deadline alerts still open (`actors.views.alerts`), read from the topic."""
+        error = None
+        rows: list[OpenAlert] = []
+        try:
+            rows = open_alerts(await read_alerts(self.settings), time.time_ns() // 1_000_000)
+        except TailError as exc:
+            error = str(exc)
+        return self.render(request, "alerts.html", rows=rows, error=error)
+
     async def next(self, request: web.Request) -> web.Response:
         spec = request.query.get("spec", "").strip()
         tz = request.query.get("tz", "").strip() or None
@@ -391,3 +423,8 @@ def _local_path(path: str) -> str:
 
 def _with_note(path: str, key: str, text: str) -> str:
     return f"{path}?{key}={quote(text, safe='')}"
+
+
+# The schedule page's SLO: the last day, less the minute a run may still be on its way.
+SLO_WINDOW_MS = 24 * 3600 * 1000
+SLO_SETTLE_MS = 60 * 1000

@@ -289,6 +289,7 @@ class WorkerCore:
             "progress": 0,
             "key_waits": 0,
             "key_cancels": 0,
+            "start_reports": 0,
         }
 
     # --- assignment ---------------------------------------------------------------
@@ -655,6 +656,19 @@ class WorkerCore:
         part.dirty = True
         self.counts["progress"] += 1
 
+    def _report_start(self, part: _Partition, run: Run, started_ms: int) -> None:
+        """The run's schedule has a start deadline: its shard learns the start from a
+        progress report (no details) in the partition's next commit, the one record a
+        worker writes per attempt for it (docs/WORKER-PROTOCOL.md §8.3). It is not a
+        job's heartbeat: the job's first ``ctx.heartbeat`` still goes out at once."""
+        value = self._result(
+            run, PROGRESS_STATUS, started_ms, None, None, progress=(None, started_ms)
+        )
+        part.results.append(OutRecord(TopicKind.RESULTS, run.schedule_id.encode(), value))
+        part.runs.append(run)
+        part.dirty = True
+        self.counts["start_reports"] += 1
+
     def advance(self, now_ms: int) -> list[Action]:
         """Time passed: enforce deadlines and the lease."""
         actions: list[Action] = []
@@ -934,6 +948,8 @@ class WorkerCore:
             heapq.heappush(self._deadlines, (run.deadline_ms, key))
             self.counts["started"] += 1
             actions.append(StartJob(key, run))
+            if run.report_start:
+                self._report_start(part, run, now_ms)
         if held:
             queue.extendleft(reversed(held))
         return actions

@@ -16,6 +16,7 @@ from simulation.checkers import (
     concurrency_keys,
     converged,
     dag_order,
+    deadlines,
     effects,
     exactly_once,
     excluded_days,
@@ -47,9 +48,10 @@ CHECKERS = (
     pause_until.check,
     excluded_days.check,
     backfill.check,
+    deadlines.check,
     converged.check,
 )
 
-TOPIC_CHECKERS = (exactly_once.check, nothing_missed.check, never_early.check)
+TOPIC_CHECKERS = (exactly_once.check, nothing_missed.check, never_early.check, deadlines.check)
 
 __all__ = ["CHECKERS", "TOPIC_CHECKERS", "Evidence", "Verdict"]

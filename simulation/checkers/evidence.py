@@ -17,6 +17,7 @@ from simulation.checkers.pauses import PauseLog, PauseWindow
 from simulation.checkers.target_records import TargetDelivery, deliveries
 from simulation.jobs import Execution
 from simulation.targets import TargetSeen, committed_targets
+from topics.alerts import Alert, parse_alert
 from topics.codec import loads
 from topics.commands import DagUpsert, ScheduleBackfill, ScheduleUpsert, decode_command
 from topics.covers import Covers
@@ -30,9 +31,12 @@ from topics.messages import (
     parse_run,
 )
 from topics.names import TopicKind
+from topics.vocabulary import SHARD_DECIDED, RunStatus
 from topics.timefmt import parse_instant
 
 DETAIL_MAX = 10
+# A run's outcomes that end it (a dead letter ends one too).
+_ENDS = frozenset((RunStatus.SUCCEEDED, RunStatus.CANCELLED))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,8 @@ class Evidence:
     # {ns}.calendars as committed: (append ms, name, value; None: deleted), in order
     # (`checkers.excluded_days` judges a fire by the calendar then in effect).
     calendars: list[tuple[int, str, bytes | None]] = field(default_factory=list)
+    # Deadlines (`checkers.deadlines`): the alerts, and what the runs' results said.
+    deadlines: DeadlineSeen = field(default_factory=lambda: DeadlineSeen())
 
     def folded_ranges(self) -> dict[str, list[tuple[int, int]]]:
         """Per schedule, the [first, last] ranges that folded missed/skipped results cover."""
@@ -176,6 +182,20 @@ class TopicEvidence:
     versions: dict[str, list[Version]] = field(default_factory=dict)
     version_defs: dict[str, str] = field(default_factory=dict)
     backfills: dict[str, BackfillSeen] = field(default_factory=dict)
+    deadlines: DeadlineSeen = field(default_factory=lambda: DeadlineSeen())
+
+
+@dataclass(slots=True)
+class DeadlineSeen:
+    """For `checkers.deadlines`: each run's first reported start, its end, and the
+    ``{ns}.alerts`` records, each with the broker's append instant."""
+
+    # run_id -> (started_at, append ms) of the first result that said it started.
+    starts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # run_id -> (ended at, append ms): a succeeded or cancelled result's finished_at,
+    # or a dead letter's dead_at.
+    ends: dict[str, tuple[int, int]] = field(default_factory=dict)
+    alerts: list[tuple[Alert, int]] = field(default_factory=list)
 
 
 def from_topics(
@@ -187,6 +207,7 @@ def from_topics(
     commands: Iterable[tuple[bytes, bytes, int]],
     ignore_workers: Collection[str] = (),
     targets: Iterable[TargetSeen] = (),
+    alerts: Iterable[TopicRecord] = (),
 ) -> TopicEvidence:
     """The checkers' view of the topics' committed records.
 
@@ -221,10 +242,20 @@ def from_topics(
         )
     run_records.sort(key=lambda r: (r.append_ms, r.partition, r.offset))
     result_records = []
-    for record in results:
+    seen = DeadlineSeen()
+    for record in sorted(results, key=lambda r: (r.append_ms, r.partition, r.offset)):
         if record.value is None:
             continue
         res = parse_result(record.value)
+        if (
+            res.started_ms is not None
+            and res.status not in SHARD_DECIDED
+            and res.run_id not in seen.starts
+            and res.run_id not in seen.ends
+        ):
+            seen.starts[res.run_id] = (res.started_ms, record.append_ms)
+        if res.status in _ENDS and res.run_id not in seen.ends and res.finished_ms is not None:
+            seen.ends[res.run_id] = (res.finished_ms, record.append_ms)
         if res.status == PROGRESS_STATUS or res.worker in ignore_workers:
             continue  # a progress report is not an outcome (none of the one-result rules)
         message = "" if res.error is None else str(res.error.get("message", ""))
@@ -250,6 +281,10 @@ def from_topics(
             continue
         d = parse_dlq(record.value)
         dead.append((d.run_id, d.schedule_id, record.append_ms))
+        seen.ends.setdefault(d.run_id, (d.dead_at_ms, record.append_ms))
+    for record in alerts:
+        if record.value is not None:
+            seen.alerts.append((parse_alert(record.value), record.append_ms))
     definitions: dict[str, ScheduleUpsert] = {}
     dags: dict[str, DagUpsert] = {}
     backfills: dict[str, BackfillSeen] = {}
@@ -317,6 +352,7 @@ def from_topics(
         versions=versions,
         version_defs=version_defs,
         backfills=backfills,
+        deadlines=seen,
     )
 
 
@@ -370,6 +406,7 @@ def gather(world: Any) -> Evidence:
         runs=committed(TopicKind.RUNS),
         results=committed(TopicKind.RESULTS),
         dlq=committed(TopicKind.DLQ),
+        alerts=committed(TopicKind.ALERTS),
         schedules=changelog(),
         commands=((s.key, s.value, s.submitted_ms) for s in world.submitted),
         targets=committed_targets(kafka),

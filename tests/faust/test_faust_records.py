@@ -19,6 +19,7 @@ from faust.serializers.registry import Registry
 from faust.transport import by_url
 
 from actors.faust import (
+    AlertRecord,
     DeadLetterRecord,
     RejectedRecord,
     ResultRecord,
@@ -34,6 +35,7 @@ from actors.faust import (
     validated,
 )
 from actors.faust.serializers import (
+    ALERT,
     DEAD_LETTER,
     REJECTED,
     RESULT,
@@ -41,6 +43,7 @@ from actors.faust.serializers import (
     RUN_CANCEL,
     KafkronCodec,
     WireShape,
+    alert_codec,
     dead_letter_codec,
     model_fields,
     rejected_codec,
@@ -55,6 +58,7 @@ from topics.command_builders import InvalidCommand
 from topics.command_parts import Every
 from topics.command_types import Job
 from topics.concurrency import Concurrency
+from topics.alerts import Alert, AlertType, DeadlineKind, alert_value
 from topics.covers import Covers
 from topics.names import Settings
 from topics.timefmt import parse_instant
@@ -84,6 +88,25 @@ def _run(**optional: Any) -> bytes:
         deadline_ms=T0 + 60_000,
         logical_date_ms=optional.get("logical_date_ms"),
         data_interval=optional.get("data_interval"),
+        report_start=optional.get("report_start", False),
+    )
+
+
+def _alert(**optional: Any) -> bytes:
+    return alert_value(
+        Alert(
+            type=optional.get("type", AlertType.MISSED),
+            deadline=optional.get("deadline", DeadlineKind.START),
+            run_id=RUN_ID,
+            schedule_id="pay",
+            task=None,
+            scheduled_ms=T0,
+            due_ms=T0 + 5_000,
+            attempt=1,
+            late_by_ms=optional.get("late_by_ms", 5_000),
+            at_ms=T0 + 10_000,
+            seen_ms=optional.get("seen_ms"),
+        )
     )
 
 
@@ -153,6 +176,7 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (RUN, run_codec, _run(data_interval=(T0 - 86_400_000, T0))),
     (RUN, run_codec, _run(queue="gpu")),
     (RUN, run_codec, _run(concurrency=KEY)),
+    (RUN, run_codec, _run(report_start=True)),
     (RESULT, result_codec, _result()),
     (RESULT, result_codec, _result(task="charge", status="failed", error=ERROR)),
     (RESULT, result_codec, _result(status="missed", started_ms=None, finished_ms=None)),
@@ -169,6 +193,9 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (DEAD_LETTER, dead_letter_codec, _dead_letter(concurrency=KEY)),
     (REJECTED, rejected_codec, _rejected(b"\x00not json")),
     (REJECTED, rejected_codec, _rejected(None)),
+    (ALERT, alert_codec, _alert()),
+    (ALERT, alert_codec, _alert(type=AlertType.RECOVERED, seen_ms=T0 + 9_000, late_by_ms=4_000)),
+    (ALERT, alert_codec, _alert(deadline=DeadlineKind.FINISH, seen_ms=T0 + 8_000)),
 ]
 # The variant of each kind with every optional field present.
 FULLEST: list[tuple[type[faust.Record], bytes]] = [
@@ -180,6 +207,7 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
             data_interval=(T0 - 86_400_000, T0),
             queue="gpu",
             concurrency=KEY,
+            report_start=True,
         ),
     ),
     (
@@ -200,6 +228,7 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
         _dead_letter(task="charge", last_error=ERROR, queue="gpu", concurrency=KEY),
     ),
     (RejectedRecord, _rejected(b"x")),
+    (AlertRecord, _alert(seen_ms=T0 + 9_000)),
 ]
 
 registry = Registry()

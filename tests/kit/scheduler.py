@@ -337,6 +337,7 @@ async def read_topic_evidence(
         schedules=sorted(await read(TopicKind.SCHEDULES), key=lambda r: (r.partition, r.offset)),
         commands=[(r.key, r.value, r.append_ms) for r in commands if r.key and r.value],
         ignore_workers=frozenset(ignore_workers),
+        alerts=await read(TopicKind.ALERTS),
     )
 
 

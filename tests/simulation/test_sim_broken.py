@@ -86,6 +86,9 @@ WORKER_VARIANTS = [
     # An adopted partition's keyed runs started at once, beside the previous owner's
     # jobs of the key still stopping: more than the key's limit at once.
     ("key-no-adoption-wait", "concurrency-key-through-failovers", "concurrency-keys"),
+    # A restore that drops which deadline alerts a run's shard wrote: the new owner
+    # alerts the same late run again.
+    ("restore-forgets-alerts", "deadlines-across-takeovers", "deadlines"),
 ]
 
 

@@ -304,3 +304,13 @@ def test_a_schedule_recreated_at_its_minute_fires_each_minute_once() -> None:
         e.text.startswith("pause") and "shard 3" in e.text for e in events if e.who == "script"
     )
     assert any(e.kind == "fenced" and "shard 3" in e.text for e in events)
+
+
+def test_deadlines_across_takeovers_alerts_every_late_run_once_and_no_punctual_one() -> None:
+    outcome = _run("deadlines-across-takeovers", 1)
+    assert outcome.ok, [v.violations for v in outcome.verdicts if not v.ok]
+    verdict = next(v for v in outcome.verdicts if v.name == "deadlines")
+    assert verdict.checked > 0
+    alerts = outcome.evidence.deadlines.alerts
+    late = [a for a, _ in alerts if a.type.value == "deadline_missed"]
+    assert late, "the story must have late runs for the checker to judge"

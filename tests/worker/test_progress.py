@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from actors.history.store import AttemptProgress
 from actors.worker.context import RunContext
 from actors.worker.core import CancelJob, Outcome, StartJob
@@ -26,6 +28,7 @@ from topics.messages import (
     parse_run,
     result_value,
 )
+from topics.records import InRecord
 from topics.timefmt import format_ms
 
 
@@ -154,3 +157,31 @@ async def test_the_history_keeps_the_latest_report_and_the_outcome_wins(tmp_path
         assert (attempt.status, attempt.finished_ms) == ("succeeded", H0 + 50)
         run = await store.run("a@1")
         assert run is not None and run.status == "succeeded"
+
+
+def test_a_run_with_a_start_deadline_reports_its_start_at_once() -> None:
+    core = make_core()
+    record = run_record(0, schedule_id="a")
+    value = orjson.loads(record.value or b"")
+    value["report_start"] = True
+    record = InRecord(record.topic, record.partition, record.offset, record.key, orjson.dumps(value))
+    [start] = core.receive(record, T0 + 30)
+    assert isinstance(start, StartJob) and start.run.report_start
+    commit = core.take_commit(0)
+    assert commit is not None and commit.offset == 0  # the run is still open
+    [report] = results_of(commit)
+    assert (report.status, report.started_ms, report.finished_ms) == (PROGRESS_STATUS, T0 + 30, None)
+    assert core.counts["start_reports"] == 1 and core.counts["progress"] == 0
+    # The job's own first heartbeat still goes out at once.
+    core.commit_done(commit)
+    core.progress(start.key, {"done": 1}, T0 + 40, T0 + 40)
+    [beat] = results_of(core.take_commit(0))
+    assert beat.progress == {"details": {"done": 1}, "at": format_ms(T0 + 40)}
+
+
+def test_a_run_without_a_start_deadline_reports_nothing_at_its_start() -> None:
+    core = make_core()
+    [start] = core.receive(run_record(0, schedule_id="a"), T0)
+    assert isinstance(start, StartJob)
+    commit = core.take_commit(0)
+    assert commit is None or results_of(commit) == []
