@@ -72,7 +72,7 @@ def updated(
         "retry": None if retry is None else retry.json(),
         "timeout_s": fields.get("timeout_s"),
         "max_runs": fields.get("max_runs"),
-        "deadline": None if fields.get("deadline") is None else fields["deadline"].wire(),
+        "deadline": None if (deadline := fields.get("deadline")) is None else deadline.wire(),
     }
     body.update({name: value for name, value in changes.items() if value is not None})
     old_job = dict(body.pop("job"))

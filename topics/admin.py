@@ -15,9 +15,8 @@ Guarantees:
   producer started right after it does not race the metadata.
 - `check_topics` never raises for a mismatch; it returns one line per problem,
   the contract's (existence, cleanup policies, shard count, dead-letter retention)
-  and the cluster guarantees' of `topics.guarantees` (replication factor,
-  ``min.insync.replicas``, unclean election, LogAppendTime on runs,
-  ``max.message.bytes``).
+  and the cluster guarantees' of `topics.guarantees` (replication factor, ISR
+  minimum, unclean election, LogAppendTime on runs, ``max.message.bytes``).
 - `guard_topics` is what the scheduler and worker run before they start: it raises
   on a difference that breaks a guarantee and returns those that only weaken one.
 """

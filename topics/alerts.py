@@ -17,9 +17,9 @@ start, the late end), with how late it was then::
 
 ``late_by_ms`` is how far past ``due_at`` the run was when the record was decided;
 ``observed_at`` is the start (a start deadline's record) or the end (a finish
-deadline's) it was decided from, null when it was decided by silence. A ``deadline_recovered`` record whose ``late_by_ms`` is 0
-or less says the run was in time after all and only its report came late
-(`DEADLINE_REPORT_GRACE_MS`).
+deadline's) it was decided from, null when it was decided by silence. A
+``deadline_recovered`` record whose ``late_by_ms`` is 0 or less says the run was in
+time after all and only its report came late (`DEADLINE_REPORT_GRACE_MS`).
 """
 
 from __future__ import annotations
@@ -87,7 +87,9 @@ def deadline_field(value: Any, path: str = "deadline") -> Deadline | None:
     ]
     start, finish = parts
     if start is None and finish is None:
-        raise FieldError(f"{path}: give start_within_s, finish_within_s or both; example: {_EXAMPLE}")
+        raise FieldError(
+            f"{path}: give start_within_s, finish_within_s or both; example: {_EXAMPLE}"
+        )
     if start is not None and finish is not None and finish < start:
         raise FieldError(
             f"{path}: finish_within_s ({finish}) is before start_within_s ({start}); a run "

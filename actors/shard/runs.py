@@ -25,9 +25,9 @@ from hashlib import sha256 as _sha256
 from typing import Protocol
 
 from actors.shard import overlap
-from actors.shard.deadlines import DeadlineAlerts, new_watch
 from actors.shard.batch import Batch
 from actors.shard.dag_definition import data_interval
+from actors.shard.deadlines import DeadlineAlerts, new_watch
 from actors.shard.definition import Definition, cached_definition
 from actors.shard.delivery import REFUSED_ERROR, Occurrence, target_record
 from actors.shard.misfire import Backlog, MissedRange, plan_backlog

@@ -75,7 +75,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from hashlib import sha256
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -101,8 +101,8 @@ class Watch:
 
     __slots__ = ("finish_due_ms", "flags", "start_due_ms", "started_ms")
 
-    _ALERTED = {"start": 1, "finish": 4}
-    _DONE = {"start": 2, "finish": 8}
+    _ALERTED: ClassVar[dict[str, int]] = {"start": 1, "finish": 4}
+    _DONE: ClassVar[dict[str, int]] = {"start": 2, "finish": 8}
 
     def __init__(self, start_due_ms: int | None, finish_due_ms: int | None) -> None:
         self.start_due_ms = start_due_ms

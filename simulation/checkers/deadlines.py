@@ -54,7 +54,7 @@ def check(evidence: Evidence) -> Verdict:
         else:
             recovered[key] += 1
             recovered_late[key] = alert.late_by_ms
-    for key, count in (missed + recovered).items():
+    for key in missed + recovered:
         if missed[key] > 1 or recovered[key] > 1 or (recovered[key] and not missed[key]):
             _fail(
                 verdict,

@@ -31,8 +31,8 @@ from topics.messages import (
     parse_run,
 )
 from topics.names import TopicKind
-from topics.vocabulary import SHARD_DECIDED, RunStatus
 from topics.timefmt import parse_instant
+from topics.vocabulary import SHARD_DECIDED, RunStatus
 
 DETAIL_MAX = 10
 # A run's outcomes that end it (a dead letter ends one too).
@@ -242,7 +242,7 @@ def from_topics(
         )
     run_records.sort(key=lambda r: (r.append_ms, r.partition, r.offset))
     result_records = []
-    seen = DeadlineSeen()
+    told = DeadlineSeen()
     for record in sorted(results, key=lambda r: (r.append_ms, r.partition, r.offset)):
         if record.value is None:
             continue
@@ -250,12 +250,12 @@ def from_topics(
         if (
             res.started_ms is not None
             and res.status not in SHARD_DECIDED
-            and res.run_id not in seen.starts
-            and res.run_id not in seen.ends
+            and res.run_id not in told.starts
+            and res.run_id not in told.ends
         ):
-            seen.starts[res.run_id] = (res.started_ms, record.append_ms)
-        if res.status in _ENDS and res.run_id not in seen.ends and res.finished_ms is not None:
-            seen.ends[res.run_id] = (res.finished_ms, record.append_ms)
+            told.starts[res.run_id] = (res.started_ms, record.append_ms)
+        if res.status in _ENDS and res.run_id not in told.ends and res.finished_ms is not None:
+            told.ends[res.run_id] = (res.finished_ms, record.append_ms)
         if res.status == PROGRESS_STATUS or res.worker in ignore_workers:
             continue  # a progress report is not an outcome (none of the one-result rules)
         message = "" if res.error is None else str(res.error.get("message", ""))
@@ -281,10 +281,10 @@ def from_topics(
             continue
         d = parse_dlq(record.value)
         dead.append((d.run_id, d.schedule_id, record.append_ms))
-        seen.ends.setdefault(d.run_id, (d.dead_at_ms, record.append_ms))
+        told.ends.setdefault(d.run_id, (d.dead_at_ms, record.append_ms))
     for record in alerts:
         if record.value is not None:
-            seen.alerts.append((parse_alert(record.value), record.append_ms))
+            told.alerts.append((parse_alert(record.value), record.append_ms))
     definitions: dict[str, ScheduleUpsert] = {}
     dags: dict[str, DagUpsert] = {}
     backfills: dict[str, BackfillSeen] = {}
@@ -352,7 +352,7 @@ def from_topics(
         versions=versions,
         version_defs=version_defs,
         backfills=backfills,
-        deadlines=seen,
+        deadlines=told,
     )
 
 

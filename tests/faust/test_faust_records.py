@@ -54,11 +54,11 @@ from actors.faust.transport import ISOLATION_LEVEL, ReadCommittedConsumerThread,
 from actors.sending import encode
 from topics import command_builders as build
 from topics import messages
+from topics.alerts import Alert, AlertType, DeadlineKind, alert_value
 from topics.command_builders import InvalidCommand
 from topics.command_parts import Every
 from topics.command_types import Job
 from topics.concurrency import Concurrency
-from topics.alerts import Alert, AlertType, DeadlineKind, alert_value
 from topics.covers import Covers
 from topics.names import Settings
 from topics.timefmt import parse_instant

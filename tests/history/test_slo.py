@@ -39,7 +39,9 @@ async def test_each_schedule_is_judged_by_its_own_deadline_and_its_gaps_counted(
         assert by["d"].gaps == by["e"].gaps == 0
         assert by["d"].succeeded == by["d"].report.started == 10
     with sqlite3.connect(path) as db:
-        db.execute("DELETE FROM runs WHERE schedule_id = 'e' AND scheduled_ms = ?", (T0 + 3 * MINUTE,))
+        db.execute(
+            "DELETE FROM runs WHERE schedule_id = 'e' AND scheduled_ms = ?", (T0 + 3 * MINUTE,)
+        )
     with AuditSource(path) as source:
         found, _ = schedule_slos(source, ["e"], T0, T0 + 10 * MINUTE - 1, 2_000)
         assert found[0].gaps == 1 and found[0].report.within_ms == 2_000
@@ -54,7 +56,9 @@ async def test_the_command_prints_and_exits_as_the_audit(
     # the clock is put there.
     monkeypatch.setattr("time.time", lambda: (T0 + 60 * MINUTE) / 1000)
     since = format_ms(T0)
-    code, out, err = cli(capsys, "slo", "--since", since, "--settle-s", "0", "--json", "--db", str(path))
+    code, out, err = cli(
+        capsys, "slo", "--since", since, "--settle-s", "0", "--json", "--db", str(path)
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert set(doc["schedules"]) == {"a", "b", "c"}
@@ -64,7 +68,9 @@ async def test_the_command_prints_and_exits_as_the_audit(
     assert doc["overall"]["gaps"] == 0
     assert doc["schedules"]["c"]["missed"] > 100
     with sqlite3.connect(path) as db:
-        db.execute("DELETE FROM runs WHERE schedule_id = 'a' AND scheduled_ms = ?", (T0 + 14 * MINUTE,))
+        db.execute(
+            "DELETE FROM runs WHERE schedule_id = 'a' AND scheduled_ms = ?", (T0 + 14 * MINUTE,)
+        )
     code, out, _ = cli(capsys, "slo", "a", "--since", since, "--settle-s", "0", "--db", str(path))
     assert code == 1
     assert "a: " in out and "1 gaps" in out

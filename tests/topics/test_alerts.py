@@ -89,7 +89,9 @@ def test_an_alert_reads_back_as_written(kind: DeadlineKind, seen: int | None) ->
     )
     value = alert_value(alert)
     assert parse_alert(value) == alert
-    assert orjson.loads(value)["observed_at"] == (None if seen is None else "2026-10-10T00:00:07.000Z")
+    assert orjson.loads(value)["observed_at"] == (
+        None if seen is None else "2026-10-10T00:00:07.000Z"
+    )
 
 
 def test_what_is_not_an_alert_is_refused_naming_why() -> None:

@@ -13,6 +13,7 @@ import pytest
 
 import kafkron
 from topics import commands
+from topics.alerts import Deadline
 from topics.backfill_commands import BackfillCancel, ScheduleBackfill
 from topics.calendar_builders import calendar_delete, calendar_upsert
 from topics.command_builders import (
@@ -79,6 +80,7 @@ def _every_field_upsert() -> kafkron.CommandRecord:
         start=LATER,
         end=LATER + timedelta(days=30),
         max_runs=12,
+        deadline=Deadline(start_within_s=5, finish_within_s=600),
         now_ms=NOW,
     )
 
@@ -98,6 +100,7 @@ def test_every_field_of_an_upsert_is_written_and_decoded_as_given() -> None:
         3, 2.0, 3.0, 60.0, JitterMode.NONE, ("AccountDeleted",)
     )
     assert (decoded.timeout_s, decoded.job.args) == (1800, {"region": "eu"})
+    assert decoded.deadline == Deadline(5, 600)
     assert decoded.start_ms == NOW + 3_600_000
 
 

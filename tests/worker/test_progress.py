@@ -164,13 +164,19 @@ def test_a_run_with_a_start_deadline_reports_its_start_at_once() -> None:
     record = run_record(0, schedule_id="a")
     value = orjson.loads(record.value or b"")
     value["report_start"] = True
-    record = InRecord(record.topic, record.partition, record.offset, record.key, orjson.dumps(value))
+    record = InRecord(
+        record.topic, record.partition, record.offset, record.key, orjson.dumps(value)
+    )
     [start] = core.receive(record, T0 + 30)
     assert isinstance(start, StartJob) and start.run.report_start
     commit = core.take_commit(0)
     assert commit is not None and commit.offset == 0  # the run is still open
     [report] = results_of(commit)
-    assert (report.status, report.started_ms, report.finished_ms) == (PROGRESS_STATUS, T0 + 30, None)
+    assert (report.status, report.started_ms, report.finished_ms) == (
+        PROGRESS_STATUS,
+        T0 + 30,
+        None,
+    )
     assert core.counts["start_reports"] == 1 and core.counts["progress"] == 0
     # The job's own first heartbeat still goes out at once.
     core.commit_done(commit)

@@ -42,9 +42,7 @@ async def test_every_late_run_has_one_alert_and_no_punctual_run_any_through_a_ki
 ) -> None:
     procs = SchedulerProcesses(kafka_settings, tmp_path, session_timeout_ms=6_000)
     procs.start(2)
-    workers = [
-        WorkerProcess(kafka_settings, tmp_path, f"w{i}", concurrency=16) for i in (1, 2)
-    ]
+    workers = [WorkerProcess(kafka_settings, tmp_path, f"w{i}", concurrency=16) for i in (1, 2)]
     try:
         await procs.wait_stable(SHARDS)
         first_ms = (now_ms() // 1000 + 3) * 1000

@@ -97,7 +97,12 @@ def _every_second(count: int = 5) -> list[TopicRecord]:
 
 def test_a_clean_log_holds_every_rule() -> None:
     verdicts = _judge(_every_second())
-    assert verdicts == {"exactly-once": [], "nothing-missed": [], "never-early": []}
+    assert verdicts == {
+        "exactly-once": [],
+        "nothing-missed": [],
+        "never-early": [],
+        "deadlines": [],
+    }
 
 
 def test_early_is_judged_by_the_brokers_append_time_not_by_the_run_s_fired_at() -> None:
