@@ -142,8 +142,11 @@ def parse_alert(value: bytes) -> Alert:
         data = orjson.loads(value)
     except orjson.JSONDecodeError as error:
         raise ValueError(f"alert: not JSON ({error})") from None
-    if not isinstance(data, dict) or data.get("v") != 1:
+    if not isinstance(data, dict):
         raise ValueError('alert: expected a JSON object with "v": 1')
+    version = data.get("v")
+    if type(version) is not int or version != 1:
+        raise ValueError(f"alert.v: expected 1, got {version!r}")
     try:
         kind = DeadlineKind(data["deadline"])
         seen = data["observed_at"]
