@@ -82,7 +82,8 @@ async def test_chaos_fires_every_second_once_and_the_audit_accounts_for_every_in
     finally:
         codes = procs.stop_all()
     report = await check_runs(settings, ids, window_end_ms=window_end_ms)
-    print(report.summary(), f"broker_down_s={down_s:.1f} caught_up={caught_up}")
+    with capsys.disabled():  # the figures, though the audit's output below is captured
+        print(report.summary(), f"broker_down_s={down_s:.1f} caught_up={caught_up}")
     assert caught_up, report.summary() + "\n" + procs.logs()
     assert report.occurrences_checked >= SCHEDULES * 60
     assert not report.duplicates, report.summary()
@@ -96,7 +97,10 @@ async def test_chaos_fires_every_second_once_and_the_audit_accounts_for_every_in
     await _record(settings, db)
     window = ("--from", format_ms(start_ms + 5_000), "--to", format_ms(window_end_ms - 5_000))
     code, clean = _audit(capsys, db, "--all", *window)
-    print(f"audit: {clean['expected']} instants, {clean['accounted']}, gaps {clean['gaps'][:5]}")
+    with capsys.disabled():
+        print(
+            f"audit: {clean['expected']} instants, {clean['accounted']}, gaps {clean['gaps'][:5]}"
+        )
     assert code == 0 and clean["gap_count"] == 0, clean["gaps"][:10]
     assert clean["schedules"] == SCHEDULES and clean["expected"] >= SCHEDULES * 60
     # One run made to vanish from the history: the audit names exactly that instant.
