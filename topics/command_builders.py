@@ -26,7 +26,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Unpack
 
 from topics import codec
-from topics.alerts import Deadline
 from topics.backfill_commands import BACKFILL_CANCEL_TYPE, BACKFILL_TYPE, RANGES_PER_COMMAND
 from topics.command_fields import FieldError
 from topics.command_parts import (
@@ -210,7 +209,7 @@ def schedule_upsert(
         ),
         "overlap": fields.get("overlap"),
         "max_runs": fields.get("max_runs"),
-        "deadline": _deadline_wire(fields.get("deadline")),
+        "deadline": None if (deadline := fields.get("deadline")) is None else deadline.wire(),
     }
     if target is not None:
         body["target"] = target.json()
@@ -223,10 +222,6 @@ def schedule_upsert(
     elif fields.get("concurrency") is not None:
         raise InvalidCommand(CONCURRENCY_WITH_TARGET)
     return _build(body, now_ms)
-
-
-def _deadline_wire(deadline: Deadline | None) -> dict[str, int] | None:
-    return None if deadline is None else deadline.wire()
 
 
 QUEUE_WITH_TARGET = "queue: a queue is a job's (job.queue); a target's runs go to the default queue"
