@@ -32,7 +32,9 @@ A part of `ShardCore` (same rules: pure, no I/O). docs/DESIGN.md §5.7.
   occurrence is the first fire of the bound spec after the later of what the schedule
   handled and min(now, its old next) - 1, as a re-upsert: nothing handled fires again,
   nothing before now that was not due fires late, and an instant still allowed stays
-  where it was. Applied again with the same book it changes nothing, so a new owner
+  where it was. A schedule an edit ended (``completed: "end"``: no day left) is
+  re-armed too, from now, so an edit that gives days back revives it; only
+  ``max_runs`` is final. Applied again with the same book it changes nothing, so a new owner
   that restores an already re-armed schedule keeps its ``next``. Each re-armed
   schedule is written to the changelog in the same batch.
 """
@@ -240,8 +242,8 @@ class ShardCalendars:
     def _rearm(self, state: ScheduleState, now_ms: int) -> None:
         """See "Re-arming" in the module docstring."""
         old_next = state.next_ms
-        if state.completed == "max_runs" or (old_next is None and state.completed is not None):
-            return  # completed: nothing to re-arm (its timers, if any, stay)
+        if state.completed == "max_runs":
+            return  # fired all it may: nothing to re-arm (its timers, if any, stay)
         wheel = self._wheel
         wheel.cancel(state)
         handled_ms = state.handled_ms()
@@ -252,7 +254,10 @@ class ShardCalendars:
                 state.let_pass(min(now_ms, old_next) - 1)
             state.next_ms = None
         else:
-            if old_next is None:  # its wait is over
+            if old_next is None and state.completed == "end":
+                # An edit left it no day: an edit may give days back (as a re-upsert).
+                floor_ms = now_ms - 1
+            elif old_next is None:  # its wait is over
                 floor_ms = now_ms - 1 if handled_ms is None else handled_ms
             else:
                 floor_ms = min(now_ms, old_next) - 1
@@ -260,6 +265,8 @@ class ShardCalendars:
             state.next_ms = state.definition.compiled.next_after(anchor_ms)
             if state.next_ms is None and state.last_fired_ms is not None:
                 state.completed = "end"
+            elif state.next_ms is not None:
+                state.completed = None  # it fires again
         pause = state.pause
         if not state.paused and state.next_ms is not None:
             wheel.arm(state, state.next_ms)

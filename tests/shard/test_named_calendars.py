@@ -170,3 +170,24 @@ def test_a_spec_compiled_without_its_calendars_never_answers() -> None:
     spec = compile_spec(SPEC, schedule_id="s")
     with pytest.raises(CalendarNotBound):
         spec.next_after(T0)
+
+
+def test_a_schedule_ended_by_an_edit_comes_back_when_the_edit_is_reverted() -> None:
+    shard = Shard()
+    shard.learn_calendar("hol", cal("2026-10-11"), at_ms=T0)
+    # Its last day is the 13th: excluding the 12th and the 13th leaves it nothing.
+    ends = format_ms(nine(3) + HOUR)
+    shard.send(upsert(spec=SPEC, overlap="allow", end=ends), at_ms=T0)
+    succeed(shard, shard.run_until(nine(0)))
+    edit_ms = nine(1) - HOUR
+    shard.learn_calendar("hol", cal("2026-10-11", "2026-10-12", "2026-10-13"), at_ms=edit_ms)
+    shard.advance(edit_ms)
+    assert shard.state_doc()["completed"] == "end"
+    # Reverted before the 12th: it fires the 12th and the 13th again.
+    shard.learn_calendar("hol", cal("2026-10-11"), at_ms=edit_ms + MINUTE)
+    shard.advance(edit_ms + MINUTE)
+    doc = shard.state_doc()
+    assert "completed" not in doc and doc["next"] == format_ms(nine(2))
+    out = shard.run_until(nine(3) + 2 * HOUR)
+    assert [r.scheduled_ms for r in firsts(out)] == [nine(2), nine(3)]
+    assert shard.state_doc()["completed"] == "end"
