@@ -293,6 +293,9 @@ def clear(dag: DagBook, graph: Graph, run_id: str, task: str, now_ms: int) -> St
     run.state = DagRunState.RUNNING
     run.ended_ms = None
     run.cancel = None  # a cancelled run cleared runs again
+    # Its backfill forgot it when it ended (no ``max_parallel`` bounds it any more):
+    # running again, it counts against ``max_active_runs`` like any run.
+    run.backfill = False
     _settle(run, graph, now_ms, step)
     if step.ended is not None:
         _move_last(dag, run_id)

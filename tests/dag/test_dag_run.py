@@ -320,3 +320,18 @@ def test_kahn_starts_each_task_once_only_after_its_dependencies_succeeded(
         else:
             assert all(outcome[dep] == "succeeded" for dep in after[name])
     assert ended == ("succeeded" if set(outcome.values()) == {"succeeded"} else "failed")
+
+
+def test_a_cleared_backfill_run_counts_against_max_active_runs() -> None:
+    """A backfill's run that ended and is cleared runs again as an ordinary run: its
+    backfill's ``max_parallel`` no longer bounds it (the backfill forgot it when it
+    ended), so ``max_active_runs`` must."""
+    graph = graph_of({"a": []})
+    dag = dag_run.new_state()
+    dag_run.start_run(dag, graph, RUN, T0, (T0, T0 + 1), T0, backfill=True)
+    dag_run.task_ended(dag, graph, RUN, "a", "succeeded", 1, T0 + 1)
+    assert dag_run.active_count(dag) == 0
+    step = dag_run.clear(dag, graph, RUN, "a", T0 + 2)
+    assert not isinstance(step, str) and step.start == [("a", 2)]
+    assert dag_run.active_count(dag) == 1
+    assert "backfill" not in book_json(dag)["runs"][RUN]
