@@ -174,8 +174,10 @@ class DagRuns:
         against ``max_active_runs`` nor as a live fire. Returns the DAG run's id."""
         definition = _definition(state)
         run_id = run_id_for(state.id, scheduled_ms)
+        book = _book(state)
+        out_before = len(self._out)
         step = dag_run.start_run(
-            _book(state),
+            book,
             definition.graph,
             run_id,
             scheduled_ms,
@@ -184,7 +186,21 @@ class DagRuns:
             ends=attempt - 1,
             backfill=True,
         )
-        self._apply(state, run_id, step, now_ms)
+        try:
+            self._apply(state, run_id, step, now_ms)
+        except BaseException:
+            # All or nothing: a DAG run left in the book with some roots unstarted
+            # would make the next pump let the instant pass (its run "is running")
+            # with tasks that never run. Undo it whole (the roots' attempts already
+            # emitted in this batch too); the cursor has not moved, so the next pump
+            # starts it again from scratch.
+            del self._out[out_before:]
+            book.runs.pop(run_id, None)
+            runs = state.runs
+            for task, _ in step.start:
+                if runs.pop(run_id_for(state.id, scheduled_ms, task), None) is not None:
+                    self._runs.in_flight -= 1
+            raise
         self._dirty[state.id] = state
         return run_id
 
