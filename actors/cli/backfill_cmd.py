@@ -32,8 +32,9 @@ from actors.cli.submit_cmd import produce
 from actors.history import default_db_path
 from actors.history.past import SchedulePast
 from actors.history.store import HistoryError
-from actors.shard.backfill import BACKFILL_RANGES_MAX
+from actors.shard.backfill import BACKFILL_RANGES_MAX, dag_backfill_refusal
 from actors.shard.backfill_plan import FIRES, KnowledgeError, Reprocess, Totals
+from actors.shard.dag_definition import DagDefinition
 from actors.shard.state import ScheduleState, decode_schedule
 from actors.views.backfill_planning import Target, plan, ranges_of, target_of
 from actors.views.backfill_status import backfill_json
@@ -140,6 +141,14 @@ def run(args: argparse.Namespace) -> int:
         target = target_of(state)
     except ValueError as exc:
         return output.fail("backfill", str(exc))
+    definition = state.definition
+    if isinstance(definition, DagDefinition) and not args.dry_run:
+        # The shard refuses it too; saying it here spares planning and sending.
+        why_not = dag_backfill_refusal(
+            len(definition.topo_order), definition.max_active_runs, args.max_parallel
+        )
+        if why_not is not None:
+            return output.fail("backfill", why_not, EXIT_USAGE)
     reprocess = Reprocess(args.reprocess)
     db = args.db or default_db_path()
     try:

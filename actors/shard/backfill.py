@@ -48,6 +48,7 @@ from __future__ import annotations
 from actors.shard.backfill_state import BackfillState
 from actors.shard.batch import Batch
 from actors.shard.cancel import RunCancels
+from actors.shard.dag_definition import DagDefinition
 from actors.shard.dag_shard import DagRuns
 from actors.shard.runs import RunBook
 from actors.shard.state import RunState, ScheduleState
@@ -59,6 +60,38 @@ from topics.timefmt import format_ms
 BACKFILL_RANGES_MAX = 2000
 """Ranges a schedule's backfill holds at once (about 60 bytes each in its changelog
 record, which a fire rewrites: this keeps it far below the record's bound, §6.4)."""
+
+
+BACKFILL_TASK_ENTRIES_MAX = 2000
+"""Task entries a DAG's running runs may hold while its backfill goes:
+``(max_parallel + max_active_runs) × tasks`` at most this, else the backfill command
+is refused. Why this bound: every running DAG run keeps one entry per task in the
+DAG's changelog record (about 65 bytes each: a 1000-task DAG at ``max_parallel`` 20
+made a 1.37 MB record), beside at most `dag_run.ENDED_TASKS_MEMORY` (4000) entries
+of ended runs plus the latest ended run (up to `topics.dag_graph.MAX_TASKS`). 2000
+running entries keep that sum (about 7000 entries, 455 kB) under the record's bound
+`trim.CHANGELOG_MAX_BYTES` (512 KiB); a 1000-task DAG with ``max_active_runs`` 1 can
+still be backfilled one run at a time."""
+
+
+def dag_backfill_refusal(tasks: int, max_active_runs: int, max_parallel: int) -> str | None:
+    """Why a DAG of ``tasks`` tasks cannot be backfilled at ``max_parallel``, else None
+    (the shard's check, which the CLI makes too before sending)."""
+    entries = (max_parallel + max_active_runs) * tasks
+    if entries <= BACKFILL_TASK_ENTRIES_MAX:
+        return None
+    fits = BACKFILL_TASK_ENTRIES_MAX // tasks - max_active_runs
+    hint = (
+        f"use max_parallel {fits} or less"
+        if fits >= 1
+        else "lower the DAG's max_active_runs or split the DAG"
+    )
+    return (
+        f"max_parallel: (max_parallel {max_parallel} + max_active_runs {max_active_runs}) "
+        f"x {tasks} tasks = {entries} running task entries, more than the "
+        f"{BACKFILL_TASK_ENTRIES_MAX} a DAG's changelog record can hold beside its "
+        f"ended runs; {hint}"
+    )
 
 
 class Backfills:
@@ -122,6 +155,14 @@ class Backfills:
                     f"ranges: a backfill holds at most {BACKFILL_RANGES_MAX} ranges at once; "
                     "send the rest once it has fired some"
                 )
+        if state.dag is not None:
+            definition = state.definition
+            assert isinstance(definition, DagDefinition)
+            why_not = dag_backfill_refusal(
+                len(definition.topo_order), definition.max_active_runs, command.max_parallel
+            )
+            if why_not is not None:
+                return why_not
         last_ms = command.ranges[-1][1]
         handled_ms = state.handled_ms()
         next_ms = state.next_ms

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from actors.shard.backfill import dag_backfill_refusal
 from actors.shard.runs import RunBook
-from tests.kit.shard import DAY, SECOND, T0
-from tests.shard.test_backfill_dag import backfill, missed_three_days, task_runs
+from actors.shard.trim import CHANGELOG_MAX_BYTES
+from tests.dag.test_dag_shard import DAG_ID, billing_dag
+from tests.kit.shard import DAY, HOUR, SECOND, T0, Shard
+from tests.shard.test_backfill_dag import SKIP_MISSED, backfill, missed_three_days, task_runs
 from topics.messages import run_id_for
-
-from tests.dag.test_dag_shard import DAG_ID
 
 
 def test_an_emission_that_raises_part_way_leaves_no_dag_run_behind(
@@ -47,3 +48,44 @@ def test_an_emission_that_raises_part_way_leaves_no_dag_run_behind(
     ]
     doc = shard.state_doc(DAG_ID)["backfill"]
     assert doc["fired"] == 1 and "passed" not in doc
+
+
+def _wide_dag_missed(tasks: int) -> Shard:
+    """A DAG of ``tasks`` independent tasks whose scheduler was away over three
+    midnights (each reported missed at attempt 1)."""
+    shard = Shard(now_ms=T0 - 10 * SECOND)
+    wide = {f"t{i}": {"job": {"name": "wide.part", "args": {"i": i}}} for i in range(tasks)}
+    out = shard.send(billing_dag(tasks=wide, misfire=SKIP_MISSED))
+    assert out.rejected == []
+    missed = shard.advance(T0 + 2 * DAY + 12 * HOUR).results
+    assert [(r.scheduled_ms, r.status) for r in missed] == [
+        (T0 + d * DAY, "missed") for d in range(3)
+    ]
+    return shard
+
+
+def test_a_dag_backfill_whose_running_task_entries_exceed_the_budget_is_refused() -> None:
+    """(20 + 1) x 1000 tasks would hold 21000 task entries in the DAG's changelog
+    record (1.37 MB): refused with a reason naming what fits, nothing started, no
+    backfill kept; (1 + 1) x 1000 fits and starts one DAG run."""
+    shard = _wide_dag_missed(1000)
+    out = shard.send(backfill(T0, T0 + 2 * DAY, 2, max_parallel=20))
+    assert [r.reason for r in out.rejected] == [
+        dag_backfill_refusal(1000, 1, 20)
+    ]
+    assert "max_parallel 1 or less" in out.rejected[0].reason
+    assert out.runs == [] and "backfill" not in shard.state_doc(DAG_ID)
+    assert max(len(r.value or b"") for r in out.changelog + shard.written) < CHANGELOG_MAX_BYTES
+    out = shard.send(backfill(T0, T0 + 2 * DAY, 2, max_parallel=1))
+    assert out.rejected == []
+    assert {r.scheduled_ms for r in out.runs} == {T0} and len(out.runs) == 1000
+    assert max(len(r.value or b"") for r in out.changelog) < CHANGELOG_MAX_BYTES
+
+
+def test_the_budget_counts_max_active_runs_and_says_what_fits() -> None:
+    assert dag_backfill_refusal(4, 1, 100) is None  # (100 + 1) x 4 = 404
+    assert dag_backfill_refusal(500, 1, 3) is None  # exactly 2000
+    why = dag_backfill_refusal(500, 1, 4)
+    assert why is not None and "2500" in why and "max_parallel 3 or less" in why
+    why = dag_backfill_refusal(1000, 2, 1)
+    assert why is not None and "max_active_runs" in why and "or less" not in why
