@@ -17,6 +17,7 @@ from pathlib import Path
 
 from actors.history.store import HistoryError
 from actors.shard.backfill_plan import PastRun
+from topics.vocabulary import RunStatus
 
 # Rows fetched per round trip to SQLite: enough to amortise the call, small enough
 # to keep memory flat.
@@ -60,10 +61,14 @@ class SchedulePast:
             return None, None
         return row[0], row[1]
 
-    def runs(self, schedule_id: str, from_ms: int, to_ms: int) -> Iterator[PastRun]:
+    def runs(
+        self, schedule_id: str, from_ms: int, to_ms: int, dag: bool = False
+    ) -> Iterator[PastRun]:
         """The schedule's runs that touch ``[from_ms, to_ms)``, ascending: the folded
         result that starts before ``from_ms`` and covers into it (if any), then every
-        run scheduled in the range."""
+        run scheduled in the range. ``dag``: one row per instant that has the DAG
+        run's own row or task rows (`PastRun.tasks_started`): a DAG run's own row
+        exists only once it ended, so a running one shows by its tasks alone."""
         db = self._db
         before = db.execute(
             "SELECT scheduled_ms, status, attempts, covers_to_ms FROM runs "
@@ -73,6 +78,9 @@ class SchedulePast:
         ).fetchone()
         if before is not None and before[3] is not None and before[3] >= from_ms:
             yield PastRun(before[0], before[1], before[2], before[3])
+        if dag:
+            yield from self._dag_runs(schedule_id, from_ms, to_ms)
+            return
         cursor = db.execute(
             "SELECT scheduled_ms, status, attempts, covers_to_ms FROM runs "
             "WHERE schedule_id = ? AND task IS NULL AND scheduled_ms >= ? AND scheduled_ms < ? "
@@ -85,6 +93,25 @@ class SchedulePast:
                 return
             for scheduled_ms, status, attempts, covers_to_ms in batch:
                 yield PastRun(scheduled_ms, status, attempts, covers_to_ms)
+
+    def _dag_runs(self, schedule_id: str, from_ms: int, to_ms: int) -> Iterator[PastRun]:
+        cursor = self._db.execute(
+            "SELECT scheduled_ms, MAX(CASE WHEN task IS NULL THEN status END), "
+            "MAX(CASE WHEN task IS NULL THEN attempts END), "
+            "MAX(CASE WHEN task IS NULL THEN covers_to_ms END), MAX(task IS NOT NULL) "
+            "FROM runs WHERE schedule_id = ? AND scheduled_ms >= ? AND scheduled_ms < ? "
+            "GROUP BY scheduled_ms ORDER BY scheduled_ms",
+            (schedule_id, from_ms, to_ms),
+        )
+        while True:
+            batch = cursor.fetchmany(_FETCH_ROWS)
+            if not batch:
+                return
+            for scheduled_ms, status, attempts, covers_to_ms, tasks in batch:
+                if status is None:  # task rows only: the DAG run has not ended
+                    yield PastRun(scheduled_ms, RunStatus.RUNNING, 0, None, True)
+                else:
+                    yield PastRun(scheduled_ms, status, attempts, covers_to_ms, bool(tasks))
 
     def failed_since(self, schedule_id: str, first_ms: int, last_ms: int, since_ms: int) -> int:
         """Runs of the schedule in ``[first_ms, last_ms]`` fired at or after ``since_ms``

@@ -96,6 +96,9 @@ class PastRun:
     status: str
     attempts: int  # the latest attempt's number
     covers_to_ms: int | None = None  # a folded missed/skipped result's last occurrence
+    tasks_started: bool = False
+    """A DAG's: task rows exist at this instant, so its DAG run started (the run's
+    own row comes only once it ended; ``status`` is then ``running``, attempts 0)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +226,18 @@ def _decide(at: int, row: PastRun, reprocess: Reprocess) -> Step:
 
 
 def _decide_dag(at: int, row: PastRun, reprocess: Reprocess) -> Step:
-    """A DAG run: started again only where it never started (missed or skipped)."""
+    """A DAG run: started again only where it never started (missed or skipped, and
+    no task row at its instant: a DAG run still running, or one a backfill already
+    started again, has task rows but no own row yet, or only the missed one)."""
+    if row.tasks_started:
+        return Step(
+            at,
+            Action.KEEP,
+            None,
+            f"its DAG run started (task rows at this instant; its own result: "
+            f"{'none yet' if row.attempts == 0 else f'{row.status} at attempt {row.attempts}'}"
+            "): rerun its tasks with dag.clear",
+        )
     if row.status in (RunStatus.MISSED, RunStatus.SKIPPED):
         return _decide(at, row, reprocess)
     return Step(

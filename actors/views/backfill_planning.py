@@ -64,7 +64,7 @@ def plan(
     check_knowledge(from_ms, known_from_ms, reprocess)
     return plan_steps(
         occurrences(target.compiled, from_ms, to_ms),
-        past.runs(schedule_id, from_ms, to_ms),
+        past.runs(schedule_id, from_ms, to_ms, dag=target.dag),
         reprocess,
         live_next_ms=target.live_next_ms,
         handled_ms=target.handled_ms,

@@ -14,7 +14,7 @@ from actors.history.recorder import to_row
 from actors.history.store import HistoryError, HistoryStore, Row
 from actors.shard.backfill_plan import Action, KnowledgeError, PastRun, Reprocess
 from actors.timespec import compile_spec
-from actors.views.backfill_planning import Target
+from actors.views.backfill_planning import Target, plan
 from topics.command_types import Job
 from topics.covers import Covers
 from topics.messages import dlq_value, result_value, run_id_for, run_value
@@ -190,3 +190,85 @@ def test_no_database_says_how_to_make_one(tmp_path: Path) -> None:
 
 def test_actions_are_the_planner_s() -> None:
     assert {a.value for a in Action} == {"run", "rerun", "keep", "live", "unknown"}
+
+
+def _dag_rows() -> list[Row]:
+    """DAG ``d``, every minute: 0 ended (own row and task rows); 1 running (a task
+    row, no own row yet); 2 missed and already started again by a backfill (task
+    rows beside the missed row); 3 missed alone; 4 ended."""
+    job = Job("billing.x", {})
+    records: list[tuple[TopicKind, bytes]] = []
+
+    def task_fired(at: int) -> None:
+        records.append(
+            (
+                TopicKind.RUNS,
+                run_value(
+                    run_id=run_id_for("d", at, "a"),
+                    schedule_id="d",
+                    task="a",
+                    scheduled_ms=at,
+                    fired_ms=at + 1,
+                    attempt=1,
+                    job=job,
+                    idempotency_key="k",
+                    deadline_ms=at + 60_000,
+                ),
+            )
+        )
+
+    def own(at: int, status: RunStatus) -> None:
+        records.append(
+            (
+                TopicKind.RESULTS,
+                result_value(
+                    run_id=run_id_for("d", at),
+                    schedule_id="d",
+                    task=None,
+                    attempt=1,
+                    status=status,
+                    scheduled_ms=at,
+                    started_ms=None,
+                    finished_ms=at + 5,
+                    worker="w",
+                    error=None,
+                ),
+            )
+        )
+
+    task_fired(T0)
+    own(T0, RunStatus.SUCCEEDED)
+    task_fired(T0 + M)
+    own(T0 + 2 * M, RunStatus.MISSED)
+    task_fired(T0 + 2 * M)
+    own(T0 + 3 * M, RunStatus.MISSED)
+    task_fired(T0 + 4 * M)
+    own(T0 + 4 * M, RunStatus.SUCCEEDED)
+    rows = []
+    for offset, (kind, value) in enumerate(records):
+        row = to_row(kind, 0, offset, b"d", value, T0)
+        assert row is not None
+        rows.append(row)
+    return rows
+
+
+async def test_a_dag_instant_with_task_rows_is_kept_its_dag_run_started(tmp_path: Path) -> None:
+    """A DAG run's own row comes only once it ended: a running one (or one a backfill
+    started again) shows by its task rows, and is never planned again (its tasks at
+    attempt 1 would run twice)."""
+    path = tmp_path / "d.db"
+    async with await HistoryStore.open(path, namespace="ns") as store:
+        await store.write(_dag_rows(), {})
+    compiled = compile_spec({"every": "1m"}, schedule_id="d")
+    target = Target(compiled, None, T0 + 5 * M, T0 + 4 * M, dag=True)
+    with SchedulePast(path) as past:
+        steps = list(plan(past, "d", target, T0, T0 + 5 * M, Reprocess.MISSING))
+    assert [(s.action, s.attempt) for s in steps] == [
+        (Action.KEEP, None),
+        (Action.KEEP, None),  # running: task rows only
+        (Action.KEEP, None),  # missed, started again by a backfill
+        (Action.RERUN, 2),  # missed, never started
+        (Action.KEEP, None),
+    ]
+    assert "DAG run started" in steps[1].reason and "none yet" in steps[1].reason
+    assert "missed at attempt 1" in steps[2].reason
