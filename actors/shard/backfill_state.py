@@ -24,6 +24,7 @@ the next one replaces it, so ``kafkron backfill status`` can say it ended.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any
 
 from topics.timefmt import format_ms, parse_instant
@@ -67,6 +68,12 @@ class BackfillState:
 
     def left(self) -> bool:
         return bool(self.ranges)
+
+    def holds(self, at_ms: int) -> bool:
+        """Whether ``at_ms`` lies inside a range left to fire (the cursor included)."""
+        ranges = self.ranges
+        index = bisect_right(ranges, at_ms, key=lambda r: r[0]) - 1
+        return index >= 0 and at_ms <= ranges[index][1]
 
     def json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {

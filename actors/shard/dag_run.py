@@ -52,7 +52,7 @@ The shard remembers every running run and the last `ENDED_MEMORY` ended ones
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from actors.shard.dag_book import DagBook, DagRun, TaskEntry
@@ -317,13 +317,28 @@ def reconcile(dag: DagBook, graph: Graph, now_ms: int) -> dict[str, Step]:
     return steps
 
 
-def forget_ended(dag: DagBook) -> list[str]:
+def forget_ended(dag: DagBook, held: Callable[[int], bool] | None = None) -> list[str]:
     """Drop the oldest ended runs beyond the memory bounds; the run ids dropped.
 
-    The latest ended run is always kept, however big its DAG.
+    The latest ended run is always kept, however big its DAG. ``held``: whether a
+    run's scheduled instant lies in a range its DAG's backfill has left to fire
+    (`BackfillState.holds`); such an ended run is kept, outside the bounds, until
+    the backfill's cursor passed it. Why: the backfill lets an instant pass only
+    while the run book knows its DAG run (docs/DESIGN.md §6.9); a plan made while
+    that run ran saw no own row and planned it at attempt 1, and the backfill's own
+    ending runs would otherwise push it out, so its tasks would run twice. This is
+    safe and bounded: a run enters the book only at the live next occurrence (after
+    every range, which must lie behind the live schedule when its command is
+    accepted) or at the backfill's cursor (which then moves past it), so the runs
+    held are among those the book held when a command brought their range: at
+    most ``max_active_runs`` running plus `ENDED_MEMORY` ended per command.
     """
     runs = dag.runs
-    ended = [run_id for run_id, run in runs.items() if run.state != DagRunState.RUNNING]
+    ended = [
+        run_id
+        for run_id, run in runs.items()
+        if run.state != DagRunState.RUNNING and (held is None or not held(run.scheduled_ms))
+    ]
     task_entries = sum(len(runs[run_id].tasks) for run_id in ended)
     remaining = len(ended)
     dropped: list[str] = []

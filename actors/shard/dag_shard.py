@@ -258,7 +258,9 @@ class DagRuns:
             self._runs.start_attempt(state, run, now_ms)
         if step.ended is not None:
             self._run_result(state, run_id, scheduled_ms, now_ms)
-            dag_run.forget_ended(_book(state))
+            backfill = state.backfill
+            held = backfill.holds if backfill is not None and backfill.ranges else None
+            dag_run.forget_ended(_book(state), held)
 
     def _run_result(
         self, state: ScheduleState, run_id: str, scheduled_ms: int, now_ms: int

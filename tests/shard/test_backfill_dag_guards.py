@@ -10,9 +10,16 @@ from actors.shard.backfill import dag_backfill_refusal
 from actors.shard.runs import RunBook
 from actors.shard.trim import CHANGELOG_MAX_BYTES
 from tests.dag.test_dag_shard import DAG_ID, billing_dag
-from tests.kit.shard import DAY, HOUR, SECOND, T0, Shard
-from tests.shard.test_backfill_dag import SKIP_MISSED, backfill, missed_three_days, task_runs
+from tests.kit.shard import DAY, HOUR, SECOND, T0, Shard, command
+from tests.shard.test_backfill_dag import (
+    SKIP_MISSED,
+    backfill,
+    finish_everything,
+    missed_three_days,
+    task_runs,
+)
 from topics.messages import run_id_for
+from topics.timefmt import format_ms
 
 
 def test_an_emission_that_raises_part_way_leaves_no_dag_run_behind(
@@ -70,9 +77,7 @@ def test_a_dag_backfill_whose_running_task_entries_exceed_the_budget_is_refused(
     backfill kept; (1 + 1) x 1000 fits and starts one DAG run."""
     shard = _wide_dag_missed(1000)
     out = shard.send(backfill(T0, T0 + 2 * DAY, 2, max_parallel=20))
-    assert [r.reason for r in out.rejected] == [
-        dag_backfill_refusal(1000, 1, 20)
-    ]
+    assert [r.reason for r in out.rejected] == [dag_backfill_refusal(1000, 1, 20)]
     assert "max_parallel 1 or less" in out.rejected[0].reason
     assert out.runs == [] and "backfill" not in shard.state_doc(DAG_ID)
     assert max(len(r.value or b"") for r in out.changelog + shard.written) < CHANGELOG_MAX_BYTES
@@ -89,3 +94,42 @@ def test_the_budget_counts_max_active_runs_and_says_what_fits() -> None:
     assert why is not None and "2500" in why and "max_parallel 3 or less" in why
     why = dag_backfill_refusal(1000, 2, 1)
     assert why is not None and "max_active_runs" in why and "or less" not in why
+
+
+def test_a_live_dag_run_inside_the_backfill_is_not_forgotten_by_the_backfill_s_own_ends() -> None:
+    """A stale plan (made while the live DAG run of T0+20d ran: no own row yet) fires
+    T0+20d at attempt 1. The backfill's 20 earlier runs end first, more than
+    `dag_run.ENDED_MEMORY`: the live run must still be remembered when the cursor
+    reaches it, and be let pass, not started again (its task at attempt 1 twice)."""
+    shard = Shard(now_ms=T0 - 10 * SECOND)
+    one = {"a": {"job": {"name": "one.part", "args": {}}}}
+    assert shard.send(billing_dag(tasks=one, misfire=SKIP_MISSED)).rejected == []
+    missed = shard.advance(T0 + 19 * DAY + 12 * HOUR).results
+    assert len([r for r in missed if r.status == "missed"]) == 20
+    shard.run_until(T0 + 20 * DAY)  # the live DAG run of T0+20d
+    finish_everything(shard, [])
+    live = [r for r in shard.written_runs() if r.scheduled_ms == T0 + 20 * DAY]
+    assert len(live) == 1
+    out = shard.send(
+        command(
+            "schedule.backfill",
+            DAG_ID,
+            backfill_id="fill",
+            max_parallel=1,
+            ranges=[
+                [format_ms(T0), format_ms(T0 + 19 * DAY), 2],
+                [format_ms(T0 + 20 * DAY), format_ms(T0 + 20 * DAY), 1],
+            ],
+        )
+    )
+    assert out.rejected == []
+    finish_everything(shard, [])
+    assert [r for r in shard.written_runs() if r.scheduled_ms == T0 + 20 * DAY] == live
+    doc = shard.state_doc(DAG_ID)["backfill"]
+    assert (doc["fired"], doc["passed"]) == (20, 1) and "ended" in doc
+    # Held only while the cursor had not passed it: the next end forgets it.
+    assert run_id_for(DAG_ID, T0 + 20 * DAY) in shard.state_doc(DAG_ID)["dag"]["runs"]
+    shard.run_until(T0 + 21 * DAY)
+    finish_everything(shard, [])
+    runs = shard.state_doc(DAG_ID)["dag"]["runs"]
+    assert len(runs) == 16 and run_id_for(DAG_ID, T0 + 20 * DAY) not in runs
