@@ -533,8 +533,17 @@ class ShardCore:
         if alerts.judge(run, now_ms):
             self._dirty[run.schedule.id] = run.schedule
         placed = run.placed
-        if attempt_due_ms(run) <= now_ms or (placed is not None and placed.cancel_owed is not None):
-            return False  # the attempt's business (or an owed cancel's resend) is due too
+        if placed is not None and placed.cancel_owed is not None:
+            return False  # an owed cancel's resend is due too
+        if attempt_due_ms(run) <= now_ms:
+            if now_ms >= alerts.silent_from_ms:
+                return False  # the attempt's business is due too
+            # Within a restore's grace: ending the run now would judge its start before
+            # the results backlog (its start report among them) is read, and alert a
+            # punctual run for good. The time-out waits out the grace (5 s at most; a
+            # worker never commits past the deadline plus the margin).
+            self._wheel.arm(run, alerts.silent_from_ms)
+            return True
         self._wheel.arm(run, alerts.timer_ms(run))
         return True
 

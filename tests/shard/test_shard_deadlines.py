@@ -200,3 +200,24 @@ def test_deleting_the_schedule_closes_its_open_alerts() -> None:
     out = shard.send({"v": 1, "type": "schedule.delete", "id": "s"})
     [closing] = alerts(out)
     assert (closing.type, closing.seen_ms) == (AlertType.RECOVERED, None)
+
+
+def test_a_new_owner_past_the_time_out_reads_the_backlog_before_judging_the_start() -> None:
+    # The run started in time and said so; the owner died and the takeover took past
+    # the attempt's deadline plus the margin. The new owner's first turn finds the
+    # attempt timed out: it must read the start report (waiting on the results topic)
+    # before it judges the start, or a punctual run is alerted for good.
+    shard = Shard(now_ms=T0 - SECOND)
+    body = upsert(
+        spec={"every": "60s", "anchor": "2026-10-10T00:00:00Z"},
+        timeout_s=10,
+        retry={"max_attempts": 1},
+        deadline={"start_within_s": START_S},
+    )
+    assert not shard.send(body).rejected
+    [run] = shard.advance(T0).runs
+    new, out = shard.restored(T0 + 50 * SECOND)  # deadline 10 s + margin 30 s: past
+    seen = alerts(out) + alerts(new.advance(T0 + 50 * SECOND))
+    seen += alerts(started(new, run, T0 + SECOND, at_ms=T0 + 51 * SECOND))
+    seen += alerts(new.run_until(T0 + 59 * SECOND))
+    assert seen == []
