@@ -434,15 +434,18 @@ class SchedulerNode:
 
     def _tell_calendars(self, core: ShardCore) -> None:
         """As `actors.scheduler.calendar_follower`: what ``{ns}.calendars`` holds past
-        the core's cursor (here an offset), in order."""
+        the core's cursor (here an offset), in order, with each record's timestamp;
+        read to its end each turn, so the calendars are fresh as of now."""
         records, position = self.host.kafka.fetch(
             TopicKind.CALENDARS, 0, core.calendar_cursor, 1 << 62
         )
         now_ms = self.now_ms()
         for record in records:
             if record.key is not None:
-                core.learn_calendar(record.key.decode("utf-8", "replace"), record.value, now_ms)
+                name = record.key.decode("utf-8", "replace")
+                core.learn_calendar(name, record.value, now_ms, record.timestamp_ms or None)
         core.calendar_cursor = position
+        core.calendars_fresh(now_ms)
 
     # -- writes ------------------------------------------------------------------------
 

@@ -54,6 +54,11 @@ _SHARD_COUNTERS: tuple[tuple[str, str, str], ...] = (
         "deadline_recovered records written (a late run started or ended at last).",
     ),
     (
+        "calendar_held_total",
+        m.SCHEDULER_CALENDAR_HELD,
+        "Fires of calendar-naming schedules held: the calendars not yet read that fresh.",
+    ),
+    (
         "late_starts_total",
         m.SCHEDULER_LATE_STARTS,
         "Runs that started after their start deadline, counted when they started.",

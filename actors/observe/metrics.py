@@ -78,6 +78,7 @@ SCHEDULER_BACKFILLS_ENDED = "kafkron_scheduler_backfills_ended"
 SCHEDULER_DEADLINES_MISSED = "kafkron_scheduler_deadlines_missed"
 SCHEDULER_DEADLINES_RECOVERED = "kafkron_scheduler_deadlines_recovered"
 SCHEDULER_LATE_STARTS = "kafkron_scheduler_late_starts"
+SCHEDULER_CALENDAR_HELD = "kafkron_scheduler_calendar_held"
 SCHEDULER_BACKFILLS_GOING = "kafkron_scheduler_backfills_going"
 SCHEDULER_BACKFILL_IN_FLIGHT = "kafkron_scheduler_backfill_runs_in_flight"
 SCHEDULER_RESULTS = "kafkron_scheduler_results"  # _total, applied | ignored

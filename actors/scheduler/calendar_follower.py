@@ -13,6 +13,17 @@ Whatever the previous owner had learnt was committed before it could read it, so
 is below that end: the new owner knows every calendar version the old one fired by,
 or a later one, before it arms anything that names a calendar.
 
+Firing by what was read (§5.7): a live shard fires by what its process's follower
+has read, so the follower says how fresh that is. `fresh_ms` is the wall time taken
+just before an end-offset request (read_committed: the last stable offset) that the
+follower had already read up to: every calendar edit committed before it was read.
+Each turn tells each core that instant (`ShardCore.calendars_fresh`); a schedule
+naming a calendar fires no instant later, so a follower that is refused, a calendars
+partition offline, or an open transaction holding the last stable offset makes those
+schedules wait (``calendar_held_total``), never fire by stale days. Each record's
+timestamp (its commit) goes with it, so an edit heard late re-arms from when it was
+written, and what came due meanwhile goes through the misfire policy.
+
 The log grows with edits, not with time: a calendar is edited a few times a year.
 """
 
@@ -20,6 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -37,17 +50,30 @@ class CalendarLearner(Protocol):
 
     calendar_cursor: int
 
-    def learn_calendar(self, name: str, value: bytes | None, now_ms: int) -> None: ...
+    def learn_calendar(
+        self, name: str, value: bytes | None, now_ms: int, written_ms: int | None = None
+    ) -> None: ...
+
+    def calendars_fresh(self, fresh_ms: int) -> None: ...
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class CalendarFollower:
     """Reads ``{ns}.calendars`` into `log`; see the module docstring."""
 
-    def __init__(self, consumer: AIOKafkaConsumer, topic: str) -> None:
+    def __init__(
+        self, consumer: AIOKafkaConsumer, topic: str, clock_ms: Callable[[], int] = _wall_ms
+    ) -> None:
         self._consumer = consumer
         self._tp = TopicPartition(topic, 0)
-        self.log: list[tuple[str, bytes | None]] = []
+        self._clock_ms = clock_ms
+        self.log: list[tuple[str, bytes | None, int | None]] = []  # name, value, written
         self.position = 0  # the next offset to read
+        # Every edit committed before this wall time was read (0: not yet known).
+        self.fresh_ms = 0
         self._moved = asyncio.Event()
         self._started = False
 
@@ -67,9 +93,13 @@ class CalendarFollower:
                 name = record.key.decode("utf-8")
             except UnicodeDecodeError:
                 continue
-            self.log.append((name, record.value))
+            written_ms = record.timestamp if record.timestamp and record.timestamp > 0 else None
+            self.log.append((name, record.value, written_ms))
             added += 1
         self.position = await consumer.position(tp)
+        asked_ms = self._clock_ms()  # before the end is asked: edits before it are below it
+        if self.position >= await self.end_offset():
+            self.fresh_ms = max(self.fresh_ms, asked_ms)
         self._moved.set()
         self._moved = asyncio.Event()
         return added
@@ -95,16 +125,19 @@ class CalendarFollower:
                 continue  # the loop's test says how far it got
 
     def tell(self, core: CalendarLearner, now_ms: int) -> None:
-        """Tell ``core`` the records it has not heard yet, in order."""
+        """Tell ``core`` the records it has not heard yet, in order, and how fresh
+        they are."""
         cursor = core.calendar_cursor
         entries = self.log
-        if cursor >= len(entries):
-            return
-        for name, value in entries[cursor:]:
-            core.learn_calendar(name, value, now_ms)
-        core.calendar_cursor = len(entries)
+        if cursor < len(entries):
+            for name, value, written_ms in entries[cursor:]:
+                core.learn_calendar(name, value, now_ms, written_ms)
+            core.calendar_cursor = len(entries)
+        core.calendars_fresh(self.fresh_ms)
 
     async def tell_to_end(self, core: CalendarLearner, now_ms: int, timeout_s: float) -> None:
         """Tell a new owner's core the topic up to its end (read now: after the fence)."""
+        asked_ms = self._clock_ms()
         await self.reach(await self.end_offset(), timeout_s)
+        self.fresh_ms = max(self.fresh_ms, asked_ms)
         self.tell(core, now_ms)

@@ -278,7 +278,7 @@ class SchedulerRuntime:
         )
         await calendar_consumer.start()
         self._calendars = CalendarFollower(
-            calendar_consumer, self.settings.topic(TopicKind.CALENDARS)
+            calendar_consumer, self.settings.topic(TopicKind.CALENDARS), self.clock.now_ms
         )
         following = asyncio.ensure_future(self._follow_calendars(stop))
         standby_consumer, tailing = None, None
@@ -462,7 +462,7 @@ class SchedulerRuntime:
                     break
                 await breather.maybe()
         calendars = self._calendars
-        if calendars is not None and calendars.log:  # edits re-arm before this turn fires
+        if calendars is not None:  # edits re-arm before this turn fires; how fresh they are
             for slot in machine.slots.values():
                 if isinstance(slot.core, CalendarLearner):
                     calendars.tell(slot.core, now_ms)

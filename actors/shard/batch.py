@@ -32,6 +32,7 @@ __all__ = ["COUNTERS", "Batch", "Definitions"]
 COUNTERS = (
     "fired_total",
     "late_fired_total",
+    "calendar_held_total",
     "missed_total",
     "skipped_total",
     "retries_total",

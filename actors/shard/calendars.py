@@ -92,9 +92,14 @@ class ShardCalendars:
 
     # --- the book ------------------------------------------------------------------
 
-    def learn(self, name: str, days: CalendarDays | None, now_ms: int) -> int:
+    def learn(
+        self, name: str, days: CalendarDays | None, now_ms: int, written_ms: int | None = None
+    ) -> int:
         """A record of ``{ns}.calendars`` (None: deleted); re-arms its users. Returns
-        how many schedules it re-armed."""
+        how many schedules it re-armed. ``written_ms``: the record's timestamp (its
+        commit); the re-arm floor counts from it, not from when it was heard, so
+        what came due in between goes through each schedule's misfire policy."""
+        since_ms = now_ms if written_ms is None else min(now_ms, written_ms)
         if days is None:
             if self.book.pop(name, None) is None:
                 return 0
@@ -108,7 +113,7 @@ class ShardCalendars:
         for schedule_id in list(users):
             state = schedules.get(schedule_id)
             if state is not None:
-                self._refresh(state, self._names_by_id[schedule_id], now_ms)
+                self._refresh(state, self._names_by_id[schedule_id], since_ms)
         return len(users)
 
     def users(self, name: str) -> list[str]:
@@ -130,6 +135,15 @@ class ShardCalendars:
             return True
         self._index(state.id, names)
         return self._bind(state, names)
+
+    def held(self, state: ScheduleState, now_ms: int, fresh_ms: int | None) -> bool:
+        """Must this due schedule wait for the calendars to be known fresh? True when
+        it names a calendar and its next instant is later than ``fresh_ms`` (the
+        calendars are known as of then; None: told every record there is)."""
+        if fresh_ms is None or state.id not in self._names_by_id:
+            return False
+        next_ms = state.next_ms
+        return next_ms is not None and fresh_ms < next_ms <= now_ms
 
     def named(self, schedule_id: str) -> bool:
         """Did this schedule name calendars (so its re-upsert must unbind it)?"""

@@ -217,6 +217,9 @@ _CALENDARS = TopicKind.CALENDARS
 _LATENESS_WINDOW = 1024
 # An `advance` this much later than the wheel's earliest timer means the caller stalled.
 STALL_MS = 2_000
+# A fire held for the calendars (§5.7) is tried again this much later: about the
+# calendar follower's poll, so a fresh read is usually there by then.
+CALENDAR_HOLD_MS = 250
 _def_bytes_of = attrgetter("def_bytes")  # counts the users of each definition at a restore
 
 Item = ScheduleState | RunState
@@ -260,6 +263,10 @@ class ShardCore:
         # How many records of the runtime's ``{ns}.calendars`` log this core was told
         # (the runtime's cursor; the core itself never reads it).
         self.calendar_cursor = 0
+        # The calendars are known as of this instant (the runtime's follower read the
+        # topic to its end then); a schedule naming one fires no instant later (None:
+        # never told, as in tests that tell every record themselves). §5.7.
+        self._calendars_fresh_ms: int | None = None
         self._commands = ScheduleCommands(
             batch, schedules, wheel, definitions, runs, retired, calendars
         )
@@ -386,10 +393,19 @@ class ShardCore:
         self._calendars.restored(now_ms, restored_defs.keys())
         return out
 
-    def learn_calendar(self, name: str, value: bytes | None, now_ms: int) -> None:
+    def calendars_fresh(self, fresh_ms: int) -> None:
+        """Everything committed to ``{ns}.calendars`` before ``fresh_ms`` was told:
+        a schedule naming a calendar fires no instant later than that (it is held
+        and tried again `CALENDAR_HOLD_MS` later). Told every turn by the runtime."""
+        self._calendars_fresh_ms = fresh_ms
+
+    def learn_calendar(
+        self, name: str, value: bytes | None, now_ms: int, written_ms: int | None = None
+    ) -> None:
         """A record of ``{ns}.calendars`` (None: deleted), in offset order: the
         schedules that name it are re-armed, and their changelog records go out with
-        the next `advance`. Never raises: an unreadable record counts as deleted (its
+        the next `advance`. ``written_ms``: the record's timestamp (the re-arm floor
+        counts from it). Never raises: an unreadable record counts as deleted (its
         users wait, visibly) and as an error of the shard."""
         days = None
         if value is not None:
@@ -398,7 +414,7 @@ class ShardCore:
             except Exception as error:  # counted in errors_total
                 self._failed(error)
         try:
-            self._calendars.learn(name, days, now_ms)
+            self._calendars.learn(name, days, now_ms, written_ms)
         except Exception as error:
             self._failed(error)
 
@@ -550,6 +566,11 @@ class ShardCore:
     def _fire_counted(self, state: ScheduleState, now_ms: int) -> int:
         """`RunBook.fire_due` of one schedule; the budget it costs (its fires, at least 1)."""
         counts = self._counts
+        if self._calendars.held(state, now_ms, self._calendars_fresh_ms):
+            # Its calendars are not known as of its instant yet: never by stale days.
+            counts["calendar_held_total"] += 1
+            self._wheel.arm(state, now_ms + CALENDAR_HOLD_MS)
+            return 1
         fired_before = counts["fired_total"]
         try:
             self._runs.fire_due(state, now_ms)

@@ -209,12 +209,18 @@ class Shard:
         record = InRecord(TopicKind.RESULTS, self.partition, offset, key, value)
         return self._keep(self.core.apply(record, self.now_ms))
 
-    def learn_calendar(self, name: str, value: bytes | None, at_ms: int | None = None) -> None:
+    def learn_calendar(
+        self,
+        name: str,
+        value: bytes | None,
+        at_ms: int | None = None,
+        written_ms: int | None = None,
+    ) -> None:
         """A ``{ns}.calendars`` record reaches this core (its writes go out with the
-        next `advance`)."""
+        next `advance`); ``written_ms``: the record's timestamp (its commit)."""
         if at_ms is not None:
             self.now_ms = at_ms
-        self.core.learn_calendar(name, value, self.now_ms)
+        self.core.learn_calendar(name, value, self.now_ms, written_ms)
 
     def advance(self, to_ms: int) -> Out:
         """Move time to ``to_ms`` in one call to `advance`."""

@@ -191,3 +191,42 @@ def test_a_schedule_ended_by_an_edit_comes_back_when_the_edit_is_reverted() -> N
     out = shard.run_until(nine(3) + 2 * HOUR)
     assert [r.scheduled_ms for r in firsts(out)] == [nine(2), nine(3)]
     assert shard.state_doc()["completed"] == "end"
+
+
+def test_a_lagging_follower_holds_a_fire_naming_a_calendar_until_the_edit_is_heard() -> None:
+    shard = Shard()
+    shard.learn_calendar("hol", cal("2026-10-11"), at_ms=T0)
+    shard.send(upsert("a", spec=SPEC, overlap="allow"), at_ms=T0)
+    shard.send(upsert("b", spec={"cron": "0 9 * * *"}, overlap="allow"), at_ms=T0)
+    # The calendars are known as of 08:00 on the 12th only (the follower is refused):
+    # the 12th at 09:00 of "a" waits; "b", naming no calendar, fires.
+    shard.core.calendars_fresh(nine(2) - HOUR)
+    out = shard.run_until(nine(2) + 10 * MINUTE)
+    assert sorted((r.schedule_id, r.scheduled_ms) for r in firsts(out)) == [
+        ("a", nine(0)),
+        ("b", nine(0)),
+        ("b", nine(1)),
+        ("b", nine(2)),
+    ]
+    assert shard.core.stats["calendar_held_total"] > 0
+    # The edit committed at 08:30 excluded the 12th: heard now, the 12th never fires.
+    shard.learn_calendar("hol", cal("2026-10-11", "2026-10-12"), written_ms=nine(2) - 30 * MINUTE)
+    shard.core.calendars_fresh(nine(3))  # caught up (and kept up: fresh as of 09:00)
+    later = shard.run_until(nine(3))
+    assert [(r.schedule_id, r.scheduled_ms) for r in firsts(later) if r.schedule_id == "a"] == [
+        ("a", nine(3))
+    ]
+
+
+def test_a_day_given_back_but_heard_late_goes_through_the_misfire_policy() -> None:
+    shard = Shard()
+    shard.learn_calendar("hol", cal("2026-10-11", "2026-10-12"), at_ms=T0)
+    shard.send(upsert(spec=SPEC, overlap="allow"), at_ms=T0)
+    succeed(shard, shard.run_until(nine(0)))
+    assert shard.state_doc()["next"] == format_ms(nine(3))
+    # The 12th is given back at 08:00 on the 12th; this shard hears it at 09:02.
+    shard.learn_calendar(
+        "hol", cal("2026-10-11"), at_ms=nine(2) + 2 * MINUTE, written_ms=nine(2) - HOUR
+    )
+    out = shard.run_until(nine(2) + 3 * MINUTE)
+    assert [r.scheduled_ms for r in firsts(out)] == [nine(2)]  # late, within its grace

@@ -48,7 +48,9 @@ def test_an_edit_applies_on_every_shard_and_across_the_takeover() -> None:
         # Saturday, not Friday), nothing on Saturday until the day was given back.
         friday = list(range(MIDNIGHT - 9 * MINUTE, MIDNIGHT, period_ms))
         assert [o for o in fired if MIDNIGHT - 9 * MINUTE <= o < MIDNIGHT] == friday
-        assert not [o for o in fired if MIDNIGHT <= o <= GIVEN_BACK], schedule_id
+        # (00:04:00 itself may fire: the edit giving Saturday back was committed then,
+        # and a re-arm counts from the commit, not from when each shard heard it.)
+        assert not [o for o in fired if MIDNIGHT <= o < GIVEN_BACK], schedule_id
         assert [o for o in fired if o > GIVEN_BACK + MINUTE], schedule_id  # fires again
     # 23:58 fires; Saturday's 00:02 was excluded when it came due (moved past Sunday
     # and Monday the 9th, beyond the run), and giving Saturday back later fires no past.
