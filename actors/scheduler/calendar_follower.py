@@ -37,7 +37,9 @@ from typing import Protocol, runtime_checkable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from topics.acl_plan import Operation
 from topics.closing import within
+from topics.refusals import from_error
 
 log = logging.getLogger("kafkron.scheduler.calendars")
 
@@ -55,6 +57,15 @@ class CalendarLearner(Protocol):
     ) -> None: ...
 
     def calendars_fresh(self, fresh_ms: int) -> None: ...
+
+
+def read_failure(exc: BaseException, namespace: str) -> str:
+    """What a failed read of ``{ns}.calendars`` says in the log: a refused Read is
+    named as the denial it is (the role, the ACL), anything else as itself."""
+    denied = from_error(exc, namespace, Operation.READ)
+    if denied is not None:
+        return f"denied: {denied}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _wall_ms() -> int:

@@ -60,7 +60,11 @@ from actors.collector import YOUNG_THRESHOLD
 from actors.monotonic import monotonic_ms
 from actors.observe import metrics
 from actors.scheduler.breather import Breather
-from actors.scheduler.calendar_follower import CalendarFollower, CalendarLearner
+from actors.scheduler.calendar_follower import (
+    CalendarFollower,
+    CalendarLearner,
+    read_failure,
+)
 from actors.scheduler.clock import Clock, SystemClock
 from actors.scheduler.lifecycle import (
     Action,
@@ -350,7 +354,12 @@ class SchedulerRuntime:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("reading the calendars failed (%s); trying again", exc)
+                why = read_failure(exc, self.settings.namespace)
+                log.warning(
+                    "reading the calendars failed (%s); schedules naming a calendar wait "
+                    "for a fresh read; trying again",
+                    why,
+                )
                 await asyncio.sleep(STANDBY_POLL_MS / 1000)
             await asyncio.sleep(0)
 
