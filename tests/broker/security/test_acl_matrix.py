@@ -80,8 +80,8 @@ pytestmark = [
 ]
 
 PARTITIONS = 2
-# The seven topics of a namespace, as the README's role table names them.
-TOPIC_KINDS = ("calendars", "commands", "dlq", "rejected", "results", "runs", "schedules")
+# The eight topics of a namespace, as the README's role table names them.
+TOPIC_KINDS = ("alerts", "calendars", "commands", "dlq", "rejected", "results", "runs", "schedules")
 LOOK_ALIKE_SUFFIXES = ("-worker", "-shard", "-workers", "-schedulers", "_x")
 # The roles each other namespace gets a user of, so that grants of theirs exist.
 OTHER_ROLES = (Role.SCHEDULER, Role.WORKER)
@@ -218,11 +218,13 @@ async def _seed(matrix: Matrix) -> None:
     producer = AIOKafkaProducer(**admin)
     await producer.start()
     try:
+        topics = [t for namespace in matrix.namespaces for t in topics_of(namespace)]
+        # Each topic's own count: {ns}.calendars has one partition whatever PARTITIONS says.
+        counts = [len(await producer.partitions_for(topic)) for topic in topics]
         sends = [
             producer.send_and_wait(topic, b"{}", key=b"seed", partition=p)
-            for namespace in matrix.namespaces
-            for topic in topics_of(namespace)
-            for p in range(PARTITIONS)
+            for topic, count in zip(topics, counts, strict=True)
+            for p in range(count)
         ]
         await asyncio.gather(*sends)
     finally:
@@ -358,7 +360,10 @@ async def _fetch(kwargs: dict[str, Any], topic: str, group: str | None) -> Outco
         shown, _ = await _metadata(consumer._client, topic)
         if not shown:
             return await _direct_fetch(consumer._client, topic)
-        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        # Each topic's own partitions: {ns}.calendars has one whatever PARTITIONS says.
+        metadata = await consumer._client.fetch_all_metadata()
+        partitions = metadata.partitions_for_topic(topic) or set(range(PARTITIONS))
+        consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
         await consumer.seek_to_beginning()
         while True:
             try:
