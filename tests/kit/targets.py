@@ -53,15 +53,24 @@ def target_upsert(schedule_id: str, topic: str, *, keyed: bool) -> bytes:
 
 
 async def create_target_topic(
-    settings: Settings, topic: str, partitions: int, replication_factor: int = 1
+    settings: Settings,
+    topic: str,
+    partitions: int,
+    replication_factor: int = 1,
+    replicas: list[int] | None = None,
 ) -> None:
+    """``replicas``: one partition on these nodes, the first its preferred leader."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
     try:
         config = {"message.timestamp.type": "LogAppendTime"}
         if replication_factor >= 3:  # the cluster's contract, as kafkron's own topics have
             config["min.insync.replicas"] = "2"
-        await admin.create_topics([NewTopic(topic, partitions, replication_factor, None, config)])
+        if replicas is not None:
+            new = NewTopic(topic, -1, -1, {0: replicas}, config)
+        else:
+            new = NewTopic(topic, partitions, replication_factor, None, config)
+        await admin.create_topics([new])
     finally:
         await admin.close()
 

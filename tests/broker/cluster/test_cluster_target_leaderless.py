@@ -69,7 +69,10 @@ async def test_a_target_partition_without_a_leader_fails_its_own_occurrences(
     view = await cluster.view()
     own = view.leaders()  # the node leading fewest partitions holds the doomed replica
     node = min(view.brokers, key=lambda n: own.get(n, 0))
-    await create_target_topic(settings, plain, 1, replication_factor=3)
+    # The plain topic's leader is another node: killing the doomed one must not move
+    # its leader (a failover slower than the 3 s deadline would blame the plain topic).
+    others = sorted(n for n in view.brokers if n != node)
+    await create_target_topic(settings, plain, 1, replication_factor=3, replicas=[*others, node])
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
     try:
