@@ -879,6 +879,12 @@ class WorkerCore:
             not p.dirty and p.in_commit is None for p in self._partitions.values()
         )
 
+    def drain_waits_for(self) -> str:
+        """What ``drained`` still waits for, for the stop's log."""
+        writing = sorted(p for p, part in self._partitions.items() if part.in_commit is not None)
+        dirty = sorted(p for p, part in self._partitions.items() if part.dirty)
+        return f"{len(self._running)} jobs running, commits in flight {writing}, unwritten {dirty}"
+
     def idle(self) -> bool:
         """Nothing running, queued, or waiting to be committed."""
         return (

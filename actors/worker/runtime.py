@@ -102,6 +102,8 @@ MAX_BATCH = 1_000
 FETCH_MAX_WAIT_MS = 50
 TXN_RETRY_BACKOFF_MS = 20
 ADOPT_STEP_TIMEOUT_S = 30.0
+# A stop slower than this says, every so often, what it still waits for.
+DRAIN_LOG_EVERY_S = 5.0
 """Longest wait for ``init_transactions`` or the committed-offset read; then the
 adoption counts as failed and is retried (``membership.ADOPT_RETRY_MS``)."""
 STATS_EVERY_S = 10.0
@@ -243,9 +245,21 @@ class WorkerRuntime:
                 self.settings.worker_group,
             )
             await self._consume(consumer, stop)
+            stopping = time.monotonic()
+            log.info(
+                "worker %s stopping: %d jobs running, %d partitions",
+                opts.worker_id,
+                self.core.running,
+                len(self.machine.live),
+            )
             await self._drain()
+            log.info("worker %s drained in %.1f s", opts.worker_id, time.monotonic() - stopping)
         finally:
+            closing = time.monotonic()
             await self._shutdown(consumer, admin)
+            log.info(
+                "worker %s stopped: closed in %.1f s", opts.worker_id, time.monotonic() - closing
+            )
 
     async def _consume(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
         next_stats = time.monotonic() + STATS_EVERY_S
@@ -283,9 +297,15 @@ class WorkerRuntime:
         ``drain_s``; commit. Queued runs are left to the partitions' next owners."""
         self._apply(self.machine.stop(self._now()))
         deadline = time.monotonic() + self.options.drain_s
+        next_word = time.monotonic() + DRAIN_LOG_EVERY_S
         while time.monotonic() < deadline and not self.core.drained():
             self._tick()
             await asyncio.sleep(0.05)
+            if time.monotonic() >= next_word:  # a slow stop says what it waits for
+                next_word += DRAIN_LOG_EVERY_S
+                log.info(
+                    "worker %s draining: %s", self.options.worker_id, self.core.drain_waits_for()
+                )
         if not self.core.drained():
             log.warning(
                 "worker %s: %d jobs still running after %.0f s; cancelling them, the next "
@@ -304,8 +324,20 @@ class WorkerRuntime:
         if self._timer is not None:
             self._timer.cancel()
         if self._background:
-            # Every task here is bounded (adoption steps, writes, closes).
-            await asyncio.gather(*self._background, return_exceptions=True)
+            # Every task here is bounded (adoption steps, writes, closes); a slow one is
+            # named in the log while it is awaited.
+            pending = set(self._background)
+            while pending:
+                done, pending = await asyncio.wait(pending, timeout=DRAIN_LOG_EVERY_S)
+                for task in done:  # retrieved, as gather(return_exceptions=True) did
+                    if not task.cancelled():
+                        task.exception()
+                if pending:
+                    log.info(
+                        "worker %s stopping: waiting for %s",
+                        self.options.worker_id,
+                        ", ".join(sorted(_task_name(t) for t in pending)),
+                    )
         # At once: a stop lasts as long as the slowest close, not their sum.
         await asyncio.gather(
             bounded(consumer.stop(), "stopping the runs consumer"),
@@ -592,6 +624,11 @@ class WorkerRuntime:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+def _task_name(task: asyncio.Future[Any]) -> str:
+    coro = task.get_coro() if isinstance(task, asyncio.Task) else None
+    return getattr(coro, "__qualname__", None) or repr(task)
 
 
 def _describe(exc: BaseException) -> str:
