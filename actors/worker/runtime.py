@@ -201,6 +201,7 @@ class WorkerRuntime:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due_ms: int | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        self._adoptions: set[asyncio.Future[Any]] = set()  # of _background: adoption steps
         self._tick_pending = False
         self._commit_stats = CommitStats()
         self.on_result_committed: Callable[[Commit], None] | None = None
@@ -316,6 +317,13 @@ class WorkerRuntime:
             )
 
     async def _shutdown(self, consumer: AIOKafkaConsumer, admin: AIOKafkaAdminClient) -> None:
+        # A stopping worker adopts nothing: a step in flight (a fence, a read of the
+        # committed offset, each bounded by ADOPT_STEP_TIMEOUT_S) is cancelled, not
+        # awaited, so a partition assigned by the rebalance our own stop caused never
+        # holds the exit up. Its producer is closed below with the others; the next
+        # owner fences its transactional id anyway.
+        for task in list(self._adoptions):
+            task.cancel()
         self._apply(self.machine.close(self._now()))
         for key in list(self._producers):
             self._close_producer(*key)
@@ -456,9 +464,9 @@ class WorkerRuntime:
             elif isinstance(action, Seek | Pause | Resume):
                 self._position(action)
             elif isinstance(action, StartProducer):
-                self._spawn(self._start_producer(action.partition, action.lease))
+                self._spawn(self._start_producer(action.partition, action.lease), adoption=True)
             elif isinstance(action, ReadCommitted):
-                self._spawn(self._read_committed(action.partition, action.lease))
+                self._spawn(self._read_committed(action.partition, action.lease), adoption=True)
             elif isinstance(action, CloseProducer):
                 self._close_producer(action.partition, action.lease)
             elif isinstance(action, Owns):
@@ -620,10 +628,13 @@ class WorkerRuntime:
             self._apply(machine.commit_failed(commit, outcome.reason, now))
         self._tick_soon()
 
-    def _spawn(self, coro: Awaitable[Any]) -> None:
+    def _spawn(self, coro: Awaitable[Any], *, adoption: bool = False) -> None:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        if adoption:
+            self._adoptions.add(task)
+            task.add_done_callback(self._adoptions.discard)
 
 
 def _task_name(task: asyncio.Future[Any]) -> str:

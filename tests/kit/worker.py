@@ -102,6 +102,13 @@ async def wait_for_results(
         await asyncio.sleep(0.5)
 
 
+# A worker's stop is bounded by the product itself: the drain (--drain-s, 30 s) and
+# then the bounded closes (30 s), past which it exits with code 3 (worker_cmd.py).
+# Waiting less than that killed a worker whose stop was slow but within its own
+# bound, and the test saw -9 instead of the worker's own account in its log.
+STOP_WAIT_S = 75.0
+
+
 class ChildProcess:
     """A ``kafkron`` command in a child process, its output kept in a file."""
 
@@ -153,7 +160,7 @@ class ChildProcess:
     def signal(self, sig: signal.Signals) -> None:
         self.proc.send_signal(sig)
 
-    def stop(self, timeout_s: float = 30) -> int:
+    def stop(self, timeout_s: float = STOP_WAIT_S) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
             self.proc.terminate()
