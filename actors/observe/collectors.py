@@ -194,6 +194,22 @@ class SchedulerCollector(Collector):
         if uncertainty_s is not None:
             uncertainty.add_metric([], uncertainty_s)
         yield uncertainty
+        # The calendars follower (§5.7): calendar-naming schedules wait for it.
+        lag = figures.get("calendars_lag_records")
+        if lag is not None:
+            yield GaugeMetricFamily(
+                m.SCHEDULER_CALENDARS_LAG,
+                "Records of the calendars topic below its last known end not yet read.",
+                value=lag,
+            )
+        age_s = _ms_to_s(figures.get("calendars_fresh_age_ms"))
+        if age_s is not None:
+            yield GaugeMetricFamily(
+                m.SCHEDULER_CALENDARS_FRESH_AGE,
+                "How long ago the calendars were last known read to their end; "
+                "calendar-naming schedules fire no instant later than that.",
+                value=age_s,
+            )
         yield GaugeMetricFamily(
             m.SCHEDULER_HOLDBACK,
             "How far firing is held back because the local clock is proven ahead (0: not).",

@@ -85,6 +85,8 @@ class CalendarFollower:
         self.position = 0  # the next offset to read
         # Every edit committed before this wall time was read (0: not yet known).
         self.fresh_ms = 0
+        self.end_offset_seen = 0  # the last end (last stable offset) the broker gave
+        self._started_ms = clock_ms()
         self._moved = asyncio.Event()
         self._started = False
 
@@ -117,7 +119,22 @@ class CalendarFollower:
 
     async def end_offset(self) -> int:
         ends = await self._consumer.end_offsets([self._tp])
-        return int(ends[self._tp])
+        self.end_offset_seen = end = int(ends[self._tp])
+        return end
+
+    def figures(self) -> dict[str, int]:
+        """How far behind the follower is, for metrics (`actors.observe.collectors`):
+        ``calendars_lag_records``, records below the last end it was given and not yet
+        read (stale while the broker refuses it: see the age), and
+        ``calendars_fresh_age_ms``, how long ago the calendars were last known fresh
+        (since the process started, if never): what calendar-naming schedules wait for,
+        whatever the cause (a refused read, an offline partition, an open transaction)."""
+        now_ms = self._clock_ms()
+        fresh_ms = self.fresh_ms or self._started_ms
+        return {
+            "calendars_lag_records": max(0, self.end_offset_seen - self.position),
+            "calendars_fresh_age_ms": max(0, now_ms - fresh_ms),
+        }
 
     async def reach(self, end_offset: int, timeout_s: float) -> None:
         """Return once the follower has read up to ``end_offset``; `TimeoutError` past

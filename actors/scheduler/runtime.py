@@ -618,13 +618,17 @@ class SchedulerRuntime:
             async with self._restore_lock:
                 if self._runners.get(p) is not runner:
                     raise ShardWriteFailed(f"shard {p}: attempt closed before its catch-up")
-                core, unwritten = await self._catch_up(runner, warm)
+                started = await self._catch_up(runner, warm)
+            # Outside the lock: a shard waiting for the calendars never holds up the
+            # restores of the others (the lock is the restore consumer's).
+            core, unwritten = await self._finish(runner, warm.core, started)
             return lambda: machine.restore_done(p, token, core, unwritten)
         if isinstance(action, Restore):
             async with self._restore_lock:
                 if self._runners.get(p) is not runner:  # closed while waiting for its turn
                     raise ShardWriteFailed(f"shard {p}: attempt closed before its restore")
-                core, unwritten = await self._restore(runner)
+                core, started = await self._restore(runner)
+            core, unwritten = await self._finish(runner, core, started)  # as above
             return lambda: machine.restore_done(p, token, core, unwritten)
         consumer, admin = self._consumer, self._admin
         assert consumer is not None and admin is not None
@@ -687,8 +691,9 @@ class SchedulerRuntime:
 
         asyncio.get_running_loop().call_soon(collect)
 
-    async def _restore(self, runner: ShardRunner) -> tuple[Any, list[Any]]:
-        """Rebuild the core from the changelog; only after the fence, so the end is final."""
+    async def _restore(self, runner: ShardRunner) -> tuple[Any, float]:
+        """Rebuild the core from the changelog; only after the fence, so the end is final.
+        Returns the core and when the restore started (`_finish` completes it)."""
         assert self._restore_consumer is not None and self._core_factory is not None
         started = time.monotonic()
         now = self.machine.now_ms
@@ -696,30 +701,47 @@ class SchedulerRuntime:
         core.set_target_topics(self._targets.snapshot(time.monotonic(), self.clock.now_ms()))
         tp = TopicPartition(self.settings.topic(TopicKind.SCHEDULES), runner.partition)
         result = await read_to_end(self._restore_consumer, tp, core.restore)
-        await self._tell_calendars(core)
-        unwritten = list(core.finish_restore(now(self.clock.now_ms())))
-        gc.freeze()  # the restored state is long-lived: keep it out of every collection
-        runner.restore_ms = (time.monotonic() - started) * 1000.0
         runner.restored_records = result.records
         runner.restored_keys = result.keys
+        return core, started
+
+    async def _finish(
+        self, runner: ShardRunner, core: Any, started: float
+    ) -> tuple[Any, list[Any]]:
+        """The calendars (§5.7), then ``finish_restore``: a restored or caught-up core
+        made live."""
+        await self._tell_calendars(core)
+        unwritten = list(core.finish_restore(self.machine.now_ms(self.clock.now_ms())))
+        gc.freeze()  # the restored state is long-lived: keep it out of every collection
+        runner.restore_ms = (time.monotonic() - started) * 1000.0
         log.info(
-            "shard %d: %d changelog records (%d schedule ids) restored in %.0f ms",
+            "shard %d: %s in %.0f ms",
             runner.partition,
-            result.records,
-            result.keys,
+            runner.restore_text
+            or f"{runner.restored_records} changelog records"
+            f" ({runner.restored_keys} schedule ids) restored",
             runner.restore_ms,
         )
         return core, unwritten
 
     async def _tell_calendars(self, core: Any) -> None:
         """Before ``finish_restore``: the calendars to the topic's end (read after the
-        fence), so nothing that names one is armed before it is known (§5.7)."""
-        assert self._calendars is not None
+        fence), so nothing that names one is armed before it is known (§5.7). A shard
+        whose restored schedules name no calendar does not wait for the follower (a
+        refused or lagging one must not keep it from firing): it is told what was read
+        so far, and a schedule upserted later that names one is held by the freshness
+        rule like any other."""
+        calendars = self._calendars
+        assert calendars is not None
         now_ms = self.machine.now_ms(self.clock.now_ms())
-        await self._calendars.tell_to_end(core, now_ms, BUILD_TIMEOUT_S / 2)
+        if not core.restored_names_calendars():
+            calendars.tell(core, now_ms)
+            return
+        await calendars.tell_to_end(core, now_ms, BUILD_TIMEOUT_S / 2)
 
-    async def _catch_up(self, runner: ShardRunner, warm: WarmShard) -> tuple[Any, list[Any]]:
-        """Feed a standby's core from its position to the end (after the fence: final)."""
+    async def _catch_up(self, runner: ShardRunner, warm: WarmShard) -> float:
+        """Feed a standby's core from its position to the end (after the fence: final).
+        Returns when it started (`_finish` completes it)."""
         assert self._restore_consumer is not None
         started = time.monotonic()
         tp = TopicPartition(self.settings.topic(TopicKind.SCHEDULES), runner.partition)
@@ -727,21 +749,13 @@ class SchedulerRuntime:
         result = await read_to_end(
             self._restore_consumer, tp, warm.core.restore, start_offset=from_offset
         )
-        await self._tell_calendars(warm.core)
-        unwritten = list(warm.core.finish_restore(self.machine.now_ms(self.clock.now_ms())))
-        gc.freeze()
-        runner.restore_ms = (time.monotonic() - started) * 1000.0
         runner.restored_records = result.records
         runner.restored_keys = result.keys
-        log.info(
-            "shard %d: taken over from its standby, %d changelog records from offset %d"
-            " caught up in %.0f ms",
-            runner.partition,
-            result.records,
-            from_offset,
-            runner.restore_ms,
+        runner.restore_text = (
+            f"taken over from its standby, {result.records} changelog records from offset "
+            f"{from_offset} caught up"
         )
-        return warm.core, unwritten
+        return started
 
     def _standby_reached(self, p: int) -> None:
         self._execute(self.machine.standby_caught_up(p, self._mono()))
@@ -834,7 +848,13 @@ class SchedulerRuntime:
             figures.update(slot.core.stats)
             shards[p] = figures
         waiting = sorted(p for p, s in self.machine.slots.items() if s.phase is Phase.WAITING)
-        return {"shards": shards, "waiting": waiting, **self.machine.skew.figures()}
+        calendars = {} if self._calendars is None else self._calendars.figures()
+        return {
+            "shards": shards,
+            "waiting": waiting,
+            **self.machine.skew.figures(),
+            **calendars,
+        }
 
     def _log_figures(self) -> None:
         figures = self.figures()

@@ -106,6 +106,8 @@ class ShardRunner:
         self.restore_ms: float | None = None
         self.restored_records = 0
         self.restored_keys = 0
+        # How the core was built, for the log line (None: a restore from the changelog).
+        self.restore_text: str | None = None
         self.transactions = RateWindow()
         self.records_written = 0
         self.commands_tp = TopicPartition(settings.topic(TopicKind.COMMANDS), partition)

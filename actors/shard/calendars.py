@@ -32,11 +32,14 @@ A part of `ShardCore` (same rules: pure, no I/O). docs/DESIGN.md §5.7.
   occurrence is the first fire of the bound spec after the later of what the schedule
   handled and min(now, its old next) - 1, as a re-upsert: nothing handled fires again,
   nothing before now that was not due fires late, and an instant still allowed stays
-  where it was. A schedule an edit ended (``completed: "end"``: no day left) is
-  re-armed too, from now, so an edit that gives days back revives it; only
-  ``max_runs`` is final. Applied again with the same book it changes nothing, so a new owner
-  that restores an already re-armed schedule keeps its ``next``. Each re-armed
-  schedule is written to the changelog in the same batch.
+  where it was. An edit's re-arm leaves a ``next`` that was due before the edit was
+  written where it is (held until the calendars were known that fresh, it was the
+  previous version's to fire: the audit judges it so, docs/DESIGN.md §9.1). A
+  schedule an edit ended (``completed: "end"``: no day left) is re-armed too, from
+  now, so an edit that gives days back revives it; only ``max_runs`` is final.
+  Applied again with the same book it changes nothing, so a new owner that restores
+  an already re-armed schedule keeps its ``next``. Each re-armed schedule is written
+  to the changelog in the same batch.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from typing import Any
 import orjson
 
 from actors.shard.batch import Batch
+from actors.shard.dag_definition import DagDefinition
 from actors.shard.definition import Definition, depends_on_id
 from actors.shard.state import RunState, ScheduleState
 from actors.timespec import CompiledSpec, UnknownCalendar, compile_spec
@@ -89,6 +93,10 @@ class ShardCalendars:
         self._names_of_def: dict[bytes, tuple[str, ...]] = {}
         self._bound: dict[tuple[bytes, str | None, tuple[int, ...]], Definition] = {}
         self._docs: dict[bytes, tuple[Mapping[str, Any], bool]] = {}
+        # Everything committed to {ns}.calendars before this instant was learnt (the
+        # runtime says so every turn, `ShardCore.calendars_fresh`); None: not told,
+        # the book is taken as complete (a core driven without a follower).
+        self.fresh_ms: int | None = None
 
     # --- the book ------------------------------------------------------------------
 
@@ -113,7 +121,7 @@ class ShardCalendars:
         for schedule_id in list(users):
             state = schedules.get(schedule_id)
             if state is not None:
-                self._refresh(state, self._names_by_id[schedule_id], since_ms)
+                self._refresh(state, self._names_by_id[schedule_id], since_ms, written_ms)
         return len(users)
 
     def users(self, name: str) -> list[str]:
@@ -136,14 +144,14 @@ class ShardCalendars:
         self._index(state.id, names)
         return self._bind(state, names)
 
-    def held(self, state: ScheduleState, now_ms: int, fresh_ms: int | None) -> bool:
-        """Must this due schedule wait for the calendars to be known fresh? True when
-        it names a calendar and its next instant is later than ``fresh_ms`` (the
-        calendars are known as of then; None: told every record there is)."""
+    def fire_limit_ms(self, state: ScheduleState) -> int | None:
+        """The latest instant this schedule may fire now: `fresh_ms` when it names a
+        calendar (a backlog of several instants stops there: every instant fired is
+        judged by calendars known as of it, not only the first), else None."""
+        fresh_ms = self.fresh_ms
         if fresh_ms is None or state.id not in self._names_by_id:
-            return False
-        next_ms = state.next_ms
-        return next_ms is not None and fresh_ms < next_ms <= now_ms
+            return None
+        return fresh_ms
 
     def named(self, schedule_id: str) -> bool:
         """Did this schedule name calendars (so its re-upsert must unbind it)?"""
@@ -164,16 +172,16 @@ class ShardCalendars:
         schedule that names a calendar. ``definitions``: the distinct definitions of
         the restored schedules, each checked once, so a shard whose schedules name no
         calendar pays nothing per schedule."""
-        naming = {d for d in definitions if self._names_of(d)}
+        naming = {d for d in definitions if self.names_of(d)}
         if not naming:
             return
         for state in list(self._schedules.values()):
             if state.def_bytes in naming:
-                names = self._names_of(state.def_bytes)
+                names = self.names_of(state.def_bytes)
                 self._index(state.id, names)
                 self._refresh(state, names, now_ms)
 
-    def _names_of(self, def_bytes: bytes) -> tuple[str, ...]:
+    def names_of(self, def_bytes: bytes) -> tuple[str, ...]:
         found = self._names_of_def.get(def_bytes)
         if found is not None:
             return found
@@ -189,13 +197,19 @@ class ShardCalendars:
         for name in names:
             self._users.setdefault(name, {})[schedule_id] = None
 
-    def _refresh(self, state: ScheduleState, names: tuple[str, ...], now_ms: int) -> None:
+    def _refresh(
+        self,
+        state: ScheduleState,
+        names: tuple[str, ...],
+        now_ms: int,
+        written_ms: int | None = None,
+    ) -> None:
         """Bind and re-arm; written to the changelog only if something it spells
         changed (a restore that finds every ``next`` right writes nothing)."""
         aside = state._aside
         before = (state.next_ms, state.completed, state.passed_ms, aside and aside.waiting)
         self._bind(state, names)
-        self._rearm(state, now_ms)
+        self._rearm(state, now_ms, written_ms)
         aside = state._aside
         if (state.next_ms, state.completed, state.passed_ms, aside and aside.waiting) != before:
             self._dirty[state.id] = state
@@ -208,6 +222,8 @@ class ShardCalendars:
         if missing is not None:
             waiting = copy.copy(shared)
             waiting.compiled = _NEVER
+            if isinstance(waiting, DagDefinition):  # a DAG's data intervals too
+                waiting.unbounded = _NEVER
             state._definition = waiting
             state._aside_made().waiting = missing
             return False
@@ -218,6 +234,8 @@ class ShardCalendars:
         if bound is None:
             bound = copy.copy(shared)
             bound.compiled = self._compile(state.id, doc)
+            if isinstance(bound, DagDefinition):  # its data intervals walk the days too
+                bound.unbounded = self._compile(state.id, doc, bounded=False)
             if len(self._bound) >= _CACHE_MAX:
                 self._bound.clear()
             self._bound[key] = bound
@@ -238,8 +256,10 @@ class ShardCalendars:
             self._docs[def_bytes] = found
         return found
 
-    def _compile(self, schedule_id: str, doc: Mapping[str, Any]) -> CompiledSpec:
-        start, end = doc["start"], doc["end"]
+    def _compile(
+        self, schedule_id: str, doc: Mapping[str, Any], bounded: bool = True
+    ) -> CompiledSpec:
+        start, end = (doc["start"], doc["end"]) if bounded else (None, None)
         try:
             return compile_spec(
                 doc["spec"],
@@ -253,8 +273,10 @@ class ShardCalendars:
         except UnknownCalendar:  # checked by the caller: cannot happen
             raise AssertionError("a named calendar vanished while binding") from None
 
-    def _rearm(self, state: ScheduleState, now_ms: int) -> None:
-        """See "Re-arming" in the module docstring."""
+    def _rearm(self, state: ScheduleState, now_ms: int, written_ms: int | None = None) -> None:
+        """See "Re-arming" in the module docstring. ``written_ms``: the edit's record
+        timestamp, when an edit re-arms (its users' instants before it were the
+        previous version's)."""
         old_next = state.next_ms
         if state.completed == "max_runs":
             return  # fired all it may: nothing to re-arm (its timers, if any, stay)
@@ -276,7 +298,13 @@ class ShardCalendars:
             else:
                 floor_ms = min(now_ms, old_next) - 1
             anchor_ms = floor_ms if handled_ms is None else max(floor_ms, handled_ms)
-            state.next_ms = state.definition.compiled.next_after(anchor_ms)
+            if written_ms is not None and old_next is not None and old_next < written_ms:
+                # Due before the edit was written (held until the calendars were known
+                # that fresh, or not yet fired): the version then in effect allowed it,
+                # so it keeps its place; only what follows goes by the edit.
+                state.next_ms = old_next
+            else:
+                state.next_ms = state.definition.compiled.next_after(anchor_ms)
             if state.next_ms is None and state.last_fired_ms is not None:
                 state.completed = "end"
             elif state.next_ms is not None:

@@ -263,10 +263,7 @@ class ShardCore:
         # How many records of the runtime's ``{ns}.calendars`` log this core was told
         # (the runtime's cursor; the core itself never reads it).
         self.calendar_cursor = 0
-        # The calendars are known as of this instant (the runtime's follower read the
-        # topic to its end then); a schedule naming one fires no instant later (None:
-        # never told, as in tests that tell every record themselves). §5.7.
-        self._calendars_fresh_ms: int | None = None
+        # How fresh the calendars are known is `ShardCalendars.fresh_ms` (§5.7).
         self._commands = ScheduleCommands(
             batch, schedules, wheel, definitions, runs, retired, calendars
         )
@@ -310,6 +307,22 @@ class ShardCore:
         except Exception as error:
             errors[key] = f"{type(error).__name__}: {error}"
             self._schedules.pop(key.decode(errors="replace"), None)
+
+    def restored_names_calendars(self) -> bool:
+        """Before `finish_restore`: whether a restored schedule names a calendar, so the
+        runtime must tell this core the calendars topic to its end first (§5.7). Each
+        distinct definition is looked at once."""
+        names_of = self._calendars.names_of
+        defs = self._restored_defs
+        seen: set[bytes] = set()
+        for state in self._schedules.values():
+            def_bytes = state.def_bytes
+            if def_bytes in seen:
+                continue
+            seen.add(def_bytes)
+            if names_of(defs.get(def_bytes, def_bytes)):
+                return True
+        return False
 
     def finish_restore(self, now_ms: int) -> list[OutRecord]:
         """Arm the timers of the restored state; misfires are decided by `advance`.
@@ -397,7 +410,7 @@ class ShardCore:
         """Everything committed to ``{ns}.calendars`` before ``fresh_ms`` was told:
         a schedule naming a calendar fires no instant later than that (it is held
         and tried again `CALENDAR_HOLD_MS` later). Told every turn by the runtime."""
-        self._calendars_fresh_ms = fresh_ms
+        self._calendars.fresh_ms = fresh_ms
 
     def learn_calendar(
         self, name: str, value: bytes | None, now_ms: int, written_ms: int | None = None
@@ -566,16 +579,26 @@ class ShardCore:
     def _fire_counted(self, state: ScheduleState, now_ms: int) -> int:
         """`RunBook.fire_due` of one schedule; the budget it costs (its fires, at least 1)."""
         counts = self._counts
-        if self._calendars.held(state, now_ms, self._calendars_fresh_ms):
-            # Its calendars are not known as of its instant yet: never by stale days.
-            counts["calendar_held_total"] += 1
-            self._wheel.arm(state, now_ms + CALENDAR_HOLD_MS)
-            return 1
+        # None but for a schedule naming a calendar: then every instant it fires, not
+        # only the first, is bounded by how fresh the calendars are known.
+        until_ms = self._calendars.fire_limit_ms(state)
+        if until_ms is not None:
+            next_ms = state.next_ms
+            if next_ms is not None and until_ms < next_ms <= now_ms:
+                # Its calendars are not known as of its instant yet: never by stale days.
+                counts["calendar_held_total"] += 1
+                self._wheel.arm(state, now_ms + CALENDAR_HOLD_MS)
+                return 1
         fired_before = counts["fired_total"]
         try:
-            self._runs.fire_due(state, now_ms)
+            self._runs.fire_due(state, now_ms, until_ms)
         except Exception as error:  # one broken schedule must not stop the shard
             self._failed(error)
+        next_ms = state.next_ms
+        if until_ms is not None and next_ms is not None and next_ms <= now_ms and not state.paused:
+            # Due, but later than the calendars are known: held as above.
+            counts["calendar_held_total"] += 1
+            self._wheel.arm(state, now_ms + CALENDAR_HOLD_MS)
         fired = counts["fired_total"] - fired_before
         return fired if fired > 0 else 1
 

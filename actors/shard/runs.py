@@ -160,9 +160,11 @@ class RunBook:
         self._dags = dags
         self._cancels = cancels
 
-    def fire_due(self, state: ScheduleState, now_ms: int) -> None:
+    def fire_due(self, state: ScheduleState, now_ms: int, until_ms: int | None = None) -> None:
         """The schedule's timer came due: fire what is due by ``now_ms`` (the misfire
-        policy decides for a backlog beyond the grace period)."""
+        policy decides for a backlog beyond the grace period). ``until_ms``: handle no
+        instant later than it (the calendars a schedule names are known as of then,
+        docs/DESIGN.md §5.7); what lies between it and ``now_ms`` stays due."""
         if state.paused:
             if not resumes_now(state, now_ms, self._wheel):
                 return
@@ -184,10 +186,11 @@ class RunBook:
                     state._definition = definition
             next_after = definition.compiled.next_after
             limited = definition.max_runs is not None
+            upto_ms = now_ms if until_ms is None else min(now_ms, until_ms)
             if first_ms >= now_ms - definition.grace_ms:  # the steady state: all within grace
                 o: int | None = first_ms
                 late_ms = self._late_ms
-                while o is not None and o <= now_ms:
+                while o is not None and o <= upto_ms:
                     late_ms.append(now_ms - o)
                     state.next_ms = following = next_after(o)
                     if state._runs or state.dag is not None:
@@ -202,8 +205,10 @@ class RunBook:
                 plan = plan_backlog(
                     next_after,
                     first_ms,
-                    now_ms,
-                    cutoff_ms=now_ms - definition.grace_ms,
+                    upto_ms,
+                    # Older than the grace is judged by now; an instant past ``upto_ms``
+                    # is neither fired nor reported (it is not known to be allowed yet).
+                    cutoff_ms=min(now_ms - definition.grace_ms, upto_ms + 1),
                     policy=misfire.policy,
                     catch_up_max=misfire.catch_up_max,
                 )

@@ -93,7 +93,7 @@ class ScheduleCommands:
                 self._definitions.drop(state.def_bytes)
                 self._definitions.use(def_bytes)
             state.set_definition(def_bytes, definition)
-        names = calendar_names(command.spec) if isinstance(command, ScheduleUpsert) else ()
+        names = calendar_names(command.spec)  # a schedule's or a DAG's: bound alike
         if names or self._calendars.named(state.id):  # bound to the shard's calendars
             if not self._calendars.upserted(state, names):  # waits for one (visibly)
                 self._wait(state, anchor_ms)
@@ -204,7 +204,9 @@ class ScheduleCommands:
         next_ms = state.next_ms
         if next_ms is not None and next_ms <= now_ms and not state.paused:
             self._wheel.cancel(state)
-            self._runs.fire_due(state, now_ms)
+            # Bounded by the calendars' freshness as `ShardCore.advance` is: what lies
+            # beyond stays due (and is held there), never fired by stale days.
+            self._runs.fire_due(state, now_ms, self._calendars.fire_limit_ms(state))
             if state.completed == "max_runs":  # what was due took its last run
                 self._batch.reject(
                     record,

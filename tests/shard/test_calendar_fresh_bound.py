@@ -1,0 +1,90 @@
+"""Every instant a calendar-naming schedule fires, not only the first, is bounded by
+how fresh the calendars are known (docs/DESIGN.md §5.7): a backlog of several
+instants (a shard that came late, a misfire plan, a trigger's due fires) stops at
+the freshness point, and what lies beyond stays due until the calendars are known
+past it."""
+
+from __future__ import annotations
+
+from tests.kit.shard import MINUTE, T0, Out, Shard, command, upsert
+from topics.calendar_commands import calendar_value
+
+# T0 is Saturday 2026-10-10 00:00 UTC; "hol" excludes the 12th (not these minutes).
+SPEC = {"any": [{"cron": "* * * * *"}], "exclude": ["hol"]}
+HOL = calendar_value({"tz": "UTC", "dates": ["2026-10-12"]})
+SECOND = 1000
+
+
+def _shard() -> Shard:
+    shard = Shard()
+    shard.learn_calendar("hol", HOL, at_ms=T0, written_ms=T0)
+    shard.core.calendars_fresh(T0 + 10 * MINUTE)
+    shard.send(upsert(spec=SPEC, overlap="allow"), at_ms=T0)
+    shard.run_until(T0 + 10 * MINUTE)
+    return shard
+
+
+def _instants(out: Out) -> list[int]:
+    """Every instant the batch handled: first attempts fired, and the occurrences the
+    shard's results stand for (a folded result for its whole range, minute by minute)."""
+    handled = [r.scheduled_ms for r in out.runs if r.attempt == 1]
+    for result in out.results:
+        covers = result.covers
+        if covers is None:
+            handled.append(result.scheduled_ms)
+        else:
+            handled.extend(range(covers.from_ms, covers.to_ms + 1, MINUTE))
+    return sorted(handled)
+
+
+def test_a_backlog_within_the_grace_fires_no_instant_later_than_the_calendars_are_fresh() -> None:
+    shard = _shard()
+    fresh_ms = T0 + 11 * MINUTE + 30 * SECOND
+    shard.core.calendars_fresh(fresh_ms)
+    held_before = shard.core.stats["calendar_held_total"]
+    out = shard.advance(T0 + 14 * MINUTE)  # 11, 12, 13 and 14 are due; fresh as of 11:30
+    assert _instants(out) == [T0 + 11 * MINUTE]
+    assert shard.core.stats["calendar_held_total"] > held_before
+    # Known fresh at last: the rest fires, each once, within the grace.
+    shard.core.calendars_fresh(T0 + 14 * MINUTE)
+    later = shard.run_until(T0 + 14 * MINUTE + 500)
+    assert _instants(later) == [T0 + m * MINUTE for m in (12, 13, 14)]
+
+
+def test_a_misfire_plan_neither_fires_nor_reports_an_instant_past_the_freshness() -> None:
+    shard = _shard()
+    fresh_ms = T0 + 11 * MINUTE + 30 * SECOND
+    shard.core.calendars_fresh(fresh_ms)
+    # 20 minutes late: the grace (300 s) is passed for 11..24, the plan judges them.
+    out = shard.advance(T0 + 30 * MINUTE)
+    assert _instants(out) and max(_instants(out)) <= fresh_ms
+    shard.core.calendars_fresh(T0 + 30 * MINUTE)
+    later = shard.run_until(T0 + 30 * MINUTE + 500)
+    handled = _instants(out) + _instants(later)
+    assert handled == [T0 + m * MINUTE for m in range(11, 31)]  # each instant once
+
+
+def test_a_trigger_does_not_fire_the_due_instants_later_than_the_calendars_are_fresh() -> None:
+    shard = _shard()
+    shard.core.calendars_fresh(T0 + 10 * MINUTE + 30 * SECOND)
+    now_ms = T0 + 12 * MINUTE + 5 * SECOND  # 11 and 12 are due, not yet known allowed
+    out = shard.send(command("schedule.trigger"), at_ms=now_ms)
+    assert [r.scheduled_ms for r in out.runs] == [now_ms]  # the trigger's own run only
+    shard.core.calendars_fresh(now_ms)
+    later = shard.run_until(now_ms + 500)
+    assert _instants(later) == [T0 + 11 * MINUTE, T0 + 12 * MINUTE]
+
+
+def test_a_held_instant_due_before_an_edit_was_written_fires_by_the_version_then() -> None:
+    shard = _shard()
+    shard.core.calendars_fresh(T0 + 10 * MINUTE + 30 * SECOND)
+    held = shard.advance(T0 + 11 * MINUTE)  # 11 is due, the calendars not yet known then
+    assert _instants(held) == []
+    # Heard now: "hol" excludes today from 11:20 on. 11:00 was due before that: the
+    # version in effect then allowed it, so it fires; 12:00 is today: it does not.
+    today = calendar_value({"tz": "UTC", "dates": ["2026-10-10"]})
+    written_ms = T0 + 11 * MINUTE + 20 * SECOND
+    shard.learn_calendar("hol", today, at_ms=T0 + 11 * MINUTE + 40 * SECOND, written_ms=written_ms)
+    shard.core.calendars_fresh(T0 + 11 * MINUTE + 40 * SECOND)
+    later = shard.run_until(T0 + 12 * MINUTE + 500)
+    assert _instants(later) == [T0 + 11 * MINUTE]
