@@ -34,11 +34,16 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from actors.timespec import CompiledSpec, compile_spec
+from topics.calendar_days import CalendarDays
 from topics.timefmt import parse_instant
 
 ACCOUNTED = "accounted"
 GAP = "gap"
 PENDING = "pending"
+WAITING = "waiting"
+"""An instant owed while a calendar the schedule names was unknown, with no outcome:
+the shard owed it only if the schedule had handled an instant before it began to
+wait, which the history does not say (`actors.audit.calendars`)."""
 
 DUE = "due"
 PAUSED = "paused"
@@ -55,6 +60,12 @@ class Version:
     paused: bool
     completed: str | None
     created: bool = False
+    waiting: bool = False
+    """A calendar it names was not in effect (`actors.audit.calendars`): an instant
+    without an outcome is `WAITING`, not a gap."""
+    continued: bool = False
+    """A piece of the previous version cut at a calendar edit (same pause, same
+    definition): a still-open pause holds over every piece."""
 
 
 class Outcome(NamedTuple):
@@ -75,9 +86,9 @@ class Outcome(NamedTuple):
 class Finding(NamedTuple):
     at_ms: int
     verdict: str
-    """`ACCOUNTED`, `PENDING` or `GAP`."""
+    """`ACCOUNTED`, `PENDING`, `WAITING` or `GAP`."""
     owed: str
-    """`DUE`, `PAUSED` or `PAUSED_OPEN`: what the version in effect owed."""
+    """`DUE`, `PAUSED`, `PAUSED_OPEN` or `WAITING`: what the version in effect owed."""
     outcome: Outcome | None = None
     folded: bool = False
     """Accounted by a folded result standing for a range."""
@@ -105,9 +116,14 @@ def _cron_has_h(spec: Mapping[str, Any]) -> bool:
     return any(isinstance(part, Mapping) and _cron_has_h(part) for part in nested)
 
 
-def compile_definition(doc: Mapping[str, Any], schedule_id: str) -> CompiledSpec:
+def compile_definition(
+    doc: Mapping[str, Any],
+    schedule_id: str,
+    calendars: Mapping[str, CalendarDays] | None = None,
+) -> CompiledSpec:
     """The compiled spec of a normalised definition (a schedule's or a DAG's changelog
-    ``def``), with the rules the shard fires by: zone, DST policy, spread, bounds."""
+    ``def``), with the rules the shard fires by: zone, DST policy, spread, bounds;
+    ``calendars``: the days of the named calendars it excludes (`actors.audit.calendars`)."""
     start, end = doc.get("start"), doc.get("end")
     return compile_spec(
         doc["spec"],
@@ -116,6 +132,7 @@ def compile_definition(doc: Mapping[str, Any], schedule_id: str) -> CompiledSpec
         spread_window_s=doc.get("spread_window_s") or 0,
         start_ms=None if start is None else parse_instant(start),
         end_ms=None if end is None else parse_instant(end),
+        calendars=calendars,
     )
 
 
@@ -141,6 +158,9 @@ def expected(
     caller's that shares the walk of a span among the many schedules of one
     definition, as shards share compiled specs (`actors.history.audit`)."""
     last = len(versions) - 1
+    open_from = last  # the latest version's pieces (calendar edits cut it) all hold it
+    while open_from > 0 and versions[open_from].continued:
+        open_from -= 1
     for i, version in enumerate(versions):
         if version.def_key is None or version.completed is not None:
             continue
@@ -150,8 +170,10 @@ def expected(
         if stop_ms <= start_ms:
             continue
         owed = DUE
-        if version.paused:
-            owed = PAUSED_OPEN if i == last else PAUSED
+        if version.waiting:
+            owed = WAITING
+        elif version.paused:
+            owed = PAUSED_OPEN if i >= open_from else PAUSED
         for at in instants(version.def_key, start_ms, stop_ms):
             yield at, owed
 
@@ -185,6 +207,8 @@ def match(expected_: Iterable[tuple[int, str]], outcomes: Iterable[Outcome]) -> 
             yield Finding(at, ACCOUNTED, owed, cover, folded=True)
         elif owed == PAUSED_OPEN:
             yield Finding(at, PENDING, owed)
+        elif owed == WAITING:
+            yield Finding(at, WAITING, owed)
         else:
             yield Finding(at, GAP, owed)
 
@@ -225,6 +249,8 @@ def tally(expected_: Iterable[tuple[int, str]], outcomes: Iterable[Outcome]) -> 
             folded += 1
         elif owed == PAUSED_OPEN:
             key = PENDING
+        elif owed == WAITING:
+            key = WAITING
         else:
             key = GAP
             gaps.append(at)

@@ -4,9 +4,12 @@ Every instant each schedule owed in the window, from the definition in effect at
 that instant, matched with its outcome in the history database (`actors.history.audit`):
 fired (the latest attempt's status), ``missed``/``skipped`` (one result each, or
 inside a folded result's range), pending (the schedule is still paused), or nothing:
-a **gap**, and the exit code is 1. ``--slo`` adds how many runs started within
-``--within-s`` seconds of their instant (default 5, the promise "95% of tasks begin
-within five seconds of their scheduled time" is stated against).
+a **gap**, and the exit code is 1. A schedule that names a calendar is judged by the
+calendar in effect at each instant; an instant owed while that calendar was unknown
+(not yet created, deleted) and without an outcome is counted ``waiting``, not a gap.
+``--slo`` adds how many runs started within ``--within-s`` seconds of their instant
+(default 5, the promise "95% of tasks begin within five seconds of their scheduled
+time" is stated against).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import argparse
 import time
 from typing import Any
 
-from actors.audit.walk import ACCOUNTED, GAP, PENDING, Finding
+from actors.audit.walk import ACCOUNTED, GAP, PENDING, WAITING, Finding
 from actors.cli import output
 from actors.cli.history_cmd import parse_since
 from actors.history import default_db_path
@@ -158,9 +161,15 @@ def report_json(report: AuditReport) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "schedules": report.schedules,
         "expected": report.expected,
-        "accounted": {k: v for k, v in sorted(report.counts.items()) if k not in (GAP, PENDING)},
+        "accounted": {
+            k: v for k, v in sorted(report.counts.items()) if k not in (GAP, PENDING, WAITING)
+        },
         "folded": report.folded,
         "pending": report.counts[PENDING],
+        "waiting": report.counts[WAITING],
+        "unknown_calendars": [
+            {"schedule_id": s, "calendar": n} for s, n in report.unknown_calendars
+        ],
         "gap_count": report.gap_count,
         "gaps": [{"schedule_id": s, "at": output.instant(at)} for s, at in report.gaps],
         "known_from": [{"schedule_id": s, "at": output.instant(at)} for s, at in report.known_late],
@@ -174,7 +183,9 @@ def report_json(report: AuditReport) -> dict[str, Any]:
 
 
 def _counts_text(report: AuditReport) -> str:
-    parts = [f"{n} {k}" for k, n in sorted(report.counts.items()) if k not in (GAP, PENDING)]
+    parts = [
+        f"{n} {k}" for k, n in sorted(report.counts.items()) if k not in (GAP, PENDING, WAITING)
+    ]
     return ", ".join(parts) or "none"
 
 
@@ -182,16 +193,24 @@ def print_report(report: AuditReport, clipped: bool) -> None:
     window = f"{output.instant(report.from_ms)} .. {output.instant(report.to_ms)}"
     note = " (the last seconds before now are left to settle)" if clipped else ""
     print(f"audit of {report.schedules} schedules, {window}{note}")
-    accounted = report.expected - report.gap_count - report.counts[PENDING]
+    waiting = report.counts[WAITING]
+    accounted = report.expected - report.gap_count - report.counts[PENDING] - waiting
     print(
         f"  expected {report.expected}: accounted {accounted} ({_counts_text(report)};"
         f" {report.folded} by folded results), pending {report.counts[PENDING]}"
-        f" (still paused), gaps {report.gap_count}"
+        f" (still paused), "
+        + (f"waiting {waiting} (a calendar it names was unknown then), " if waiting else "")
+        + f"gaps {report.gap_count}"
     )
     for one in report.audits:
         for finding in one.findings:
             outcome = finding.outcome
-            what = {ACCOUNTED: "", PENDING: "pending (paused)", GAP: "GAP"}[finding.verdict]
+            what = {
+                ACCOUNTED: "",
+                PENDING: "pending (paused)",
+                WAITING: "waiting (a calendar it names was unknown then)",
+                GAP: "GAP",
+            }[finding.verdict]
             if outcome is not None:
                 reason = f" ({outcome.error_type})" if outcome.error_type else ""
                 fold = " in a folded result" if finding.folded else ""
@@ -210,6 +229,11 @@ def print_report(report: AuditReport, clipped: bool) -> None:
         )
     for schedule_id in report.unknown:
         print(f"  {schedule_id}: no definition recorded; not judged")
+    for schedule_id, name in report.unknown_calendars:
+        print(
+            f"  {schedule_id}: names calendar {name!r}, of which the history holds no"
+            " record; the instants that need it are not judged"
+        )
 
 
 def slo_json(report: SloReport) -> dict[str, Any]:

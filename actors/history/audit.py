@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from actors.audit.calendars import KEY_SEPARATOR, parse_key, split_by_calendars, unknown_names
 from actors.audit.walk import (
     GAP,
     Finding,
@@ -38,6 +39,11 @@ from actors.audit.walk import (
     spec_instants,
     tally,
 )
+from actors.history.audit_calendars import RecordedCalendars
+
+# SloReport is re-exported: its readers import it from here, with `slo`.
+from actors.history.slo_query import SloReport as SloReport
+from actors.history.slo_query import slo_of
 from actors.history.store import HistoryError
 from actors.timespec import CompiledSpec
 from topics.calendar_days import calendar_names
@@ -65,6 +71,9 @@ class ScheduleAudit:
     """``gap``, ``pending``, and each status of the accounted instants."""
     gaps: list[int] = field(default_factory=list)
     folded: int = 0
+    unknown_calendars: list[str] = field(default_factory=list)
+    """Calendars it names of which the history holds no record: instants that needed
+    them are not judged."""
 
 
 @dataclass(slots=True)
@@ -82,6 +91,8 @@ class AuditReport:
     instants before are not judged."""
     unknown: list[str] = field(default_factory=list)
     """Ids asked for (or with runs in the window) of which no definition is recorded."""
+    unknown_calendars: list[tuple[str, str]] = field(default_factory=list)
+    """(schedule id, calendar name): a calendar it names that the history never saw."""
     audits: list[ScheduleAudit] = field(default_factory=list)
 
 
@@ -116,6 +127,8 @@ class AuditSource:
         self._defs: dict[str, dict[str, Any]] = {}
         self._specs: dict[tuple[str, str | None], CompiledSpec] = {}
         self._spans: dict[tuple[str, int, int], tuple[int, ...]] = {}
+        self._names: dict[str, tuple[str, ...]] = {}  # def key -> the calendars it names
+        self._calendars = RecordedCalendars(self._db, "calendar_versions" in tables)
 
     def close(self) -> None:
         self._db.close()
@@ -129,6 +142,8 @@ class AuditSource:
     # ----------------------------------------------------------- definitions
 
     def _doc(self, schedule_id: str, def_key: str) -> dict[str, Any]:
+        if KEY_SEPARATOR in def_key:  # a piece bound to calendar versions
+            def_key = parse_key(def_key)[0]
         doc = self._defs.get(def_key)
         if doc is None:
             row = self._db.execute(
@@ -143,20 +158,51 @@ class AuditSource:
         return schedule_id if depends_on_id(self._doc(schedule_id, def_key)) else None
 
     def compiled(self, schedule_id: str, def_key: str) -> CompiledSpec:
+        """``def_key``: a definition's key, or a piece's bound to calendar versions
+        (`actors.audit.calendars.compound_key`)."""
         owner = self._owner(schedule_id, def_key)
         spec = self._specs.get((def_key, owner))
         if spec is None:
             doc = self._doc(schedule_id, def_key)
             names = calendar_names(doc.get("spec") or {})
-            if names:  # bound to the shard's calendars; the history does not keep them
-                raise HistoryError(
-                    f"{schedule_id!r} excludes the named calendar {names[0]!r}: the audit does"
-                    " not judge schedules that name calendars yet; audit the others by their ids"
-                )
-            spec = self._specs[(def_key, owner)] = compile_definition(doc, schedule_id)
-            if owner is not None and len(self._specs) > _CACHE_MAX:
-                self._specs.clear()  # per-schedule specs (H, spread): a bound, not a reuse
+            offsets = parse_key(def_key)[1]
+            if len(offsets) != len(names):  # `split_by_calendars` binds every piece
+                raise HistoryError(f"{schedule_id!r}: {def_key!r} is not bound to its calendars")
+            calendars = {
+                name: self._calendars.days(o) for name, o in zip(names, offsets, strict=True)
+            }
+            spec = self._specs[(def_key, owner)] = compile_definition(
+                doc, schedule_id, calendars or None
+            )
+            if len(self._specs) > _CACHE_MAX:
+                self._specs.clear()  # a bound, not a reuse: pure values, refilled at need
         return spec
+
+    # ------------------------------------------------------------- calendars
+
+    def names_of(self, schedule_id: str, def_key: str) -> tuple[str, ...]:
+        """The named calendars a definition excludes (looked at once per definition)."""
+        names = self._names.get(def_key)
+        if names is None:
+            names = self._names[def_key] = calendar_names(
+                self._doc(schedule_id, def_key).get("spec") or {}
+            )
+        return names
+
+    def _with_calendars(self, sid: str, versions: list[Version]) -> tuple[list[Version], list[str]]:
+        """``versions`` cut at the edits of the calendars they name, and the names the
+        history never saw (`actors.audit.calendars`); unchanged when they name none."""
+        named = {
+            name
+            for v in versions
+            if v.def_key is not None
+            for name in self.names_of(sid, v.def_key)
+        }
+        if not named:
+            return versions, []
+        history = self._calendars.history()
+        pieces = split_by_calendars(versions, lambda key: self.names_of(sid, key), history)
+        return pieces, unknown_names(sorted(named), history)
 
     def instants(self, schedule_id: str) -> Instants:
         """A schedule's `Instants`: a span of a definition shared by many schedules (no
@@ -326,6 +372,7 @@ class AuditSource:
             return None  # born (or known) after the window
         first_ms, created = known_from(versions)
         one = ScheduleAudit(sid, first_ms, created)
+        versions, one.unknown_calendars = self._with_calendars(sid, versions)
         owed = expected(versions, from_ms, to_ms, self.instants(sid))
         if not keep_findings:
             counted = tally(owed, runs)
@@ -354,33 +401,12 @@ class AuditSource:
         for at in one.gaps:
             if len(report.gaps) < GAPS_LISTED_MAX:
                 report.gaps.append((one.schedule_id, at))
+        report.unknown_calendars += [(one.schedule_id, n) for n in one.unknown_calendars]
         known_ms = one.known_from_ms
         if not one.created and known_ms is not None and known_ms > report.from_ms:
             report.known_late.append((one.schedule_id, known_ms))
         if keep_findings:
             report.audits.append(one)
-
-
-@dataclass(frozen=True)
-class SloReport:
-    """How soon the window's runs started after their scheduled instants."""
-
-    within_ms: int
-    started: int
-    on_time: int
-    missed: int
-    p50_ms: int | None
-    p95_ms: int | None
-    p99_ms: int | None
-    outcomes: dict[str, int] = field(default_factory=dict)
-    """How the window's runs stand (their latest status: succeeded, failed,
-    dead_lettered, missed, ...; a DAG counted by its own run, not its tasks')."""
-
-    @property
-    def share(self) -> float | None:
-        """On time among every run that should have started (missed ones count late)."""
-        total = self.started + self.missed
-        return None if total == 0 else self.on_time / total
 
 
 def slo(
@@ -390,56 +416,6 @@ def slo(
     within_ms: int,
     ids: Sequence[str] | None = None,
 ) -> SloReport:
-    """The share of first attempts that started within ``within_ms`` of their instant.
-
-    A run's start is its first attempt's ``started_ms`` (the worker's, or, for a Kafka
-    target, its write: the shard's fire); a run fired but not yet started is left
-    out; a ``missed`` occurrence (each one a folded result stands for) counts as late.
-    """
+    """`actors.history.slo_query.slo_of` on an audit's database (or a connection)."""
     conn = db._db if isinstance(db, AuditSource) else db
-    where = "a.attempt = 1 AND a.scheduled_ms >= ? AND a.scheduled_ms <= ?"
-    params: list[Any] = [from_ms, to_ms]
-    if ids is not None:
-        where += f" AND a.schedule_id IN ({','.join('?' * len(ids))})"
-        params += list(ids)
-    lateness = (
-        f"SELECT a.started_ms - a.scheduled_ms AS late FROM attempts a WHERE {where} "
-        "AND a.started_ms IS NOT NULL AND a.status IS NOT 'missed' AND a.status IS NOT 'skipped'"
-    )
-    started, on_time = conn.execute(
-        f"SELECT COUNT(*), COALESCE(SUM(late <= ?), 0) FROM ({lateness})", (within_ms, *params)
-    ).fetchone()
-    (missed,) = conn.execute(
-        f"SELECT COALESCE(SUM(COALESCE(a.covers_count, 1)), 0) FROM attempts a WHERE {where} "
-        "AND a.status = 'missed'",
-        params,
-    ).fetchone()
-
-    def quantile(q: float) -> int | None:
-        if started == 0:
-            return None
-        row = conn.execute(
-            f"{lateness} ORDER BY late LIMIT 1 OFFSET ?",
-            (*params, min(started - 1, int(q * started))),
-        ).fetchone()
-        return int(row[0])
-
-    run_where = where.replace("a.attempt = 1 AND ", "").replace("a.", "r.")
-    outcomes = {
-        str(status): int(n)
-        for status, n in conn.execute(
-            f"SELECT r.status, COUNT(*) FROM runs r WHERE {run_where} AND r.task IS NULL "
-            "GROUP BY r.status",
-            params,
-        )
-    }
-    return SloReport(
-        within_ms,
-        int(started),
-        int(on_time),
-        int(missed),
-        quantile(0.50),
-        quantile(0.95),
-        quantile(0.99),
-        outcomes,
-    )
+    return slo_of(conn, from_ms, to_ms, within_ms, ids)

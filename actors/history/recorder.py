@@ -2,8 +2,9 @@
 
 One consumer (group ``{ns}-recorder``, ``read_committed``, so aborted transactions of
 a fenced shard or worker never show) reads ``{ns}.runs``, ``{ns}.results``,
-``{ns}.dlq`` and ``{ns}.rejected``, and the changelog ``{ns}.schedules`` for each
-schedule's definitions over time (`actors.audit.versions`). Each polled batch
+``{ns}.dlq`` and ``{ns}.rejected``, the changelog ``{ns}.schedules`` for each
+schedule's definitions over time (`actors.audit.versions`), and ``{ns}.calendars``
+for the named calendars' (`actors.audit.calendars`). Each polled batch
 becomes rows, and the rows and the consumer's positions are written in one SQLite
 transaction (see `actors.history.store`). On assignment the consumer seeks to the positions the
 *database* holds, or to the beginning of a partition the database has never seen;
@@ -39,6 +40,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
+from actors.audit.calendars import CalendarRow, calendar_row
 from actors.audit.versions import ChangelogTracker, DefinitionRow, VersionRow
 from actors.display import carrier_target, target_text
 from actors.history.store import (
@@ -68,7 +70,7 @@ HISTORY_KINDS: tuple[TopicKind, ...] = (
 
 # The recorder also reads the changelog, for each schedule's definitions over time
 # (`actors.audit.versions`): the audit judges each instant by the rule then in effect.
-RECORDED_KINDS: tuple[TopicKind, ...] = (*HISTORY_KINDS, TopicKind.SCHEDULES)
+RECORDED_KINDS: tuple[TopicKind, ...] = (*HISTORY_KINDS, TopicKind.SCHEDULES, TopicKind.CALENDARS)
 
 POLL_TIMEOUT_MS = 500
 MAX_BATCH_RECORDS = 2000
@@ -286,6 +288,9 @@ class Recorder:
                         if kind is TopicKind.SCHEDULES:
                             rows.extend(self._versions(tracker, tp, record))
                             continue
+                        if kind is TopicKind.CALENDARS:
+                            rows.extend(self._calendar(tp, record))
+                            continue
                         try:
                             row = to_row(
                                 kind,
@@ -340,6 +345,22 @@ class Recorder:
                 describe_bytes(record.value),
             )
             return []
+
+    def _calendar(self, tp: TopicPartition, record: Any) -> list[CalendarRow]:
+        try:
+            row = calendar_row(record.offset, record.key, record.value, record.timestamp)
+        except (ValueError, KeyError, TypeError) as exc:  # SpecError is a ValueError
+            self.records_skipped += 1
+            log.warning(
+                "skipping undecodable calendar record %s[%d]@%d (%s): %s",
+                tp.topic,
+                tp.partition,
+                record.offset,
+                exc,
+                describe_bytes(record.value),
+            )
+            return []
+        return [] if row is None else [row]
 
     async def _commit(
         self, consumer: AIOKafkaConsumer, positions: Mapping[tuple[str, int], int]

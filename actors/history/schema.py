@@ -25,6 +25,9 @@ kafkron. Every row is keyed by what makes it unique on the wire:
   (`actors.audit.versions`); ``kafkron audit`` judges each instant by them. They
   are kept through a rebuild of the same namespace: the changelog is compacted, so
   what they remember of older versions is in no topic any more.
+- ``calendar_versions``: every record of ``{ns}.calendars`` (a named calendar's
+  days, or null for a deletion) with its timestamp, kept through a rebuild too
+  (`actors.audit.calendars`).
 
 WAL mode lets ``kafkron history`` read while ``kafkron recorder`` writes.
 """
@@ -201,6 +204,19 @@ DDL: tuple[str, ...] = (
         completed     TEXT,
         created       INTEGER NOT NULL,
         PRIMARY KEY (schedule_id, partition, offset)
+    )
+    """,
+    # Added with named calendars (§5.7), created at open (no rebuild): every record of
+    # ``{ns}.calendars`` with the instant it took effect (`actors.audit.calendars`), so
+    # the audit judges each instant of a calendar-naming schedule by the calendar then
+    # in effect. Kept through a rebuild, as the versions above: the topic is compacted.
+    """
+    CREATE TABLE IF NOT EXISTS calendar_versions (
+        name          TEXT    NOT NULL,
+        offset        INTEGER NOT NULL,
+        effective_ms  INTEGER NOT NULL,
+        calendar      TEXT,
+        PRIMARY KEY (name, offset)
     )
     """,
     # The folded results that reach into a window from before it (the audit's one

@@ -27,6 +27,7 @@ from typing import Any
 
 import aiosqlite
 
+from actors.audit.calendars import CalendarRow
 from actors.audit.versions import DefinitionRow, Head, VersionRow
 from actors.history.schema import ADDED_COLUMNS, DDL, PRAGMAS, SCHEMA_VERSION
 from topics.vocabulary import RunStatus
@@ -163,6 +164,7 @@ Row = (
     | RejectionRow
     | DefinitionRow
     | VersionRow
+    | CalendarRow
 )
 
 
@@ -412,7 +414,7 @@ class HistoryStore:
         of the compacted changelog could not give back."""
         tables = ["offsets", "attempts", "dead_letters", "rejections", "runs"]
         if not keep_versions:
-            tables += ["definitions", "schedule_versions"]
+            tables += ["definitions", "schedule_versions", "calendar_versions"]
         for table in tables:
             await self._db.execute(f"DELETE FROM {table}")
         await self._db.commit()
@@ -433,7 +435,14 @@ class HistoryStore:
         rejected = [r for r in rows if isinstance(r, RejectionRow)]
         definitions = [r for r in rows if isinstance(r, DefinitionRow)]
         versions = [r for r in rows if isinstance(r, VersionRow)]
+        calendars = [r for r in rows if isinstance(r, CalendarRow)]
         db = self._db
+        if calendars:
+            await db.executemany(
+                "INSERT OR IGNORE INTO calendar_versions (name, offset, effective_ms, calendar) "
+                "VALUES (?, ?, ?, ?)",
+                [(r.name, r.offset, r.effective_ms, r.calendar_json) for r in calendars],
+            )
         if definitions:
             await db.executemany(
                 "INSERT OR IGNORE INTO definitions (def_key, def) VALUES (?, ?)",
