@@ -9,8 +9,10 @@ The plan is as fresh as the history: keep the recorder running.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from actors.history import default_db_path
 from actors.history.past import SchedulePast
@@ -47,12 +49,14 @@ def planned(
     max_parallel: int | None = None,
     backfill_id: str | None = None,
     history_db: Path | str | None = None,
+    calendars: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[list[CommandRecord], BackfillSent]:
     """The commands of a backfill of ``state``'s schedule over ``[start, end)``.
 
     Raises `InvalidCommand` for arguments the shard would reject, `ValueError` for a
-    DAG or a range the history cannot tell (`backfill_plan.KnowledgeError`), and
-    `actors.history.store.HistoryError` without a history database.
+    DAG or a range the history cannot tell (`backfill_plan.KnowledgeError`) or a
+    calendar the spec names that ``calendars`` (the namespace's, name -> days) lacks,
+    and `actors.history.store.HistoryError` without a history database.
     """
     try:
         from_ms = parse_instant(instant_text(start, "start"))
@@ -62,7 +66,7 @@ def planned(
         raise InvalidCommand(str(error)) from None
     if to_ms <= from_ms:
         raise InvalidCommand("end: must be after start")
-    target = target_of(state)
+    target = target_of(state, calendars)
     totals = Totals()
     with SchedulePast(history_db or default_db_path()) as past:
         ranges = ranges_of(plan(past, state.id, target, from_ms, to_ms, mode), totals)

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Unpack
 
+import orjson
 from aiokafka import AIOKafkaProducer
 
 from actors.sending import produce_commands, started_producer
@@ -33,6 +34,7 @@ from kafkron.schedules import DEFAULT_FIRES, Schedule, next_fires, schedules_of
 from kafkron.updates import updated
 from topics import calendar_builders
 from topics import command_builders as build
+from topics.calendar_days import calendar_names
 from topics.closing import stop_producer
 from topics.command_builders import CommandRecord
 from topics.command_parts import (
@@ -288,6 +290,9 @@ class Client:
             print(sent.backfill_id, sent.to_fire)
         """
         state = await self._schedule_state(schedule_id)
+        # A spec naming calendars is planned by their days as the shards know them.
+        names = calendar_names(orjson.loads(state.def_bytes).get("spec") or {})
+        calendars = await self.calendars() if names else None
         commands, sent = await asyncio.to_thread(
             backfills.planned,
             state,
@@ -297,6 +302,7 @@ class Client:
             max_parallel=max_parallel,
             backfill_id=backfill_id,
             history_db=history_db,
+            calendars=calendars,
         )
         if commands:
             await self.send(*commands)

@@ -51,7 +51,6 @@ from topics.calendar_commands import (
     decode_calendar_delete,
     decode_calendar_upsert,
 )
-from topics.calendar_days import calendar_names
 from topics.command_fields import (
     FieldError,
     check_keys,
@@ -292,12 +291,6 @@ def _decode(
     if kind == "schedule.upsert":
         return _schedule_upsert(body, schedule_id, now_ms)
     if kind == "dag.upsert":
-        spec = body.get("spec")
-        if isinstance(spec, Mapping) and calendar_names(spec):
-            raise FieldError(
-                "spec.exclude: a DAG cannot name a calendar yet; give its days inline as"
-                ' {"calendar": {...}}'
-            )
         return _dag_upsert(body, schedule_id, now_ms)
     if kind == CALENDAR_UPSERT_TYPE:
         return decode_calendar_upsert(body, schedule_id)

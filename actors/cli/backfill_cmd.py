@@ -38,8 +38,10 @@ from actors.shard.dag_definition import DagDefinition
 from actors.shard.state import ScheduleState, decode_schedule
 from actors.views.backfill_planning import Target, plan, ranges_of, target_of
 from actors.views.backfill_status import backfill_json
+from actors.views.calendars import read_calendars
 from actors.views.schedules import latest_states
 from actors.views.tail import TailError, read_to_end
+from topics.calendar_days import calendar_names
 from topics.command_builders import InvalidCommand, backfill_commands
 from topics.command_builders import backfill_cancel as backfill_cancel_command
 from topics.names import Settings, TopicKind
@@ -138,7 +140,12 @@ def run(args: argparse.Namespace) -> int:
     if state is None:
         return output.fail("backfill", f"no schedule {schedule_id!r} in the changelog")
     try:
-        target = target_of(state)
+        calendars = None
+        if calendar_names(orjson.loads(state.def_bytes).get("spec") or {}):
+            calendars = asyncio.run(read_calendars(Settings.from_env()))  # as the shard's book
+        target = target_of(state, calendars)
+    except TailError as exc:
+        return output.fail("backfill", str(exc))
     except ValueError as exc:
         return output.fail("backfill", str(exc))
     definition = state.definition

@@ -140,6 +140,13 @@ class Backfills:
         self.pump(state, now_ms)
 
     def _refusal(self, state: ScheduleState, command: ScheduleBackfill) -> str | None:
+        waiting = _waiting_for(state)
+        if waiting is not None:  # its spec is bound to no days: no instant can be checked
+            return (
+                f"id: schedule {state.id!r} waits for calendar {waiting!r}, which this shard "
+                "does not know (not created yet, or deleted); backfill it once the calendar "
+                "exists (`kafkron calendar add`)"
+            )
         backfill = state.backfill
         if backfill is not None and backfill.active:
             if backfill.backfill_id != command.backfill_id:
@@ -237,7 +244,9 @@ class Backfills:
         if running and not all(self._in_flight(state, run_id) for run_id in running):
             backfill.running = running = [r for r in running if self._in_flight(state, r)]
             self._dirty[state.id] = state
-        if not state.paused:
+        if not state.paused and _waiting_for(state) is None:
+            # A schedule waiting for a calendar (deleted since the command) holds its
+            # backfill as a pause does: its spec has no days to check an instant by.
             # At most max_parallel occurrences per call, also when they do not stay in
             # flight (a Kafka target's): one turn never carries a whole range.
             budget = backfill.max_parallel
@@ -314,6 +323,7 @@ class Backfills:
                 backfill is not None
                 and backfill.ranges
                 and not state.paused
+                and _waiting_for(state) is None
                 and len(backfill.running) < backfill.max_parallel
             ):
                 return True
@@ -333,3 +343,9 @@ class Backfills:
         backfill = state.backfill
         if backfill is not None and backfill.active:
             self.going[state.id] = state
+
+
+def _waiting_for(state: ScheduleState) -> str | None:
+    """The calendar a schedule waits for (`actors.shard.calendars`), if any."""
+    aside = state._aside
+    return None if aside is None else aside.waiting

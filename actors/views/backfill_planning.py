@@ -8,12 +8,14 @@ the pure planner (`actors.shard.backfill_plan`) over the history's runs (`plan`)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import orjson
 
+from actors.audit.walk import compile_definition
 from actors.history.past import SchedulePast
 from actors.shard.backfill_plan import (
     Range,
@@ -27,6 +29,7 @@ from actors.shard.backfill_plan import (
 )
 from actors.shard.dag_definition import DagDefinition
 from actors.shard.state import ScheduleState
+from topics.calendar_days import calendar_names, parse_calendar_days
 from topics.spec_compiler import CompiledSpec
 
 
@@ -41,14 +44,35 @@ class Target:
     dag: bool = False  # a DAG: its occurrences are DAG runs
 
 
-def target_of(state: ScheduleState) -> Target:
-    """The schedule's (or the DAG's) rules and live cursor."""
+def target_of(
+    state: ScheduleState, calendars: Mapping[str, Mapping[str, Any]] | None = None
+) -> Target:
+    """The schedule's (or the DAG's) rules and live cursor. A spec that names calendars
+    is compiled with their days as ``{ns}.calendars`` holds them now (``calendars``:
+    name -> calendar object, `actors.views.calendars.read_calendars`), the book the
+    shard checks the plan's instants against; `ValueError` naming the calendar while
+    one is unknown (not created, or deleted: the schedule waits, and so does its
+    backfill)."""
     definition = state.definition
-    spec = orjson.loads(state.def_bytes)["spec"]
+    doc = orjson.loads(state.def_bytes)
+    spec = doc["spec"]
     zone_name = spec.get("tz")
     zone = None if zone_name in (None, "UTC") else ZoneInfo(zone_name)
     dag = isinstance(definition, DagDefinition)
-    return Target(definition.compiled, zone, state.next_ms, state.handled_ms(), dag)
+    compiled = definition.compiled
+    names = calendar_names(spec)
+    if names:
+        known = calendars or {}
+        missing = [name for name in names if name not in known]
+        if missing:
+            raise ValueError(
+                f"schedule {state.id!r} names calendar {missing[0]!r}, which the namespace "
+                "does not hold (not created yet, or deleted): the schedule waits for it, "
+                "and a backfill can be planned once it exists (`kafkron calendar add`)"
+            )
+        days = {name: parse_calendar_days(known[name], f"calendar {name!r}") for name in names}
+        compiled = compile_definition(doc, state.id, days)
+    return Target(compiled, zone, state.next_ms, state.handled_ms(), dag)
 
 
 def plan(

@@ -152,8 +152,9 @@ def test_calendar_commands_write_the_calendars_topic_and_a_delete_in_use_is_refu
     assert tombstone.key == b"uk" and tombstone.value is None
 
 
-def test_a_dag_cannot_name_a_calendar_yet_and_a_bad_name_is_refused() -> None:
+def test_a_dag_naming_a_calendar_starts_runs_on_the_days_it_leaves_and_an_edit_re_arms_it() -> None:
     shard = Shard()
+    shard.learn_calendar("hol", cal("2026-10-11"), at_ms=T0)
     dag = {
         "v": 1,
         "type": "dag.upsert",
@@ -161,7 +162,25 @@ def test_a_dag_cannot_name_a_calendar_yet_and_a_bad_name_is_refused() -> None:
         "spec": SPEC,
         "tasks": {"a": {"job": {"name": "t.a", "args": {}}}},
     }
-    assert "cannot name a calendar" in shard.send(dag, at_ms=T0).rejected[0].reason
+    assert not shard.send(dag, at_ms=T0).rejected
+    assert shard.core.calendar_users("hol") == ["d"]
+    out = shard.run_until(nine(0))
+    assert [(r.run_id, r.task) for r in firsts(out)] == [(f"d@{format_ms(nine(0))}/a", "a")]
+    succeed(shard, out)
+    assert firsts(shard.run_until(nine(1) + HOUR)) == []  # the 11th is excluded
+    # The 12th excluded too, a moment before it: the DAG's next run is the 13th's.
+    shard.learn_calendar("hol", cal("2026-10-11", "2026-10-12"), at_ms=nine(2) - HOUR)
+    later = shard.run_until(nine(3))
+    assert [r.scheduled_ms for r in firsts(later)] == [nine(3)]
+    succeed(shard, later)
+    # A new owner told the calendar binds it again and goes on: the 14th.
+    successor, _ = shard.restored(calendars=[("hol", cal("2026-10-11", "2026-10-12"))])
+    assert successor.core.calendar_users("hol") == ["d"]
+    assert [r.scheduled_ms for r in firsts(successor.run_until(nine(4)))] == [nine(4)]
+
+
+def test_a_bad_calendar_name_is_refused() -> None:
+    shard = Shard()
     bad = shard.send(upsert(spec={"any": [{"cron": "0 9 * * *"}], "exclude": ["a/b"]}))
     assert "spec.exclude[0]" in bad.rejected[0].reason
 
