@@ -61,8 +61,11 @@ def calendar_value(calendar: dict[str, Any]) -> bytes:
 def decode_calendar_value(value: bytes, name: str) -> CalendarDays:
     """The days of a ``{ns}.calendars`` record; `ValueError` naming the field otherwise."""
     body = codec.loads(value)
-    if not isinstance(body, dict) or body.get("v") != 1 or "calendar" not in body:
+    if not isinstance(body, dict) or "calendar" not in body:
         raise ValueError(f'calendar {name!r}: expected {{"v": 1, "calendar": {{...}}}}')
+    version = body.get("v")
+    if type(version) is not int or version != 1:  # True == 1, but is no version
+        raise ValueError(f"calendar {name!r}.v: expected 1, got {version!r}")
     return parse_calendar_days(body["calendar"], f"calendar {name!r}")
 
 

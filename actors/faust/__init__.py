@@ -34,6 +34,8 @@ from actors.faust.commands import (
 )
 from actors.faust.records import (
     AlertRecord,
+    CalendarDaysRecord,
+    CalendarRecord,
     DeadLetterRecord,
     ErrorRecord,
     IntervalRecord,
@@ -47,6 +49,8 @@ from actors.faust.undecodable import SkippingTopic, UndecodableRecords, undecoda
 
 __all__ = [
     "AlertRecord",
+    "CalendarDaysRecord",
+    "CalendarRecord",
     "DeadLetterRecord",
     "ErrorRecord",
     "IntervalRecord",

@@ -34,6 +34,7 @@ import faust
 from actors.faust import transport
 from actors.faust.records import (
     AlertRecord,
+    CalendarRecord,
     DeadLetterRecord,
     RejectedRecord,
     ResultRecord,
@@ -41,6 +42,7 @@ from actors.faust.records import (
 )
 from actors.faust.serializers import (
     alert_codec,
+    calendar_codec,
     dead_letter_codec,
     rejected_codec,
     result_codec,
@@ -122,6 +124,9 @@ class NamespaceTopics:
     """Keys: the refused record's original key (bytes). Values: `RejectedRecord`."""
     alerts: faust.TopicT
     """Values: `AlertRecord`: deadline alerts (one ``deadline_missed`` per late run)."""
+    calendars: faust.TopicT
+    """Keys: the calendar's name. Values: `CalendarRecord`, or None for a deletion
+    (compacted, one partition: read it from the beginning for every calendar)."""
     commands: faust.TopicT
     """Keys and values as bytes: send through `actors.faust.commands.send_command`."""
 
@@ -143,7 +148,9 @@ def declare_topics(app: faust.App, settings: Settings) -> NamespaceTopics:
             "actors.faust.kafkron_app(...) or give it broker='kafkron://host:port'"
         )
 
-    def topic(kind: TopicKind, key_type: type, value_type: type, codec: Any) -> faust.TopicT:
+    def topic(
+        kind: TopicKind, key_type: type, value_type: type, codec: Any, allow_empty: bool = False
+    ) -> faust.TopicT:
         # What app.topic(...) builds, with the class that skips undecodable records.
         return SkippingTopic(
             app,
@@ -152,7 +159,7 @@ def declare_topics(app: faust.App, settings: Settings) -> NamespaceTopics:
             key_serializer="raw",
             value_type=value_type,
             value_serializer=codec,
-            allow_empty=False,
+            allow_empty=allow_empty,
         )
 
     return NamespaceTopics(
@@ -161,5 +168,7 @@ def declare_topics(app: faust.App, settings: Settings) -> NamespaceTopics:
         dlq=topic(TopicKind.DLQ, str, DeadLetterRecord, dead_letter_codec),
         rejected=topic(TopicKind.REJECTED, bytes, RejectedRecord, rejected_codec),
         alerts=topic(TopicKind.ALERTS, str, AlertRecord, alert_codec),
+        # A deletion is a tombstone: the agent gets None for it.
+        calendars=topic(TopicKind.CALENDARS, str, CalendarRecord, calendar_codec, True),
         commands=topic(TopicKind.COMMANDS, bytes, bytes, "raw"),
     )

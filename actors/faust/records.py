@@ -1,5 +1,5 @@
-"""Faust ``Record`` models of the five records kafkron writes: run, result, dead letter,
-rejection and deadline alert.
+"""Faust ``Record`` models of the six records kafkron writes: run, result, dead letter,
+rejection, deadline alert and named calendar.
 
 Each model mirrors the JSON of its topic field for field, as `topics.messages`
 builds it: the same names, instants kept as the RFC 3339 text on the wire (with a
@@ -231,3 +231,24 @@ class AlertRecord(faust.Record, include_metadata=False):
     @property
     def due_ms(self) -> int:
         return parse_instant(self.due_at)
+
+
+class CalendarDaysRecord(faust.Record, include_metadata=False):
+    """A named calendar's days (`topics.calendar_days`): ``tz`` (an IANA zone, UTC when
+    absent), ``dates`` (``YYYY-MM-DD``), ``ranges`` (``[first, last]``, both included)
+    and ``weekdays`` (``MON`` .. ``SUN``); a field the calendar was given without is
+    None here and absent on the wire."""
+
+    tz: str | None = None
+    dates: list[str] | None = None
+    ranges: list[list[str]] | None = None
+    weekdays: list[str] | None = None
+
+
+class CalendarRecord(faust.Record, include_metadata=False):
+    """A named calendar as ``{ns}.calendars`` carries it, keyed by its name (a null value,
+    a tombstone, deletes it): written by the shard that applied a ``calendar.upsert``
+    (docs/DESIGN.md §5.7)."""
+
+    v: int
+    calendar: CalendarDaysRecord

@@ -20,6 +20,7 @@ from faust.transport import by_url
 
 from actors.faust import (
     AlertRecord,
+    CalendarRecord,
     DeadLetterRecord,
     RejectedRecord,
     ResultRecord,
@@ -36,6 +37,7 @@ from actors.faust import (
 )
 from actors.faust.serializers import (
     ALERT,
+    CALENDAR,
     DEAD_LETTER,
     REJECTED,
     RESULT,
@@ -44,6 +46,7 @@ from actors.faust.serializers import (
     KafkronCodec,
     WireShape,
     alert_codec,
+    calendar_codec,
     dead_letter_codec,
     model_fields,
     rejected_codec,
@@ -55,6 +58,7 @@ from actors.sending import encode
 from topics import command_builders as build
 from topics import messages
 from topics.alerts import Alert, AlertType, DeadlineKind, alert_value
+from topics.calendar_commands import calendar_value
 from topics.command_builders import InvalidCommand
 from topics.command_parts import Every
 from topics.command_types import Job
@@ -163,6 +167,18 @@ def _rejected(original: bytes | None) -> bytes:
     )
 
 
+def _calendar(**fields: Any) -> bytes:
+    """A ``{ns}.calendars`` record as the shard writes it (the calendar as it was given)."""
+    return calendar_value({"dates": ["2026-12-25"], **fields})
+
+
+FULL_CALENDAR = {
+    "tz": "Europe/London",
+    "dates": ["2026-12-25", "2026-12-28"],
+    "ranges": [["2026-08-03", "2026-08-14"]],
+    "weekdays": ["SAT", "SUN"],
+}
+
 ERROR = {"type": "CardDeclined", "message": "insufficient funds"}
 COVERS = Covers(T0 - 86_400_000, T0, 1440, exact=True)
 PROGRESS = ({"rows": 120}, T0 + 15)
@@ -194,6 +210,10 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (REJECTED, rejected_codec, _rejected(b"\x00not json")),
     (REJECTED, rejected_codec, _rejected(None)),
     (ALERT, alert_codec, _alert()),
+    (CALENDAR, calendar_codec, _calendar()),
+    (CALENDAR, calendar_codec, _calendar(tz="Asia/Tokyo", weekdays=["SUN"])),
+    (CALENDAR, calendar_codec, calendar_value({"ranges": [["2026-08-03", "2026-08-14"]]})),
+    (CALENDAR, calendar_codec, calendar_value(FULL_CALENDAR)),
     (ALERT, alert_codec, _alert(type=AlertType.RECOVERED, seen_ms=T0 + 9_000, late_by_ms=4_000)),
     (ALERT, alert_codec, _alert(deadline=DeadlineKind.FINISH, seen_ms=T0 + 8_000)),
 ]
@@ -229,6 +249,7 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
     ),
     (RejectedRecord, _rejected(b"x")),
     (AlertRecord, _alert(seen_ms=T0 + 9_000)),
+    (CalendarRecord, calendar_value(FULL_CALENDAR)),
 ]
 
 registry = Registry()
@@ -530,3 +551,12 @@ async def test_the_app_connects_with_kafkrons_client_security(
     finally:
         await consumer.stop()
         thread.thread_loop.close()
+
+
+def test_a_calendar_record_reads_as_the_shard_reads_it() -> None:
+    record = _read(CALENDAR, calendar_codec, calendar_value(FULL_CALENDAR))
+    assert isinstance(record, CalendarRecord)
+    assert record.calendar.tz == "Europe/London" and record.calendar.weekdays == ["SAT", "SUN"]
+    assert record.calendar.ranges == [["2026-08-03", "2026-08-14"]]
+    with pytest.raises(ValueError, match="weekdays"):  # the shard's own check refuses it
+        _write(CALENDAR, calendar_codec, {"v": 1, "calendar": {"weekdays": ["FUNDAY"]}})
