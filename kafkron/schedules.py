@@ -105,6 +105,16 @@ class Schedule:
         return concurrency_of(job)
 
     @property
+    def priority(self) -> int:
+        """The priority of a schedule's job runs (docs/DESIGN.md §8.4): 0-9, 0 for a
+        target and a DAG (each task names its own)."""
+        job = self.definition.get("job")
+        if self.job is None or not isinstance(job, Mapping):
+            return 0
+        priority: int = job.get("priority") or 0
+        return priority
+
+    @property
     def target(self) -> Mapping[str, Any] | None:
         """A target schedule's target, ``{"kafka": {...}}`` or ``{"http": {...}}`` with
         its normalised fields (as `kafkron.KafkaTarget` and `kafkron.HttpTarget` write

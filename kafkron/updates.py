@@ -88,6 +88,12 @@ def updated(
         body["job"]["concurrency"] = concurrency
     elif given is not None:
         raise InvalidCommand(build.CONCURRENCY_WITH_TARGET)
+    rank = fields.get("priority")  # a job keeps its priority; 0 sets it back
+    priority = rank if rank is not None else old_job.get("priority")
+    if priority and "job" in body:
+        body["job"]["priority"] = priority
+    elif rank and "job" not in body:
+        raise InvalidCommand(build.PRIORITY_WITH_TARGET)
     return build.validated({"v": 1, "type": "schedule.upsert", "id": current.id, **body})
 
 

@@ -159,8 +159,9 @@ def plan(
     to keep it); the recorder and the viewer read them too."""
     s = Settings(namespace=check_namespace(namespace))
     k = TopicKind
-    named = [Settings(namespace=s.namespace, queue=q) for q in dict.fromkeys(queues)]
-    extra = [q for q in named if q.queue != DEFAULT_QUEUE]
+    # A high lane's placement (``Q.hi``) is granted as a queue (docs/DESIGN.md §8.4).
+    named = [s.for_placement(q) for q in dict.fromkeys(queues)]
+    extra = [q for q in named if q.queue != DEFAULT_QUEUE or q.lane]
     read, write, describe = Operation.READ, Operation.WRITE, Operation.DESCRIBE
     acls: list[Acl] = []
     if role is Role.SCHEDULER:

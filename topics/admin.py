@@ -46,7 +46,7 @@ from topics.names import (
     calendars_count_problems,
     partition_count,
 )
-from topics.queues import queue_topics_in
+from topics.queues import placed_topics_in
 from topics.segments import SCHEDULES_SEGMENT_BYTES, slow_restore
 
 DEFAULT_PARTITIONS = 6
@@ -270,7 +270,7 @@ async def delete_topics(settings: Settings) -> None:
     """Delete the namespace's topics, queues' too (tests and demos clean up with this)."""
     names = [settings.topic(kind) for kind in TopicKind]
     async with admin_client(settings) as admin:
-        names += queue_topics_in(settings.namespace, await admin.list_topics())
+        names += placed_topics_in(settings.namespace, await admin.list_topics())
         await admin.delete_topics(names)
 
 

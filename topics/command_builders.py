@@ -215,17 +215,24 @@ def schedule_upsert(
         body["target"] = target.json()
     if job is not None or target is None:  # neither: the shard's validation names it
         body["job"] = job_body(
-            job, fields.get("args"), fields.get("queue"), fields.get("concurrency")
+            job,
+            fields.get("args"),
+            fields.get("queue"),
+            fields.get("concurrency"),
+            fields.get("priority"),
         )
     elif fields.get("queue") is not None:
         raise InvalidCommand(QUEUE_WITH_TARGET)
     elif fields.get("concurrency") is not None:
         raise InvalidCommand(CONCURRENCY_WITH_TARGET)
+    elif fields.get("priority"):
+        raise InvalidCommand(PRIORITY_WITH_TARGET)
     return _build(body, now_ms)
 
 
 QUEUE_WITH_TARGET = "queue: a queue is a job's (job.queue); a target's runs go to the default queue"
 CONCURRENCY_WITH_TARGET = "concurrency: a concurrency key is a job's (job.concurrency)"
+PRIORITY_WITH_TARGET = "priority: a priority is a job's (job.priority); a target's runs have 0"
 
 
 def job_body(
@@ -233,13 +240,17 @@ def job_body(
     args: Mapping[str, Any] | None,
     queue: str | None,
     concurrency: Concurrency | None = None,
+    priority: int | None = None,
 ) -> dict[str, Any]:
-    """The ``job`` object: ``queue`` and ``concurrency`` only when given."""
+    """The ``job`` object: ``queue``, ``concurrency`` and ``priority`` only when given
+    (a priority of 0 is the default: left out, as `Job.wire` does)."""
     body: dict[str, Any] = {"name": name, "args": dict(args or {})}
     if queue is not None:
         body["queue"] = queue
     if concurrency is not None:
         body["concurrency"] = concurrency.wire()
+    if priority:
+        body["priority"] = priority
     return body
 
 

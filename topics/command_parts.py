@@ -431,16 +431,19 @@ class Task:
     queue: str | None = None
     """The worker queue of the task's runs (`topics.queues`); the default when None."""
     concurrency: Concurrency | None = None  # its concurrency key (`topics.concurrency`)
+    priority: int | None = None  # 0-9, higher first (`topics.priority`); 0 when None
 
     def json(self) -> dict[str, Any]:
         """The task's object in ``tasks``."""
-        job = None
+        job: dict[str, Any] | None = None
         if self.job is not None or self.target is None:  # neither: the shard names it
             job = {"name": self.job, "args": dict(self.args or {})}
             if self.queue is not None:
                 job["queue"] = self.queue
             if self.concurrency is not None:
                 job["concurrency"] = self.concurrency.wire()
+            if self.priority:
+                job["priority"] = self.priority
         return _pick(
             job=job,
             target=None if self.target is None else self.target.json(),

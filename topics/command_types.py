@@ -114,10 +114,13 @@ class Job:
     concurrency: Concurrency | None = None
     """Its concurrency key (`topics.concurrency`): at most ``limit`` runs of the key at
     once across every schedule naming it; None: no limit but the workers' slots."""
+    priority: int = 0
+    """0-9, higher first (`topics.priority`); 5 and above go to the queue's high lane."""
 
     def wire(self) -> dict[str, Any]:
-        """The job as every record carries it: ``queue`` and ``concurrency`` only when
-        set, so a job that names neither keeps the bytes it always had."""
+        """The job as every record carries it: ``queue``, ``concurrency`` and
+        ``priority`` only when set, so a job that names none keeps the bytes it always
+        had."""
         args = self.args
         found: dict[str, Any] = {
             "name": self.name,
@@ -127,6 +130,8 @@ class Job:
             found["queue"] = self.queue
         if self.concurrency is not None:
             found["concurrency"] = self.concurrency.wire()
+        if self.priority:
+            found["priority"] = self.priority
         return found
 
 

@@ -89,6 +89,7 @@ from topics.command_types import (
 )
 from topics.concurrency import check_concurrency
 from topics.dag_graph import MAX_TASKS, GraphError, topological_order
+from topics.priority import DEFAULT_PRIORITY, PRIORITY_WITH_KEY, check_priority
 from topics.queues import DEFAULT_QUEUE, check_queue
 from topics.spec_compiler import CompiledSpec, NoSpecCompiler, SpecError
 from topics.targets import KAFKA_JOB, RESERVED_JOB_PREFIX, target_job
@@ -589,7 +590,7 @@ def _job(value: Any, path: str) -> Job:
     if value is None:
         raise FieldError(f'{path}: missing; say what runs, such as "job": {_EXAMPLE_JOB}')
     job = obj(value, path, _EXAMPLE_JOB)
-    check_keys(job, path, ("name", "args", "queue", "concurrency"))
+    check_keys(job, path, ("name", "args", "queue", "concurrency", "priority"))
     name = string(job.get("name"), f"{path}.name", max_chars=200)
     if name.startswith(RESERVED_JOB_PREFIX):
         raise FieldError(
@@ -599,11 +600,17 @@ def _job(value: Any, path: str) -> Job:
     args = job.get("args")
     queue = job.get("queue")
     concurrency = job.get("concurrency")
+    keyed = None if concurrency is None else check_concurrency(concurrency, f"{path}.concurrency")
+    priority = job.get("priority")
+    rank = DEFAULT_PRIORITY if priority is None else check_priority(priority, f"{path}.priority")
+    if rank and keyed is not None:
+        raise FieldError(f"{path}.{PRIORITY_WITH_KEY}")
     return Job(
         name,
         {} if args is None else obj(args, f"{path}.args", '{"customer": "c-42"}'),
         DEFAULT_QUEUE if queue is None else check_queue(queue, f"{path}.queue"),
-        None if concurrency is None else check_concurrency(concurrency, f"{path}.concurrency"),
+        keyed,
+        rank,
     )
 
 

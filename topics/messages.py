@@ -30,6 +30,7 @@ import orjson
 from topics.command_types import Job
 from topics.concurrency import parse_concurrency
 from topics.covers import Covers, covers_from_message, covers_json, parse_covers
+from topics.priority import parse_priority
 from topics.queues import DEFAULT_QUEUE
 from topics.timefmt import format_ms, parse_instant
 from topics.vocabulary import FOLDED, RunStatus
@@ -224,6 +225,7 @@ def _parse_run_fast(data: Any) -> Run:
         and type(job.get("args", {})) is dict
         and "queue" not in job
         and "concurrency" not in job
+        and "priority" not in job
         and "logical_date" not in data
         and "data_interval" not in data
     ):
@@ -778,8 +780,13 @@ class _Fields:
         concurrency = parse_concurrency(
             value.get("concurrency"), f"{self._what}.{name}.concurrency"
         )
+        priority = parse_priority(value.get("priority"), f"{self._what}.{name}.priority")
         return Job(
-            inner.string("name"), {} if args is None else args, queue or DEFAULT_QUEUE, concurrency
+            inner.string("name"),
+            {} if args is None else args,
+            queue or DEFAULT_QUEUE,
+            concurrency,
+            priority,
         )
 
     def error(self, name: str) -> Mapping[str, str] | None:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from topics.priority import is_lane, lane_placement, queue_of_lane
 from topics.queues import DEFAULT_QUEUE, queue_topic
 
 DEFAULT_NAMESPACE = "kafkron"
@@ -97,10 +98,28 @@ class Settings:
     keeps the default. It names the runs topic, the worker group and the worker
     transactional ids (`topics.queues`); the other topics are the namespace's."""
 
+    lane: bool = False
+    """A worker's settings for its queue's high lane (`for_lane`, `topics.priority`):
+    the lane's topic ``{ns}.runs.Q.hi``, group ``{ns}-workers.Q.hi`` and transactional
+    ids ``{ns}.worker.Q.hi.{p}`` (three parts after ``worker.``: never a queue's two nor
+    the default queue's one)."""
+
     def topic(self, kind: TopicKind) -> str:
+        if kind is TopicKind.RUNS and self.lane:
+            return queue_topic(self.namespace, lane_placement(self.queue))
         if kind is TopicKind.RUNS and self.queue != DEFAULT_QUEUE:
             return queue_topic(self.namespace, self.queue)
         return f"{self.namespace}.{kind.value}"
+
+    def for_lane(self) -> Settings:
+        """These settings as a worker of its queue's high lane uses them."""
+        return replace(self, lane=True)
+
+    def for_placement(self, placement: str) -> Settings:
+        """The worker settings of a queue or of a high lane (``Q.hi``)."""
+        if is_lane(placement):
+            return replace(self, queue=queue_of_lane(placement), lane=True)
+        return replace(self, queue=placement, lane=False)
 
     def for_queue(self, queue: str) -> Settings:
         """These settings as a worker of ``queue`` uses them."""
@@ -114,6 +133,8 @@ class Settings:
     def worker_group(self) -> str:
         """``{ns}-workers``; ``{ns}-workers.Q`` for queue Q: one group per queue, so a
         rebalance of one queue's workers never stops another queue's."""
+        if self.lane:
+            return f"{self.namespace}-workers.{lane_placement(self.queue)}"
         if self.queue != DEFAULT_QUEUE:
             return f"{self.namespace}-workers.{self.queue}"
         return f"{self.namespace}-workers"
@@ -137,6 +158,8 @@ class Settings:
         fenced too, so whichever form the previous owner (or a paused zombie of it)
         holds, the new owner's adoption bumps its epoch before anything is read.
         """
+        if role == "worker" and self.lane:  # newer than 0.1's ids too: one form
+            return (f"{self.namespace}.worker.{lane_placement(self.queue)}.{partition}",)
         if role == "worker" and self.queue != DEFAULT_QUEUE:
             # A queue is newer than 0.1's ids: it has the tenant form only. No '.' in a
             # queue name, so ``{ns}.worker.Q.{p}`` is never another queue's nor ``{ns}.worker.{p}``.

@@ -24,7 +24,7 @@ from topics.admin import (
     wait_for_leaders,
 )
 from topics.names import Settings, TopicKind
-from topics.queues import DEFAULT_QUEUE, queue_of_topic, queue_topic
+from topics.queues import DEFAULT_QUEUE, placement_of_topic, queue_topic
 
 _TOPIC_ALREADY_EXISTS = 36
 
@@ -36,7 +36,8 @@ async def create_queue_topics(
     replication_factor: int | None = None,
 ) -> list[str]:
     """Create the topics of ``queues`` that do not exist yet, with ``partitions`` each
-    (the runs topic's count is the natural choice); the names created now."""
+    (the runs topic's count is the natural choice); the names created now. A high
+    lane's placement (``Q.hi``, `topics.priority`) names its lane topic."""
     names = [queue_topic(settings.namespace, q) for q in dict.fromkeys(queues)]
     names = [n for n, q in zip(names, dict.fromkeys(queues), strict=True) if q != DEFAULT_QUEUE]
     if not names:
@@ -72,20 +73,21 @@ async def create_queue_topics(
 
 
 async def queues_of(settings: Settings, named: Sequence[str] = ()) -> list[str]:
-    """The (non-default) queues named, and those whose topic exists, sorted."""
+    """The (non-default) queues and high lanes named, and those whose topic exists,
+    sorted."""
     async with admin_client(settings) as admin:
         listed = await admin.list_topics()
-    found = {queue_of_topic(settings.namespace, t) for t in listed}
+    found = {placement_of_topic(settings.namespace, t) for t in listed}
     return sorted({q for q in (*found, *named) if q is not None and q != DEFAULT_QUEUE})
 
 
 async def check_with_queues(
     settings: Settings, partitions: int | None = None, queues: Sequence[str] = ()
 ) -> list[str]:
-    """`topics.admin.check_topics`, then every queue topic that exists (and each of
-    ``queues``, which must) checked as the runs topic is."""
+    """`topics.admin.check_topics`, then every queue and high lane topic that exists
+    (and each of ``queues``, which must) checked as the runs topic is."""
     problems = await check_topics(settings, partitions)
     for queue in await queues_of(settings, queues):
-        audit = await audit_topics(settings.for_queue(queue), partitions, (TopicKind.RUNS,))
+        audit = await audit_topics(settings.for_placement(queue), partitions, (TopicKind.RUNS,))
         problems += [p for p in audit.all if p not in problems]
     return problems

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 
 from topics.command_fields import FieldError, describe, string
+from topics.priority import LANE_SUFFIX
 
 DEFAULT_QUEUE = "default"
 MAX_QUEUE_CHARS = 100
@@ -40,7 +41,8 @@ def check_queue(value: object, path: str = "queue") -> str:
 
 
 def queue_topic(namespace: str, queue: str) -> str:
-    """The topic of ``queue``'s runs: ``{ns}.runs`` for the default queue."""
+    """The topic of ``queue``'s runs: ``{ns}.runs`` for the default queue; also the topic
+    of a high lane's placement ``Q.hi`` (``{ns}.runs.Q.hi``, `topics.priority`)."""
     if queue == DEFAULT_QUEUE:
         return f"{namespace}.runs"
     return f"{namespace}.{QUEUE_TOPIC_INFIX}{queue}"
@@ -60,3 +62,33 @@ def queue_of_topic(namespace: str, topic: str) -> str | None:
 def queue_topics_in(namespace: str, topics: Iterable[str]) -> list[str]:
     """The (non-default) queue topics of ``namespace`` among ``topics``."""
     return [t for t in topics if queue_of_topic(namespace, t) not in (None, DEFAULT_QUEUE)]
+
+
+def placement_of_topic(namespace: str, topic: str) -> str | None:
+    """Where runs go that ``topic`` carries: a queue (`queue_of_topic`) or a queue's high
+    lane (``Q.hi``, `topics.priority`); None if it is no runs topic of ours."""
+    queue = queue_of_topic(namespace, topic)
+    if queue is not None:
+        return queue
+    prefix = f"{namespace}.{QUEUE_TOPIC_INFIX}"
+    if topic.startswith(prefix) and topic.endswith(LANE_SUFFIX):
+        name = topic[len(prefix) : -len(LANE_SUFFIX)]
+        if _QUEUE.fullmatch(name):
+            return f"{name}{LANE_SUFFIX}"
+    return None
+
+
+def placed_topics_in(namespace: str, topics: Iterable[str]) -> list[str]:
+    """The queue topics and high lane topics of ``namespace`` among ``topics`` (every
+    runs topic but ``{ns}.runs``): the topics a shard writes by partition."""
+    return [t for t in topics if placement_of_topic(namespace, t) not in (None, DEFAULT_QUEUE)]
+
+
+def with_lanes(queues: list[str], lanes: bool) -> list[str]:
+    """``queues``, and with ``lanes`` the default queue (when none is named) and the high
+    lane placements (``Q.hi``, `topics.priority`) of each: what ``--lanes`` adds to a
+    command's ``--queue`` list (docs/DESIGN.md §8.4)."""
+    if not lanes:
+        return queues
+    named = list(dict.fromkeys(queues or [DEFAULT_QUEUE]))
+    return [*named, *(f"{q}{LANE_SUFFIX}" for q in named)]

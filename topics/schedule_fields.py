@@ -45,6 +45,8 @@ class ScheduleFields(TypedDict, total=False):
     - ``concurrency``: the job's concurrency key (`Concurrency`: key, limit,
       strategy): at most ``limit`` runs of the key at once, across every schedule
       naming it (docs/DESIGN.md §8.2).
+    - ``priority``: 0-9 (0 when None), higher first within the job's queue; 5 and
+      above go to the queue's high lane (docs/DESIGN.md §8.4).
     - ``deadline``: a `Deadline` (``start_within_s``, ``finish_within_s`` after each
       run's instant); a run that breaks one gets a ``deadline_missed`` alert.
     """
@@ -62,6 +64,7 @@ class ScheduleFields(TypedDict, total=False):
     max_runs: int | None
     queue: str | None
     concurrency: Concurrency | None
+    priority: int | None
     deadline: Deadline | None
 
 

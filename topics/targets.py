@@ -49,6 +49,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from topics.command_fields import FieldError, check_keys, clip, describe, integer, obj, string
+from topics.priority import is_lane, queue_of_lane
 from topics.queues import DEFAULT_QUEUE, QUEUE_TOPIC_INFIX
 from topics.target_patterns import allowed, refusal_of
 
@@ -380,10 +381,19 @@ class TargetTopics:
         if refused is not None:
             return f"queue topic {topic} refused the last record written to it: {refused}"
         if topic not in self.known:
+            placement = topic[len(self.own_prefix) + len(QUEUE_TOPIC_INFIX) :]
+            if is_lane(placement):  # a high lane (docs/DESIGN.md §8.4)
+                queue = queue_of_lane(placement)
+                flags = "--lanes" if queue == DEFAULT_QUEUE else f"--lanes --queue {queue}"
+                return (
+                    f"high lane topic {topic} does not exist (or this scheduler may not"
+                    f" describe it); create it (kafkron topics create {flags}) and grant"
+                    f" the schedulers Describe and Write on it (kafkron acl plan {flags})"
+                )
             return (
                 f"queue topic {topic} does not exist (or this scheduler may not describe"
                 f" it); create it (kafkron topics create --queue"
-                f" {topic[len(self.own_prefix) + len(QUEUE_TOPIC_INFIX) :]}) and grant the"
+                f" {placement}) and grant the"
                 " schedulers Describe and Write on it (kafkron acl plan --queue)"
             )
         return None

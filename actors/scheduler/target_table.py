@@ -58,7 +58,7 @@ from actors.scheduler.limits import BROKER_DEFAULT_BYTES, MAX_MESSAGE_BYTES
 from actors.scheduler.writer import BatchRefused, TargetUnacknowledged
 from topics.admin import admin_client, describe_topics
 from topics.names import Settings, TopicKind
-from topics.queues import DEFAULT_QUEUE, queue_of_topic
+from topics.queues import DEFAULT_QUEUE, placement_of_topic
 from topics.target_patterns import allowed, check_pattern
 from topics.targets import TargetTopic, TargetTopics
 
@@ -234,8 +234,9 @@ _TOPICS_FAULTS: tuple[type[BaseException], ...] = (
 
 
 def is_queue_topic(namespace: str, topic: str) -> bool:
-    """A (non-default) queue's runs topic: the shard learns of those as of targets."""
-    return queue_of_topic(namespace, topic) not in (None, DEFAULT_QUEUE)
+    """A (non-default) queue's runs topic or a high lane's (`topics.priority`): the shard
+    learns of those as of targets."""
+    return placement_of_topic(namespace, topic) not in (None, DEFAULT_QUEUE)
 
 
 def _topics_fault(error: BaseException) -> bool:

@@ -46,6 +46,7 @@ from topics.commands import (
 )
 from topics.concurrency import concurrency_of
 from topics.dag_graph import topological_order
+from topics.priority import DEFAULT_PRIORITY
 from topics.queues import DEFAULT_QUEUE
 from topics.timefmt import format_ms, parse_instant
 from topics.vocabulary import OverlapPolicy
@@ -222,6 +223,7 @@ def restored_dag_definition(schedule_id: str, doc: Mapping[str, Any]) -> DagDefi
                 task["job"]["args"],
                 task["job"].get("queue", DEFAULT_QUEUE),
                 concurrency_of(task["job"]),
+                task["job"].get("priority", DEFAULT_PRIORITY),
             ),
             after=tuple(task["after"]),
             retry=RetryPolicy(

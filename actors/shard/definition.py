@@ -26,6 +26,7 @@ from actors.timespec import CompiledSpec, compile_spec
 from topics.alerts import Deadline
 from topics.commands import Job, MisfirePolicy, RetryPolicy, ScheduleUpsert
 from topics.concurrency import concurrency_of
+from topics.priority import DEFAULT_PRIORITY, in_lane, placement_of
 from topics.queues import DEFAULT_QUEUE
 from topics.targets import KAFKA_JOB, KafkaDelivery
 from topics.timefmt import format_ms, parse_instant
@@ -92,9 +93,12 @@ class Definition:
         # A Kafka target's record, made ready once: the shard writes it instead of a run.
         self.delivery = KafkaDelivery.of(job.args) if job.name == KAFKA_JOB else None
         # The job's queue, None for the default one without a concurrency key: the
-        # herd's path tests this alone (a keyed run is placed by its key, §8.2).
+        # herd's path tests this alone (a keyed run is placed by its key, §8.2); a
+        # priority of the high lane places it there (``Q.hi``, §8.4).
         self.queue: str | None = (
-            None if job.queue == DEFAULT_QUEUE and job.concurrency is None else job.queue
+            None
+            if job.queue == DEFAULT_QUEUE and job.concurrency is None and not in_lane(job.priority)
+            else placement_of(job.queue, job.priority)
         )
         self._job_json: orjson.Fragment | None = None
         self._job_text: str | None = None
@@ -284,7 +288,13 @@ def restored_schedule_definition(
     retry, job, misfire = doc["retry"], doc["job"], doc["misfire"]
     definition = Definition(
         compiled=compiled,
-        job=Job(job["name"], job["args"], job.get("queue", DEFAULT_QUEUE), concurrency_of(job)),
+        job=Job(
+            job["name"],
+            job["args"],
+            job.get("queue", DEFAULT_QUEUE),
+            concurrency_of(job),
+            job.get("priority", DEFAULT_PRIORITY),
+        ),
         misfire=MisfirePolicy(
             MisfireMode(misfire["policy"]), misfire["grace_s"], misfire["catch_up_max"]
         ),

@@ -51,6 +51,7 @@ from topics.messages import (
 )
 from topics.names import TopicKind
 from topics.partitioner import murmur2_partition
+from topics.priority import placement_of
 from topics.queues import DEFAULT_QUEUE
 from topics.records import OutRecord, TargetRecord
 from topics.target_patterns import refusal_of
@@ -580,7 +581,7 @@ class RunBook:
             queue = state.definition.queue
             concurrency = state.definition.job.concurrency
         else:
-            queue = job.queue
+            queue = placement_of(job.queue, job.priority)  # a high lane's (§8.4)
             concurrency = job.concurrency
         refused = None
         if concurrency is None and (queue is None or queue == DEFAULT_QUEUE):
