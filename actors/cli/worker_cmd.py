@@ -19,12 +19,14 @@ from actors.observe.exposition import MetricsError
 from actors.observe.lag import LagSampler
 from actors.worker.egress import EgressRule
 from actors.worker.http_target import HttpTargets
+from actors.worker.lanes import SlotPool, parse_reserve
 from actors.worker.registry import REGISTRY, load_job_modules
 from actors.worker.runtime import WorkerOptions, WorkerRuntime, default_worker_id
 from actors.worker.secrets import SecretError, Secrets
 from topics.closing import bounded
 from topics.command_fields import FieldError
 from topics.names import Settings, TopicKind
+from topics.priority import LANE_MIN_PRIORITY
 from topics.queues import DEFAULT_QUEUE, check_queue
 from topics.targets import HTTP_JOB
 
@@ -37,11 +39,15 @@ examples:
   kafkron worker --jobs actors.examples.billing.jobs
   kafkron worker --jobs actors.examples.billing.jobs,myapp.jobs --concurrency 16
   kafkron worker --jobs myapp.gpu_jobs --queue gpu --queue gpu-large
+  kafkron worker --jobs myapp.jobs --lanes --reserve 2
   kafkron worker --http-only --secrets /etc/kafkron/secrets.env --http-allow 10.1.2.0/24
 
 Joins the consumer group {ns}-workers on {ns}.runs (with --queue Q: the group
 {ns}-workers.Q on {ns}.runs.Q, per queue named, each with its own --concurrency
-slots); start as many workers as you
+slots; with --lanes also the group {ns}-workers.Q.hi on the queue's high lane
+{ns}.runs.Q.hi, {ns}.runs.default.hi for the default queue, sharing the queue's
+slots and started first, but one normal run at least per 4 high ones; --reserve N[:P]
+keeps N slots for runs of priority P or more); start as many workers as you
 like, the group shares the partitions among them. Each run's result and its offset
 are committed in one transaction, so a run whose result is visible is never run
 again by this group, and a run whose worker died is run again (at least once):
@@ -135,6 +141,17 @@ def register(subparsers: Any) -> None:
         help="serve only this worker queue's runs (repeatable; default: the default queue,"
         " {ns}.runs); queue Q is {ns}.runs.Q, created by kafkron topics create --queue Q",
     )
+    parser.add_argument(
+        "--lanes",
+        action="store_true",
+        help="also serve each queue's high lane ({ns}.runs.Q.hi: runs of priority 5-9),"
+        " first, sharing the --concurrency slots; created by kafkron topics create --lanes",
+    )
+    parser.add_argument(
+        "--reserve",
+        metavar="N[:P]",
+        help="keep N of the --concurrency slots for runs of priority P or more (P 1-9, default 5)",
+    )
     parser.add_argument("--worker-id", default=None, help="name in results (default HOST:PID)")
     add_loop_argument(parser)
     observe_args.add_arguments(parser)
@@ -150,6 +167,12 @@ def run(args: argparse.Namespace) -> int:
         return output.fail("worker", "--concurrency must be at least 1", 2)
     if args.session_timeout_ms < 1_000:
         return output.fail("worker", "--session-timeout-ms must be at least 1000", 2)
+    try:
+        reserve = (0, LANE_MIN_PRIORITY) if args.reserve is None else parse_reserve(args.reserve)
+        if reserve[0] >= args.concurrency:
+            raise ValueError(f"--reserve {args.reserve}: N must be below --concurrency")
+    except ValueError as exc:
+        return output.fail("worker", str(exc), 2)
     try:
         port = observe_args.metrics_port(args)
         observe_args.setup_logging(args)
@@ -200,10 +223,16 @@ def run(args: argparse.Namespace) -> int:
         # One runtime per queue: its own group, consumer, producers and slots, so the
         # queues' partitions, offsets and rebalances never mix (docs/DESIGN.md §8.1).
         settings = base.for_queue(queue)
+        lanes = [settings.for_lane()] if args.lanes else []
         # The worker's principal may describe only its own topics (runs in, results out).
-        if not guard("worker", settings, (TopicKind.RUNS, TopicKind.RESULTS)):
-            return 1
-        runtimes.append(WorkerRuntime(settings, registry, options))
+        for each in (settings, *lanes):
+            if not guard("worker", each, (TopicKind.RUNS, TopicKind.RESULTS)):
+                return 1
+        # A queue's lanes share its slots, the high lane first (docs/DESIGN.md §8.4).
+        pool = None
+        if args.lanes or args.reserve is not None:
+            pool = SlotPool(args.concurrency, reserve=reserve[0], reserve_min_priority=reserve[1])
+        runtimes += [WorkerRuntime(each, registry, options, pool) for each in (settings, *lanes)]
     tune_for_throughput()  # the process's own policy: imports and jobs loaded, now run
     try:
         run_main(_serve(runtimes, port, targets), new_loop=lambda: new_event_loop(loop_name))

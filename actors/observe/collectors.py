@@ -242,7 +242,7 @@ class WorkerCollector(Collector):
         yield GaugeMetricFamily(
             m.WORKER_SLOTS,
             "Jobs this worker runs at once (--concurrency, per queue served).",
-            value=sum(r.options.concurrency for r in self._runtimes),
+            value=_slots(self._runtimes),
         )
         yield GaugeMetricFamily(m.WORKER_SLOTS_BUSY, "Jobs running now.", value=stats["running"])
         yield GaugeMetricFamily(
@@ -256,6 +256,13 @@ class WorkerCollector(Collector):
         yield CounterMetricFamily(
             m.WORKER_TRANSACTIONS, "Result transactions committed.", value=stats["transactions"]
         )
+
+
+def _slots(runtimes: Sequence[WorkerRuntime]) -> int:
+    """The slots of the runtimes: a queue's two lanes share one pool (docs/DESIGN.md
+    §8.4), counted once."""
+    pools = {id(r.pool): r.pool.concurrency for r in runtimes if r.pool is not None}
+    return sum(r.options.concurrency for r in runtimes if r.pool is None) + sum(pools.values())
 
 
 class RecorderCollector(Collector):

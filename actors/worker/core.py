@@ -92,11 +92,13 @@ from typing import Any
 
 from actors.worker.errors import CANCELLED_ERROR
 from actors.worker.keys import KeySlots
+from actors.worker.lanes import Lane, SlotPool
 from actors.worker.offsets import (
     MAX_BACKLOG_PER_PARTITION,
     MAX_OPEN_PER_PARTITION,
     PartitionOffsets,
 )
+from actors.worker.waiting import Waiting
 from topics.concurrency import CONCURRENCY_ERROR
 from topics.deadlines import TIMEOUT_MARGIN_MS, shard_decides
 from topics.messages import (
@@ -241,6 +243,8 @@ class WorkerCore:
         max_open_per_partition: int = MAX_OPEN_PER_PARTITION,
         max_backlog_per_partition: int = MAX_BACKLOG_PER_PARTITION,
         key_adoption_wait_ms: int | None = None,
+        pool: SlotPool | None = None,
+        lane: Lane = Lane.NORMAL,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -266,7 +270,13 @@ class WorkerCore:
         self._starting = True  # False once draining: no queued run starts
         self._max_backlog = max_backlog_per_partition
         self._partitions: dict[int, _Partition] = {}
-        self._queue: deque[tuple[RunKey, Run]] = deque()
+        self._queue: deque[tuple[RunKey, Run]] | Waiting = deque()
+        # Slots shared with the queue's other lane, and a reserve (docs/DESIGN.md §8.4);
+        # None (no --lanes, no --reserve): this core's own `concurrency` slots.
+        self._pool = pool
+        self._lane = lane
+        if pool is not None:
+            pool.join(lane, lambda: len(self._running))
         self._backlogged: set[int] = set()
         self._running: dict[RunKey, _Running] = {}
         self._deadlines: list[tuple[int, RunKey]] = []
@@ -340,7 +350,8 @@ class WorkerCore:
             return []
         self._backlogged.discard(partition)
         if any(key[0] == partition for key, _ in self._queue):
-            self._queue = deque(item for item in self._queue if item[0][0] != partition)
+            kept = (item for item in self._queue if item[0][0] != partition)
+            self._queue = Waiting(kept) if isinstance(self._queue, Waiting) else deque(kept)
         actions: list[Action] = []
         for key, running in self._running.items():
             if key[0] == partition and not running.dropped:
@@ -458,6 +469,8 @@ class WorkerCore:
             return []
         if run.job.concurrency is not None:
             return self._key_arrives(part, key, run, now_ms)
+        if run.job.priority and type(self._queue) is deque:
+            self._queue = Waiting(self._queue)  # from now on, highest priority first
         self._queue.append((key, run))
         return []
 
@@ -716,10 +729,12 @@ class WorkerCore:
                 _timeout_error(running.run),
             )
             actions.append(CancelJob(key, "timeout"))
+        # Woken by the other lane (a slot it left us, docs/DESIGN.md §8.4).
+        woken = self._pool is not None and self._pool.take_wake(self._lane)
         if self._backlogged:
             actions.extend(self._refill(list(self._backlogged), now_ms))
             actions.extend(self._fill(now_ms))
-        elif self._keys_due_ms is not None and now_ms >= self._keys_due_ms:
+        elif woken or (self._keys_due_ms is not None and now_ms >= self._keys_due_ms):
             actions.extend(self._fill(now_ms))
         return actions
 
@@ -913,9 +928,13 @@ class WorkerCore:
     def _fill(self, now_ms: int) -> list[Action]:
         """Start queued runs while slots are free."""
         actions: list[Action] = []
+        pool = self._pool
         if not self._starting:
+            if pool is not None:
+                pool.filled(self._lane, None)
             return actions
         queue = self._queue
+        refused: int | None = None  # the priority of a run the shared slots refused
         held: list[tuple[RunKey, Run]] = []
         keys = self._keys
         self._keys_due_ms = None
@@ -948,16 +967,24 @@ class WorkerCore:
                     _timeout_error(run, started=False),
                 )
                 continue
+            if pool is not None and not pool.may_start(self._lane, run.job.priority):
+                held.append((key, run))  # the other lane's turn, or the reserve's slots
+                refused = run.job.priority
+                break
             self._running[key] = _Running(run, now_ms)
             if concurrency is not None:
                 keys.started(key, concurrency, run)
             heapq.heappush(self._deadlines, (run.deadline_ms, key))
             self.counts["started"] += 1
+            if pool is not None:
+                pool.started(self._lane)
             actions.append(StartJob(key, run))
             if run.report_start:
                 self._report_start(part, run, now_ms)
         if held:
             queue.extendleft(reversed(held))
+        if pool is not None:
+            pool.filled(self._lane, refused)
         return actions
 
     def _record(

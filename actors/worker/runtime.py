@@ -41,6 +41,7 @@ What this relies on in aiokafka 0.14 (read in its source):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -67,6 +68,7 @@ from actors.worker.core import (
     WorkerCore,
 )
 from actors.worker.executor import Executor
+from actors.worker.lanes import Lane, SlotPool
 from actors.worker.membership import (
     LEASE_LOSS_HEARTBEATS,
     TRANSACTION_TIMEOUT_MS,
@@ -171,11 +173,20 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 class WorkerRuntime:
     """One worker process: ``await WorkerRuntime(...).run(stop)``."""
 
-    def __init__(self, settings: Settings, registry: Registry, options: WorkerOptions) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        registry: Registry,
+        options: WorkerOptions,
+        pool: SlotPool | None = None,
+    ) -> None:
+        """``pool``: the slots shared with the queue's other lane, or a reserve
+        (docs/DESIGN.md §8.4); ``settings.lane`` says which lane this runtime reads."""
         self.settings = settings
         self.options = options
         self._registry = registry
         self._runs_topic = settings.topic(TopicKind.RUNS)
+        self.pool = pool
         rules = options.lease_rules
         start = now_ms()
         self.core = WorkerCore(
@@ -185,7 +196,11 @@ class WorkerRuntime:
             now_ms=start,
             lease_loss_ms=rules.lease_loss_ms,
             max_open_per_partition=options.max_open_per_partition,
+            pool=pool,
+            lane=Lane.HIGH if settings.lane else Lane.NORMAL,
         )
+        if pool is not None:  # the other lane left a slot: tick the core soon
+            pool.on_wake(Lane.HIGH if settings.lane else Lane.NORMAL, self._woken)
         self.machine = WorkerMachine(self.core, rules, start)
         self._executor = Executor(
             registry,
@@ -406,6 +421,12 @@ class WorkerRuntime:
     def _job_exited(self, key: RunKey, outcome: Outcome) -> None:
         self._apply(self.machine.job_exited(key, outcome, self._now()))
         self._tick_soon()
+
+    def _woken(self) -> None:
+        """The pool's wake-up: called from the other lane's actions, on the loop."""
+        # No running loop (a close outside it): the next turn's tick fills the slots.
+        with contextlib.suppress(RuntimeError):
+            self._tick_soon()
 
     def _tick_soon(self) -> None:
         """Many inputs arrive in one turn of the loop; tick once for all of them."""
