@@ -9,7 +9,7 @@ from actors.cli.output import fail, print_json, print_table
 from actors.cli.target_topics_arg import add_target_topic, target_topics_of
 from topics.acl_plan import Role, check_namespace, migration, plan, shell_commands, table_rows
 from topics.names import Settings
-from topics.queues import check_queue
+from topics.queues import check_queue, with_lanes
 
 _EPILOG = """\
 examples:
@@ -64,6 +64,12 @@ def register(subparsers: Any) -> None:
         " worker given --queue reads only the queues named (add 'default' for {ns}.runs),"
         " the recorder and viewers read it (repeatable)",
     )
+    show.add_argument(
+        "--lanes",
+        action="store_true",
+        help="grant the high lanes ({ns}.runs.Q.hi) of the default queue (or of each"
+        " --queue) as queues: workers started with --lanes read them",
+    )
     show.set_defaults(func=run_plan)
 
 
@@ -76,7 +82,7 @@ def run_plan(args: argparse.Namespace) -> int:
     roles = [Role(args.role)] if args.role else list(Role)
     try:
         targets = target_topics_of(args)
-        queues = tuple(dict.fromkeys(check_queue(q, "--queue") for q in args.queue))
+        queues = tuple(with_lanes([check_queue(q, "--queue") for q in args.queue], args.lanes))
         plan(Role.SCHEDULER, namespace, targets)
     except ValueError as exc:  # FieldError too
         return fail("acl plan", str(exc), 2)

@@ -24,6 +24,7 @@ from actors.views.schedules import (
     spec_text,
     waiting_note,
     with_key,
+    with_priority,
 )
 from actors.views.tail import TailError, read_to_end
 from topics.names import Settings, TopicKind
@@ -150,7 +151,7 @@ def _job(row: dict[str, Any]) -> str:
     text = output.job_text(row["job"])
     if queue not in (None, DEFAULT_QUEUE):
         text = f"{text} (queue {queue})"
-    return with_key(text, row.get("concurrency"))
+    return with_priority(with_key(text, row.get("concurrency")), row.get("priority"))
 
 
 def _short(text: str | None) -> str:

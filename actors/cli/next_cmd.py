@@ -7,7 +7,8 @@ actors use. It doubles as the test oracle of the rest of the project.
 Given a whole ``schedule.upsert`` whose occurrences run a target, each line also says
 where each fire goes (``→ kafka:orders.due``, ``→ POST https://...``), and for a job
 on a worker queue, which queue (``→ queue gpu ...``), and its concurrency key if it
-names one (``→ concurrency key 'customer-42': at most 1 at once (queue)``): the
+names one (``→ concurrency key 'customer-42': at most 1 at once (queue)``), and
+its priority if not 0 (``→ priority 7, high lane (workers started with --lanes)``): the
 answer to "what will it do, and when". A spec alone, or a job of the default queue,
 prints the instants only.
 
@@ -46,6 +47,7 @@ from topics.calendar_days import CalendarDays, calendar_names, parse_calendar_da
 from topics.command_fields import FieldError
 from topics.concurrency import check_concurrency
 from topics.names import Settings
+from topics.priority import check_priority, in_lane
 from topics.queues import DEFAULT_QUEUE, check_queue
 from topics.timefmt import format_ms, parse_instant
 
@@ -202,15 +204,20 @@ def _target_of(text: str) -> str | None:
     job = command.get("job")
     if not isinstance(job, Mapping):
         return None
-    queue, keyed = job.get("queue"), job.get("concurrency")
+    queue, keyed, rank = job.get("queue"), job.get("concurrency"), job.get("priority")
     try:
         name = DEFAULT_QUEUE if queue is None else check_queue(queue, "job.queue")
         concurrency = None if keyed is None else check_concurrency(keyed, "job.concurrency")
+        priority = 0 if rank is None else check_priority(rank, "job.priority")
     except FieldError as error:
         raise SpecError(str(error)) from None
     parts = []
     if name != DEFAULT_QUEUE:
         parts.append(f"queue {name} (workers started with --queue {name})")
+    if in_lane(priority):
+        parts.append(f"priority {priority}, high lane (workers started with --lanes)")
+    elif priority:
+        parts.append(f"priority {priority}")
     if concurrency is not None:
         parts.append(
             f"concurrency key {concurrency.key!r}: at most {concurrency.limit} at once"

@@ -213,6 +213,13 @@ def _register_add(actions: Any) -> None:
         help="a run finding its key at the limit: waits (queue), ends cancelled"
         " (cancel_newest) or stops the oldest (cancel_in_progress)",
     )
+    add.add_argument(
+        "--priority",
+        type=int,
+        metavar="P",
+        help="0-9, higher first within the queue (default 0); 5-9 go to the queue's high"
+        " lane, which workers started with --lanes read first",
+    )
     add.add_argument("--print", action="store_true", help="print the command, send nothing")
     add.set_defaults(func=run_add)
 
@@ -261,6 +268,8 @@ def build_upsert(args: argparse.Namespace) -> CommandRecord:
             raise InvalidCommand(f"{flag}: {error.reason}") from None
         if error.field in ("queue", "job.queue"):
             raise InvalidCommand(f"--queue: {error.reason}") from None
+        if error.field in ("priority", "job.priority"):
+            raise InvalidCommand(f"--priority: {error.reason}") from None
         if error.field is not None and error.field.startswith(("concurrency", "job.concurrency")):
             flag = error.field.rsplit(".", 1)[-1]
             flag = "concurrency-key" if flag == "concurrency" else f"concurrency-{flag}"
@@ -374,6 +383,7 @@ def _upsert(
         max_runs=args.max_runs,
         queue=args.queue,
         concurrency=concurrency_of(args),
+        priority=args.priority,
         deadline=deadline_of(args),
     )
 

@@ -18,7 +18,7 @@ from topics.admin import (
 from topics.command_fields import FieldError
 from topics.names import Settings, TopicKind
 from topics.queue_topics import check_with_queues, create_queue_topics
-from topics.queues import check_queue
+from topics.queues import DEFAULT_QUEUE, check_queue, with_lanes
 
 log = logging.getLogger("kafkron.topics")
 
@@ -29,6 +29,8 @@ examples:
   kafkron topics create --replication-factor 3
   KAFKRON_NAMESPACE=staging kafkron topics check
   kafkron topics create --queue gpu       # worker queue gpu: {ns}.runs.gpu
+  kafkron topics create --lanes           # the default queue's high lane {ns}.runs.default.hi
+  kafkron topics create --lanes --queue gpu   # {ns}.runs.gpu and its high lane {ns}.runs.gpu.hi
 
 The shard count (partitions of commands, schedules and results) is fixed at creation.
 The replication factor defaults to min(3, brokers in the cluster); from 3 replicas up
@@ -78,6 +80,12 @@ def register(subparsers: Any) -> None:
         metavar="NAME",
         help="also create worker queue NAME's runs topic, {ns}.runs.NAME (repeatable)",
     )
+    create.add_argument(
+        "--lanes",
+        action="store_true",
+        help="also create the high lane (runs of priority 5-9) of each --queue NAME,"
+        " {ns}.runs.NAME.hi, or without --queue of the default queue, {ns}.runs.default.hi",
+    )
     create.set_defaults(func=run_create)
     check = actions.add_parser(
         "check",
@@ -98,6 +106,11 @@ def register(subparsers: Any) -> None:
         help="worker queue NAME's topic must exist too (every existing {ns}.runs.* is"
         " checked anyway; repeatable)",
     )
+    check.add_argument(
+        "--lanes",
+        action="store_true",
+        help="the high lane of each --queue (of the default queue without --queue) must exist too",
+    )
     check.set_defaults(func=run_check)
 
 
@@ -112,7 +125,7 @@ def run_create(args: argparse.Namespace) -> int:
         print("kafkron topics create: --replication-factor must be at least 1", file=sys.stderr)
         return 2
     try:
-        queues = [check_queue(q, "--queue") for q in args.queue]
+        queues = with_lanes([check_queue(q, "--queue") for q in args.queue], args.lanes)
     except FieldError as exc:
         print(f"kafkron topics create: {exc}", file=sys.stderr)
         return 2
@@ -129,9 +142,9 @@ def run_create(args: argparse.Namespace) -> int:
             )
         )
         audit = asyncio.run(audit_topics(settings, args.partitions))
-        for queue in queues:
+        for queue in (q for q in queues if q != DEFAULT_QUEUE):  # {ns}.runs: audited above
             queue_audit = asyncio.run(
-                audit_topics(settings.for_queue(queue), args.partitions, (TopicKind.RUNS,))
+                audit_topics(settings.for_placement(queue), args.partitions, (TopicKind.RUNS,))
             )
             audit.broken.extend(queue_audit.broken)
             audit.weakened.extend(queue_audit.weakened)
@@ -156,7 +169,7 @@ def run_create(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     try:
-        queues = [check_queue(q, "--queue") for q in args.queue]
+        queues = with_lanes([check_queue(q, "--queue") for q in args.queue], args.lanes)
     except FieldError as exc:
         print(f"kafkron topics check: {exc}", file=sys.stderr)
         return 2

@@ -35,14 +35,16 @@ class ConcurrencyRecord(faust.Record, include_metadata=False):
 
 
 class JobRecord(faust.Record, include_metadata=False):
-    """``{"name", "args", "queue"?, "concurrency"?}``: the registered job, its keyword
-    arguments, its worker queue (None, left out on the wire: the default queue) and its
-    concurrency key (None: none)."""
+    """``{"name", "args", "queue"?, "concurrency"?, "priority"?}``: the registered job, its
+    keyword arguments, its worker queue (None, left out on the wire: the default queue),
+    its concurrency key (None: none) and its priority (None: 0)."""
 
     name: str
     args: dict[str, Any]
     queue: str | None = None
     concurrency: ConcurrencyRecord | None = None
+    priority: int | None = None
+    """0-9, higher first (docs/DESIGN.md §8.4); None, left out on the wire: 0."""
 
 
 class ErrorRecord(faust.Record, include_metadata=False):

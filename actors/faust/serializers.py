@@ -56,7 +56,15 @@ RUN = WireShape(
     RunRecord,
     messages.parse_run,
     frozenset(
-        {"task", "logical_date", "data_interval", "job.queue", "job.concurrency", "report_start"}
+        {
+            "task",
+            "logical_date",
+            "data_interval",
+            "job.queue",
+            "job.concurrency",
+            "job.priority",
+            "report_start",
+        }
     ),
 )
 RESULT = WireShape(
@@ -66,7 +74,9 @@ RESULT = WireShape(
 )
 RUN_CANCEL = WireShape(RunCancelRecord, messages.parse_cancel, frozenset({"task"}))
 DEAD_LETTER = WireShape(
-    DeadLetterRecord, messages.parse_dlq, frozenset({"task", "job.queue", "job.concurrency"})
+    DeadLetterRecord,
+    messages.parse_dlq,
+    frozenset({"task", "job.queue", "job.concurrency", "job.priority"}),
 )
 REJECTED = WireShape(RejectedRecord, messages.parse_rejected, frozenset())
 ALERT = WireShape(AlertRecord, alerts.parse_alert, frozenset())

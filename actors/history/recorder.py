@@ -56,6 +56,7 @@ from topics import messages
 from topics.clients import consumer_kwargs
 from topics.closing import bounded
 from topics.names import Settings, TopicKind
+from topics.priority import LANE_SUFFIX
 from topics.queues import QUEUE_NAME_PATTERN, QUEUE_TOPIC_INFIX
 from topics.timefmt import parse_instant
 
@@ -243,7 +244,12 @@ class Recorder:
         self.store = store
         self._kinds = {settings.topic(kind): kind for kind in RECORDED_KINDS}
         names = "|".join(re.escape(name) for name in self._kinds)
-        queues = re.escape(f"{settings.namespace}.{QUEUE_TOPIC_INFIX}") + QUEUE_NAME_PATTERN
+        # Every queue's topic and every high lane's (``{ns}.runs.Q.hi``, §8.4).
+        queues = (
+            re.escape(f"{settings.namespace}.{QUEUE_TOPIC_INFIX}")
+            + QUEUE_NAME_PATTERN
+            + f"(?:{re.escape(LANE_SUFFIX)})?"
+        )
         self._pattern = f"^({names}|{queues})$"
         self.records_seen = 0
         self.records_skipped = 0

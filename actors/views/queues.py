@@ -29,7 +29,7 @@ from topics.clients import admin_kwargs, consumer_kwargs
 from topics.closing import bounded, within
 from topics.committed import fetch_committed
 from topics.names import Settings
-from topics.queues import queue_of_topic
+from topics.queues import placement_of_topic
 
 READ_TIMEOUT_S = 10.0
 FIRST_RECORD_WAIT_MS = 1_000
@@ -73,14 +73,14 @@ async def _states(
 ) -> list[QueueState]:
     topics = await admin.list_topics()
     queues = sorted(
-        (q, t) for t in topics if (q := queue_of_topic(settings.namespace, t)) is not None
+        (q, t) for t in topics if (q := placement_of_topic(settings.namespace, t)) is not None
     )
     queues.sort(key=lambda qt: qt[0] != "default")
     # Every offset first: a consumer that has fetched (`_oldest`) answers later offset
     # requests for other partitions wrongly (aiokafka 0.14), so the reads come last.
     measured = []
     for queue, topic in queues:
-        group = settings.for_queue(queue).worker_group
+        group = settings.for_placement(queue).worker_group
         partitions = sorted(consumer.partitions_for_topic(topic) or ())
         if not partitions:
             await consumer._client.force_metadata_update()

@@ -131,7 +131,14 @@ def shown_job(definition: dict[str, Any]) -> str:
     queue = job.get("queue")
     if queue not in (None, DEFAULT_QUEUE):
         text = f"{text} (queue {queue})"
-    return with_key(text, job.get("concurrency"))
+    return with_priority(with_key(text, job.get("concurrency")), job.get("priority"))
+
+
+def with_priority(text: str, priority: Any) -> str:
+    """``text`` and, for a job of a priority other than 0, `` !P`` (docs/DESIGN.md §8.4)."""
+    if not isinstance(priority, int) or isinstance(priority, bool) or priority == 0:
+        return text
+    return f"{text} !{priority}"
 
 
 def with_key(text: str, concurrency: Any) -> str:
@@ -169,6 +176,7 @@ def schedule_json(state: ScheduleState) -> dict[str, Any]:
         "target": target,
         "queue": None if job is None else (definition["job"].get("queue") or DEFAULT_QUEUE),
         "concurrency": None if job is None else definition["job"].get("concurrency"),
+        "priority": None if job is None else definition["job"].get("priority", 0),
         "next_fire": None if state.next_ms is None else instant(state.next_ms),
         "paused": state.paused,
         **status_json(state),

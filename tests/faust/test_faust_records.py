@@ -87,6 +87,7 @@ def _run(**optional: Any) -> bytes:
             {"customers": [1, 2], "dry": False},
             optional.get("queue", "default"),
             optional.get("concurrency"),
+            optional.get("priority", 0),
         ),
         idempotency_key=messages.idempotency_key(RUN_ID),
         deadline_ms=T0 + 60_000,
@@ -150,7 +151,11 @@ def _dead_letter(**optional: Any) -> bytes:
         schedule_id="pay",
         task=optional.get("task"),
         job=Job(
-            "billing.charge", {}, optional.get("queue", "default"), optional.get("concurrency")
+            "billing.charge",
+            {},
+            optional.get("queue", "default"),
+            optional.get("concurrency"),
+            optional.get("priority", 0),
         ),
         last_error=optional.get("last_error"),
         attempts=[
@@ -192,6 +197,7 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (RUN, run_codec, _run(data_interval=(T0 - 86_400_000, T0))),
     (RUN, run_codec, _run(queue="gpu")),
     (RUN, run_codec, _run(concurrency=KEY)),
+    (RUN, run_codec, _run(priority=7)),
     (RUN, run_codec, _run(report_start=True)),
     (RESULT, result_codec, _result()),
     (RESULT, result_codec, _result(task="charge", status="failed", error=ERROR)),
@@ -227,6 +233,7 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
             data_interval=(T0 - 86_400_000, T0),
             queue="gpu",
             concurrency=KEY,
+            priority=3,
             report_start=True,
         ),
     ),
@@ -245,7 +252,7 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
     (RunCancelRecord, _cancel(task="charge")),
     (
         DeadLetterRecord,
-        _dead_letter(task="charge", last_error=ERROR, queue="gpu", concurrency=KEY),
+        _dead_letter(task="charge", last_error=ERROR, queue="gpu", concurrency=KEY, priority=3),
     ),
     (RejectedRecord, _rejected(b"x")),
     (AlertRecord, _alert(seen_ms=T0 + 9_000)),
@@ -302,6 +309,7 @@ def test_the_models_read_what_the_parsers_read() -> None:
         parsed.deadline_ms,
     )
     assert (run.job.name, run.job.args) == (parsed.job.name, parsed.job.args)
+    assert run.job.priority == parsed.job.priority == 3
     assert run.data_interval is not None
     assert (
         parse_instant(run.data_interval.start),
