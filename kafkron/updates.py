@@ -24,6 +24,7 @@ from topics.command_parts import (
     Spec,
     instant_text,
 )
+from topics.priority import PRIORITY_WITH_TARGET
 from topics.schedule_fields import ScheduleFields, unknown_fields
 from topics.targets import HTTP_JOB, KAFKA_JOB
 
@@ -93,7 +94,7 @@ def updated(
     if priority and "job" in body:
         body["job"]["priority"] = priority
     elif rank and "job" not in body:
-        raise InvalidCommand(build.PRIORITY_WITH_TARGET)
+        raise InvalidCommand(PRIORITY_WITH_TARGET)
     return build.validated({"v": 1, "type": "schedule.upsert", "id": current.id, **body})
 
 

@@ -39,8 +39,9 @@ from topics.command_parts import (
 )
 from topics.command_types import Command, Rejection
 from topics.commands import decode_command
-from topics.concurrency import Concurrency
+from topics.job_fields import optional_job_fields
 from topics.messages import parse_run_id
+from topics.priority import PRIORITY_WITH_TARGET
 from topics.schedule_fields import ScheduleFields, unknown_fields
 from topics.timefmt import format_ms
 
@@ -214,13 +215,10 @@ def schedule_upsert(
     if target is not None:
         body["target"] = target.json()
     if job is not None or target is None:  # neither: the shard's validation names it
-        body["job"] = job_body(
-            job,
-            fields.get("args"),
-            fields.get("queue"),
-            fields.get("concurrency"),
-            fields.get("priority"),
+        extra = optional_job_fields(
+            fields.get("queue"), fields.get("concurrency"), fields.get("priority")
         )
+        body["job"] = {"name": job, "args": dict(fields.get("args") or {}), **extra}
     elif fields.get("queue") is not None:
         raise InvalidCommand(QUEUE_WITH_TARGET)
     elif fields.get("concurrency") is not None:
@@ -232,26 +230,6 @@ def schedule_upsert(
 
 QUEUE_WITH_TARGET = "queue: a queue is a job's (job.queue); a target's runs go to the default queue"
 CONCURRENCY_WITH_TARGET = "concurrency: a concurrency key is a job's (job.concurrency)"
-PRIORITY_WITH_TARGET = "priority: a priority is a job's (job.priority); a target's runs have 0"
-
-
-def job_body(
-    name: str | None,
-    args: Mapping[str, Any] | None,
-    queue: str | None,
-    concurrency: Concurrency | None = None,
-    priority: int | None = None,
-) -> dict[str, Any]:
-    """The ``job`` object: ``queue``, ``concurrency`` and ``priority`` only when given
-    (a priority of 0 is the default: left out, as `Job.wire` does)."""
-    body: dict[str, Any] = {"name": name, "args": dict(args or {})}
-    if queue is not None:
-        body["queue"] = queue
-    if concurrency is not None:
-        body["concurrency"] = concurrency.wire()
-    if priority:
-        body["priority"] = priority
-    return body
 
 
 def dag_upsert(

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from topics.command_fields import FieldError
 from topics.concurrency import Concurrency
+from topics.job_fields import optional_job_fields
 from topics.timefmt import format_ms
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
 
@@ -435,15 +436,10 @@ class Task:
 
     def json(self) -> dict[str, Any]:
         """The task's object in ``tasks``."""
-        job: dict[str, Any] | None = None
+        job = None
         if self.job is not None or self.target is None:  # neither: the shard names it
-            job = {"name": self.job, "args": dict(self.args or {})}
-            if self.queue is not None:
-                job["queue"] = self.queue
-            if self.concurrency is not None:
-                job["concurrency"] = self.concurrency.wire()
-            if self.priority:
-                job["priority"] = self.priority
+            extra = optional_job_fields(self.queue, self.concurrency, self.priority)
+            job = {"name": self.job, "args": dict(self.args or {}), **extra}
         return _pick(
             job=job,
             target=None if self.target is None else self.target.json(),

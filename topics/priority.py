@@ -36,6 +36,7 @@ LANE_MIN_PRIORITY = 5
 LANE_SUFFIX = ".hi"
 """The high lane of queue Q is placement ``Q.hi``, topic ``{ns}.runs.Q.hi``."""
 
+PRIORITY_WITH_TARGET = "priority: a priority is a job's (job.priority); a target's runs have 0"
 PRIORITY_WITH_KEY = (
     "priority: a job with a concurrency key keeps priority 0 (its runs must all reach"
     " the one partition that counts the key; a priority would move some to the high"
