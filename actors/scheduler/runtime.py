@@ -67,6 +67,7 @@ from actors.scheduler.calendar_follower import (
 )
 from actors.scheduler.clock import Clock, SystemClock
 from actors.scheduler.lifecycle import (
+    MAX_SLEEP_MS,
     Action,
     CatchUp,
     Close,
@@ -168,6 +169,9 @@ def default_core_factory(settings: Settings) -> CoreFactory:
             partitions=partitions,
             now_ms=now_ms,
             namespace=settings.namespace,
+            # A live shard's turn comes at least this often (`SchedulerMachine.wake_in_ms`):
+            # a longer silence is a stall (a frozen process), even with no timer due in it.
+            advance_every_ms=MAX_SLEEP_MS,
         )
 
     return make

@@ -215,7 +215,8 @@ _RESULTS = TopicKind.RESULTS
 _CALENDARS = TopicKind.CALENDARS
 
 _LATENESS_WINDOW = 1024
-# An `advance` this much later than the wheel's earliest timer means the caller stalled.
+# An `advance` this much later than the caller was expected means the caller stalled
+# (`ShardCore._stalled`).
 STALL_MS = 2_000
 # A fire held for the calendars (§5.7) is tried again this much later: about the
 # calendar follower's poll, so a fresh read is usually there by then.
@@ -237,7 +238,12 @@ class ShardCore:
         namespace: str = DEFAULT_NAMESPACE,
         tick_ms: int = 10,
         targets: TargetTopics | None = None,
+        advance_every_ms: int | None = None,
     ) -> None:
+        """``advance_every_ms``: the caller calls `advance` at least this often while it
+        runs (the scheduler's turns); None: only when `next_due_ms` asks (the
+        simulation, the tests). A call later than that, or than the instant asked, by
+        more than `STALL_MS` means the caller stalled (`_stalled`)."""
         self.partition = partition
         self.partitions = partitions
         wheel: TimingWheel[Item] = TimingWheel(now_ms, tick_ms)
@@ -277,6 +283,9 @@ class ShardCore:
         self._left_attempts: Leftovers[RunState] = Leftovers(_attempt_order)
         self._left_schedules: Leftovers[ScheduleState] = Leftovers(_due_of)
         self._last_error = ""
+        self._advance_every_ms = advance_every_ms
+        # By when the caller was expected to call `advance` again, as of its last call.
+        self._expected_ms: int | None = None
 
     # --- the I/O boundary -------------------------------------------------------
 
@@ -481,10 +490,9 @@ class ShardCore:
         self._out.clear()
         if self._retired:  # deleted ids' floors no look-back can reach any more
             self._retired.expire(now_ms)
-        due_ms = self._wheel.next_due_ms()
-        if due_ms is not None and now_ms - due_ms > STALL_MS:
-            # Called long after its timers asked (a frozen process, a stalled loop):
-            # the results that came meanwhile may be unread, so no judgement by silence
+        if self._stalled(now_ms):
+            # Called long after it was expected (a frozen process, a stalled loop): the
+            # results that came meanwhile may be unread, so no judgement by silence
             # until they are (`deadlines`), as after a restore.
             self._runs.alerts.restored(now_ms)
         budget = sys.maxsize if max_fires is None else max(1, max_fires)
@@ -553,7 +561,35 @@ class ShardCore:
                 self._backfills.pump_all(now_ms)
             except Exception as error:  # one broken schedule must not stop the shard
                 self._failed(error)
+        self._expect_next(now_ms)
         return self._flush(now_ms)
+
+    def _stalled(self, now_ms: int) -> bool:
+        """Whether this `advance` comes more than `STALL_MS` after the caller was
+        expected: by the instant the last call left it to come back at (the earliest
+        timer then, or the caller's own cadence), or by a timer armed since.
+
+        Not by the earliest timer now alone: the results a thawed process applies before
+        this call end the runs they speak of (an outcome takes the run's timer off the
+        wheel), so the earliest timer left may be due a moment ago while the process
+        was frozen for far longer, and another run's report still waits unread.
+        Not by the time since the last call alone either: a caller that comes only when
+        asked (the simulation) may be away for minutes, and a grace given at every such
+        call would put every judgement off again and again."""
+        expected_ms = self._expected_ms
+        due_ms = self._wheel.next_due_ms()
+        if due_ms is not None and (expected_ms is None or due_ms < expected_ms):
+            expected_ms = due_ms
+        return expected_ms is not None and now_ms - expected_ms > STALL_MS
+
+    def _expect_next(self, now_ms: int) -> None:
+        """Note by when the caller should call `advance` again (see `_stalled`)."""
+        due_ms = self._wheel.next_due_ms()
+        expected_ms = None if due_ms is None else max(due_ms, now_ms)
+        every_ms = self._advance_every_ms
+        if every_ms is not None and (expected_ms is None or now_ms + every_ms < expected_ms):
+            expected_ms = now_ms + every_ms
+        self._expected_ms = expected_ms
 
     def _watched(self, run: RunState, now_ms: int) -> bool:
         """A run with deadlines came due: alert what silence broke (`deadlines`); True

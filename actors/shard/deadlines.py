@@ -18,7 +18,7 @@ How the shard learns:
 - silence: `DEADLINE_REPORT_GRACE_MS` after a deadline with neither, the run is late
   by now. A new owner judges nothing by silence until that grace after its restore,
   so the results written while the shard had no owner are read first; nor does a
-  shard whose `advance` came long after its timers asked (a frozen process, see
+  shard whose `advance` came long after it was expected (a frozen process, see
   `ShardCore.advance`), so the results that came while it was frozen are read first.
 
 The run's wheel node is its one timer: it is armed at the earlier of the attempt's
