@@ -34,6 +34,7 @@ from kafkron.schedules import DEFAULT_FIRES, Schedule, next_fires, schedules_of
 from kafkron.updates import updated
 from topics import calendar_builders
 from topics import command_builders as build
+from topics.alerts import Deadline
 from topics.calendar_days import calendar_names
 from topics.closing import stop_producer
 from topics.command_builders import CommandRecord
@@ -365,6 +366,7 @@ class Client:
         timeout_s: int | None = None,
         start: Instant | None = None,
         end: Instant | None = None,
+        deadline: Deadline | None = None,
     ) -> str:
         """Create or replace a DAG: ``dag.upsert``. Returns its id.
 
@@ -388,6 +390,7 @@ class Client:
                 timeout_s=timeout_s,
                 start=start,
                 end=end,
+                deadline=deadline,
             )
         )
         return dag_id

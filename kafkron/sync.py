@@ -34,6 +34,7 @@ from kafkron.backfills import BackfillSent
 from kafkron.client import Client
 from kafkron.outcomes import RunOutcome
 from kafkron.schedules import DEFAULT_FIRES, Schedule, next_fires
+from topics.alerts import Deadline
 from topics.command_builders import CommandRecord
 from topics.command_parts import (
     Dst,
@@ -256,6 +257,7 @@ class SyncClient:
         timeout_s: int | None = None,
         start: Instant | None = None,
         end: Instant | None = None,
+        deadline: Deadline | None = None,
     ) -> str:
         """`Client.upsert_dag`.
 
@@ -274,6 +276,7 @@ class SyncClient:
                 timeout_s=timeout_s,
                 start=start,
                 end=end,
+                deadline=deadline,
             )
         )
 

@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Unpack
 
 from topics import codec
+from topics.alerts import Deadline
 from topics.backfill_commands import BACKFILL_CANCEL_TYPE, BACKFILL_TYPE, RANGES_PER_COMMAND
 from topics.command_fields import FieldError
 from topics.command_parts import (
@@ -245,14 +246,15 @@ def dag_upsert(
     timeout_s: int | None = None,
     start: Instant | None = None,
     end: Instant | None = None,
+    deadline: Deadline | None = None,
     now_ms: int | None = None,
 ) -> CommandRecord:
     """``dag.upsert``: create or replace the DAG ``dag_id``; each occurrence of ``spec``
     starts a DAG run of ``tasks`` (by name, 1 to 1000, without a cycle).
 
     ``retry`` and ``timeout_s`` are the tasks' defaults; ``max_active_runs`` how many
-    DAG runs may be running at once (1 when None). The other fields as in
-    `schedule_upsert`.
+    DAG runs may be running at once (1 when None); ``deadline`` per task run, from when
+    it became ready (docs/DESIGN.md §6.10). The other fields as in `schedule_upsert`.
 
     Example::
 
@@ -277,6 +279,7 @@ def dag_upsert(
         ),
         "tasks": {name: task.json() for name, task in tasks.items()},
         "max_active_runs": max_active_runs,
+        "deadline": None if deadline is None else deadline.wire(),
     }
     return _build(body, now_ms)
 

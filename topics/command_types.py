@@ -20,6 +20,7 @@ timeout_s          3600
 start / end        none (the spec alone bounds the schedule)
 max_runs           none (no limit)
 deadline           none (no alerts); ``start_within_s`` / ``finish_within_s``
+                   (a DAG's: per task run, from when the task became ready)
 job.args           ``{}``
 max_active_runs    1 (DAG runs do not overlap)
 =================  ===========================================================
@@ -215,6 +216,11 @@ class DagUpsert:
     """DAG runs allowed at once; an occurrence beyond it is reported ``skipped``."""
     raw: Mapping[str, Any]
     """The decoded command object as received."""
+    deadline: Deadline | None = None
+    """When each task run must start and end after it became ready (a root: the DAG
+    run's scheduled instant; any other: the instant the shard released it, its last
+    upstream's success applied); one ``deadline_missed`` per task run and deadline
+    broken (docs/DESIGN.md §6.10)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,7 +156,7 @@ _SCHEDULE_FIELDS = ("spec", "misfire", "dst", "spread", "start", "end", "retry",
 _UPSERT_KEYS = frozenset(
     (*_ENVELOPE, *_SCHEDULE_FIELDS, "job", "target", "overlap", "max_runs", "deadline")
 )
-_DAG_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "tasks", "max_active_runs"))
+_DAG_KEYS = frozenset((*_ENVELOPE, *_SCHEDULE_FIELDS, "tasks", "max_active_runs", "deadline"))
 _TASK_KEYS = frozenset(("job", "target", "after", "retry", "timeout_s"))
 _SPEC_KINDS = ("cron", "every", "at", "rrule", "business_day", "any")
 # The fields of each kind are checked by the compiler (actors/timespec/compile.py).
@@ -449,6 +449,7 @@ def _dag_upsert(body: dict[str, Any], schedule_id: str, now_ms: int | None) -> D
         if max_active is None
         else integer(max_active, "max_active_runs", low=1, high=MAX_ACTIVE_RUNS),
         raw=body,
+        deadline=deadline_field(body.get("deadline")),
     )
 
 

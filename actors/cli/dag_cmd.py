@@ -23,12 +23,14 @@ import sys
 from typing import Any
 
 from actors.cli import output
+from actors.cli.schedule_cmd import deadline_of
 from actors.cli.submit_cmd import produce
 from actors.shard.state import decode_schedule
 from actors.views.dag_view import (
     ResultQuery,
     ViewError,
     dag_view,
+    deadline_text,
     dot,
     header_lines,
     other_runs_line,
@@ -95,6 +97,23 @@ def register(subparsers: Any) -> None:
         epilog="example: kafkron dag upsert actors/examples/billing/nightly-billing.json",
     )
     upsert.add_argument("file", metavar="FILE|-", help="one dag.upsert object, or - for stdin")
+    upsert.add_argument(
+        "--start-within-s",
+        type=int,
+        metavar="S",
+        help="deadline: each task run starts within S s of becoming ready (a root: the DAG"
+        " run's instant), else a deadline_missed alert; replaces the file's deadline",
+    )
+    upsert.add_argument(
+        "--finish-within-s",
+        type=int,
+        metavar="F",
+        help="deadline: each task run ends within F s of becoming ready, else a"
+        " deadline_missed alert; replaces the file's deadline",
+    )
+    upsert.add_argument(
+        "--print", action="store_true", help="print the checked command instead of sending it"
+    )
     upsert.set_defaults(func=run_upsert)
     parser.set_defaults(func=output.usage(parser))
 
@@ -210,15 +229,30 @@ def run_upsert(args: argparse.Namespace) -> int:
             "(other commands go through `kafkron submit`)",
             2,
         )
+    deadline = deadline_of(args)
+    if deadline is not None:  # the flags replace the file's deadline
+        body["deadline"] = deadline.wire()
     try:
         record = validated(body)
     except InvalidCommand as exc:
+        if deadline is not None and exc.field.startswith("deadline"):
+            name = exc.field.rpartition(".")[2].replace("_", "-")
+            flag = f"--{name}" if name != "deadline" else "--start-within-s/--finish-within-s"
+            return output.fail("dag upsert", f"{flag}: {exc.reason}", 2)
         return output.fail("dag upsert", str(exc), 2)
     decoded = record.decoded
     assert isinstance(decoded, DagUpsert)  # its type was checked above
+    if args.print:
+        print(record.value.decode())
+        return 0
     code = produce("dag upsert", Settings.from_env(), [(record.key, record.value)])
     if code == 0:
         print(
             f"{decoded.id}: {len(decoded.tasks)} tasks, in order {' -> '.join(decoded.topo_order)}"
+            + (
+                ""
+                if decoded.deadline is None
+                else f"; deadline: {deadline_text(decoded.deadline.wire())}"
+            )
         )
     return code

@@ -14,7 +14,9 @@ prints the instants only.
 
 A command with a ``deadline`` also prints, for each fire, the instants its run must
 have started and ended by (``start by ...  end by ...``): past them, the shard
-writes a ``deadline_missed`` alert.
+writes a ``deadline_missed`` alert. A ``dag.upsert``'s deadline is per task run, from
+when the task became ready: the lines give its root tasks' (``roots start by ...``);
+a later task counts from its release.
 
 ``--max-runs N`` (or a command's ``max_runs``) stops the list after N fires, as the
 shard stops the schedule: it counts from ``--from``, as a new schedule would (a
@@ -110,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         limit = max_runs(args)
         goes = _target_of(args.spec)
         deadline = _deadline_of(args.spec)
+        roots = parse_spec_text(args.spec)[1].get("type") == "dag.upsert"
     except (SpecError, ValueError) as exc:
         print(f"kafkron next: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -133,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             local = datetime.fromtimestamp(fire_ms / 1000, zone)
             line += f"  {local.isoformat(timespec='milliseconds')} {local.tzname()}"
         if deadline is not None:
-            line += deadline_text(deadline, fire_ms)
+            line += deadline_text(deadline, fire_ms, roots=roots)
         print(line if goes is None else f"{line}  → {goes}")
         after_ms = fire_ms
     return EXIT_OK
@@ -183,13 +186,15 @@ def _deadline_of(text: str) -> Deadline | None:
         raise SpecError(str(error)) from None
 
 
-def deadline_text(deadline: Deadline, fire_ms: int) -> str:
-    """``  start by T  end by T`` of the run fired at ``fire_ms`` (either part alone)."""
+def deadline_text(deadline: Deadline, fire_ms: int, *, roots: bool = False) -> str:
+    """``  start by T  end by T`` of the run fired at ``fire_ms`` (either part alone);
+    ``roots``: a DAG's, whose root tasks count from the instant (``roots start by``)."""
+    who = "roots " if roots else ""
     text = ""
     if deadline.start_within_s is not None:
-        text += f"  start by {format_ms(fire_ms + deadline.start_within_s * 1000)}"
+        text += f"  {who}start by {format_ms(fire_ms + deadline.start_within_s * 1000)}"
     if deadline.finish_within_s is not None:
-        text += f"  end by {format_ms(fire_ms + deadline.finish_within_s * 1000)}"
+        text += f"  {who}end by {format_ms(fire_ms + deadline.finish_within_s * 1000)}"
     return text
 
 

@@ -77,7 +77,8 @@ class RunRecord(faust.Record, include_metadata=False):
     logical_date: str | None = None
     data_interval: IntervalRecord | None = None
     report_start: bool | None = None
-    """True when the schedule has a start deadline: the worker reports the start."""
+    """True under a start deadline (a schedule's, or a DAG's for each task run): the
+    worker reports the start."""
 
     @property
     def scheduled_ms(self) -> int:
@@ -219,8 +220,13 @@ class AlertRecord(faust.Record, include_metadata=False):
     run_id: str
     schedule_id: str
     task: str | None
+    """The task of a DAG's task run (a DAG's deadline is per task run); None for a
+    schedule's run."""
     scheduled_at: str
+    """The occurrence's instant (a DAG run's, for a task run)."""
     due_at: str
+    """The instant the deadline fell: the instant plus the deadline, or for a DAG's task
+    run the instant it became ready plus the deadline."""
     attempt: int
     late_by_ms: int
     """How far past ``due_at`` the run was when decided (0 or less in a recovered

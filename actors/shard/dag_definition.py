@@ -7,7 +7,9 @@ it like any schedule: spec, misfire policy, bounds) that also carries the graph:
   the DAG-level retry and timeout already filled in where the task set none;
 - ``topo_order``: every task after its dependencies (ties: declaration order);
 - ``graph``: the edges both ways, as `dag_run.Graph` (what Kahn's algorithm walks);
-- ``max_active_runs``: DAG runs allowed at once.
+- ``max_active_runs``: DAG runs allowed at once;
+- ``deadline`` (inherited): each task run's start and end after it became ready
+  (`dag_shard`, docs/DESIGN.md §6.10), None without one.
 
 The changelog keeps the definition normalised, as `definition` does for
 schedules (every default filled in, fixed key order)::
@@ -15,7 +17,8 @@ schedules (every default filled in, fixed key order)::
     {"spec": {...}, "misfire": {...}, "dst": {...}, "spread_window_s": 0,
      "start": null, "end": null, "max_active_runs": 1,
      "tasks": {"usage-rollup": {"job": {...}, "after": [], "retry": {...}, "timeout_s": 3600},
-               ...}}
+               ...},
+     "deadline": {"start_within_s": 60}}     (only when given: other DAGs keep their bytes)
 
 so a restore needs no validator, and the presence of ``"tasks"`` is what tells
 `actors.shard.restored` it is reading a DAG.
@@ -34,8 +37,9 @@ from typing import Any
 import orjson
 
 from actors.shard.dag_run import Graph
-from actors.shard.definition import Definition
+from actors.shard.definition import Definition, deadline_of
 from actors.timespec import CompiledSpec, compile_spec
+from topics.alerts import Deadline
 from topics.commands import (
     DEFAULT_TIMEOUT_S,
     DagTask,
@@ -76,6 +80,7 @@ class DagDefinition(Definition):
         topo_order: tuple[str, ...],
         max_active_runs: int,
         is_at: bool,
+        deadline: Deadline | None = None,
     ) -> None:
         super().__init__(
             compiled=compiled,
@@ -85,6 +90,7 @@ class DagDefinition(Definition):
             retry=RetryPolicy(),
             timeout_s=DEFAULT_TIMEOUT_S,
             is_at=is_at,
+            deadline=deadline,
         )
         self.unbounded = unbounded
         self.tasks = tasks
@@ -161,7 +167,7 @@ def _retry_doc(retry: RetryPolicy) -> dict[str, Any]:
 def dag_definition_doc(command: DagUpsert) -> dict[str, Any]:
     """The normalised changelog form of a ``dag.upsert`` (JSON-ready, fixed key order)."""
     misfire = command.misfire
-    return {
+    doc: dict[str, Any] = {
         "spec": dict(command.spec),
         "misfire": {
             "policy": misfire.policy,
@@ -183,6 +189,9 @@ def dag_definition_doc(command: DagUpsert) -> dict[str, Any]:
             for name, task in command.tasks.items()
         },
     }
+    if command.deadline is not None:  # only when given: other DAGs keep their bytes
+        doc["deadline"] = command.deadline.wire()
+    return doc
 
 
 def dag_definition_bytes(command: DagUpsert) -> bytes:
@@ -199,6 +208,7 @@ def dag_definition(command: DagUpsert) -> DagDefinition:
         topo_order=command.topo_order,
         max_active_runs=command.max_active_runs,
         is_at="at" in command.spec,
+        deadline=command.deadline,
     )
 
 
@@ -244,6 +254,7 @@ def restored_dag_definition(schedule_id: str, doc: Mapping[str, Any]) -> DagDefi
         topo_order=_topo_order(tasks),
         max_active_runs=doc["max_active_runs"],
         is_at="at" in spec,
+        deadline=deadline_of(doc.get("deadline")),
     )
 
 

@@ -45,6 +45,7 @@ from actors.shard.batch import Batch
 from actors.shard.cancel import CANCELLED_ERROR, RunCancels
 from actors.shard.dag_book import DagBook
 from actors.shard.dag_definition import DagDefinition
+from actors.shard.deadlines import new_watch
 from actors.shard.runs import RunBook
 from actors.shard.state import RunState, ScheduleState
 from topics.commands import DagClear, DagUpsert, Job, RetryPolicy, ScheduleUpsert
@@ -111,7 +112,7 @@ class DagRuns:
             return
         graph = _definition(state).graph
         for run_id, step in dag_run.reconcile(state.dag, graph, now_ms).items():
-            self._apply(state, run_id, step, now_ms)
+            self._apply(state, run_id, step, now_ms, ready_ms=_watched_from(state, run_id, now_ms))
 
     def _clear(
         self, record: InRecord, state: ScheduleState, run_id: str, task: str, now_ms: int
@@ -162,7 +163,8 @@ class DagRuns:
         self._counts["fired_total"] += 1
         interval = definition.data_interval(scheduled_ms)
         step = dag_run.start_run(dag, definition.graph, run_id, scheduled_ms, interval, now_ms)
-        self._apply(state, run_id, step, now_ms)
+        # The roots became ready at the run's instant: a late fire (a takeover) is late.
+        self._apply(state, run_id, step, now_ms, ready_ms=scheduled_ms)
 
     def start_backfill_run(
         self, state: ScheduleState, scheduled_ms: int, attempt: int, now_ms: int
@@ -220,11 +222,22 @@ class DagRuns:
         run_id = run_id_for(state.id, run.scheduled_ms)
         graph = _definition(state).graph
         step = dag_run.task_ended(state.dag, graph, run_id, run.task, status, run.attempt, now_ms)
-        self._apply(state, run_id, step, now_ms)
+        self._apply(state, run_id, step, now_ms, ready_ms=_watched_from(state, run_id, now_ms))
 
-    def _apply(self, state: ScheduleState, run_id: str, step: dag_run.Step, now_ms: int) -> None:
-        """Write what a step of DAG run ``run_id`` decided."""
+    def _apply(
+        self,
+        state: ScheduleState,
+        run_id: str,
+        step: dag_run.Step,
+        now_ms: int,
+        ready_ms: int | None = None,
+    ) -> None:
+        """Write what a step of DAG run ``run_id`` decided. ``ready_ms``: when the tasks
+        it starts became ready, from which a DAG's ``deadline`` counts for each task run
+        at its first attempt; None: not watched (a clear, a replay, a backfill, as a
+        schedule's replayed or backfilled runs are not)."""
         scheduled_ms = _scheduled_ms(run_id)
+        deadline = None if ready_ms is None else _definition(state).deadline
         for task in step.cancel:
             why = "cancelled by the shard: a dag.upsert removed the task"
             self._cancel_task(state, scheduled_ms, task, why, now_ms)
@@ -255,6 +268,8 @@ class DagRuns:
                 attempt,
                 attempt,
             )
+            if deadline is not None and ready_ms is not None and attempt == 1:
+                run.watch = new_watch(deadline, ready_ms)  # before its record asks for a report
             self._runs.start_attempt(state, run, now_ms)
         if step.ended is not None:
             self._run_result(state, run_id, scheduled_ms, now_ms)
@@ -382,3 +397,10 @@ def _book(state: ScheduleState) -> DagBook:
 
 def _scheduled_ms(run_id: str) -> int:
     return parse_run_id(run_id)[1]
+
+
+def _watched_from(state: ScheduleState, run_id: str, now_ms: int) -> int | None:
+    """The instant the tasks a DAG run's step releases now became ready (now: the
+    shard applied what they waited for); None in a backfill's run (not watched)."""
+    found = None if state.dag is None else state.dag.runs.get(run_id)
+    return None if found is not None and found.backfill else now_ms

@@ -310,7 +310,7 @@ def restored_schedule_definition(
         timeout_s=doc["timeout_s"],
         is_at="at" in spec,
         max_runs=doc.get("max_runs"),
-        deadline=_deadline_of(doc.get("deadline")),
+        deadline=deadline_of(doc.get("deadline")),
     )
     _remember(_definitions, _definition_key(def_bytes, owner), definition)
     return definition
@@ -349,8 +349,8 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
     cache[key] = value
 
 
-def _deadline_of(wire: Mapping[str, Any] | None) -> Deadline | None:
-    """The `Deadline` a changelog definition holds (written by `definition_doc`)."""
+def deadline_of(wire: Mapping[str, Any] | None) -> Deadline | None:
+    """The `Deadline` a changelog definition holds (`definition_doc`, `dag_definition_doc`)."""
     if wire is None:
         return None
     return Deadline(wire.get("start_within_s"), wire.get("finish_within_s"))

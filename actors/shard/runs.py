@@ -573,6 +573,8 @@ class RunBook:
                 deadline_ms=deadline_ms,
                 logical_date_ms=logical_ms,
                 data_interval=interval,
+                # A DAG's start deadline watches the task run (`dag_shard`).
+                report_start=run.watch is not None and run.watch.start_due_ms is not None,
             )
         run.fired_ms = now_ms
         run.deadline_ms = deadline_ms

@@ -138,6 +138,8 @@ class DagView:
     ended: str | None
     tasks: list[TaskView]
     other_runs: list[tuple[str, str]] = field(default_factory=list)
+    deadline: dict[str, int] | None = None
+    """The DAG's ``deadline`` (per task run, from becoming ready), as written."""
     """(run id, state) of the other runs the shard remembers, newest first."""
     result: RunResult | None = None
     """The run's own result, when the caller found it (see `result_query`)."""
@@ -226,6 +228,7 @@ def dag_view(
         dag_id=state.id,
         spec=spec_text(definition["spec"]),
         max_active_runs=int(definition["max_active_runs"]),
+        deadline=definition.get("deadline"),
         next_fire_ms=state.next_ms,
         paused=state.paused,
         run_id=run_id,
@@ -284,6 +287,7 @@ def view_json(view: DagView) -> dict[str, Any]:
         "id": view.dag_id,
         "spec": view.spec,
         "max_active_runs": view.max_active_runs,
+        "deadline": view.deadline,
         "next_fire": None if view.next_fire_ms is None else format_ms(view.next_fire_ms),
         "paused": view.paused,
         "run_id": view.run_id,
@@ -332,6 +336,8 @@ def header_lines(view: DagView) -> list[str]:
         f"DAG {view.dag_id}: {view.spec}, max_active_runs {view.max_active_runs}, "
         f"next run {next_fire}" + (" (paused)" if view.paused else "")
     ]
+    if view.deadline:
+        lines.append(f"deadline: {deadline_text(view.deadline)}")
     if view.run_id is None:
         lines.append("no run yet")
         return lines
@@ -354,6 +360,16 @@ def header_lines(view: DagView) -> list[str]:
             f"see `kafkron history '{view.run_id}'`"
         )
     return lines
+
+
+def deadline_text(deadline: dict[str, int]) -> str:
+    """A DAG's deadline for people: each task run's, from when it became ready."""
+    parts = []
+    if deadline.get("start_within_s") is not None:
+        parts.append(f"each task starts within {deadline['start_within_s']} s")
+    if deadline.get("finish_within_s") is not None:
+        parts.append(f"ends within {deadline['finish_within_s']} s")
+    return " and ".join(parts) + " of becoming ready"
 
 
 def table_rows(view: DagView) -> list[tuple[str, ...]]:

@@ -48,7 +48,13 @@ from actors.sending import SendError, send_commands
 from actors.timespec import SpecError
 from actors.views.alerts import OpenAlert, open_alerts, read_alerts
 from actors.views.backfill_status import backfill_json
-from actors.views.dag_view import ViewError, counts_text, dag_view, result_query
+from actors.views.dag_view import (
+    ViewError,
+    counts_text,
+    dag_view,
+    deadline_text,
+    result_query,
+)
 from actors.views.tail import TailError
 from actors.web import data
 from actors.web.drawing import bar_chart, dag_graph
@@ -96,6 +102,7 @@ def _env() -> jinja2.Environment:
     env.filters["instant"] = lambda ms: "-" if ms is None else format_ms(int(ms))
     env.filters["ms"] = lambda ms: "-" if ms is None else _duration(int(ms))
     env.filters["q"] = lambda text: quote(str(text), safe="")
+    env.filters["dag_deadline"] = deadline_text
     # A target shows where it goes and what it did, as in `kafkron history`.
     env.filters["target"] = lambda run: target_cell(run.job_target, run.target)
     env.filters["delivered"] = lambda text: delivered_text(

@@ -15,6 +15,11 @@ deadline (start, finish), the truth is read from the topics:
 - in between (in time, reported late): at most one, closed by a
   ``deadline_recovered`` that says it was in time (``late_by_ms`` <= 0).
 
+A DAG's deadline is per task run, counted from when the task became ready: a root
+from its DAG run's instant, any other task from its release (its first attempt's
+``fired_at``, the shard's instant when it applied the last upstream success). Only a
+task run's first attempt is watched (a cleared task is not).
+
 Everywhere: at most one ``deadline_missed`` per run and deadline, at most one
 ``deadline_recovered``, and never a recovered one without its missed one. A shard
 that forgot on restore that it had alerted (broken variant
@@ -62,13 +67,34 @@ def check(evidence: Evidence) -> Verdict:
                 f"{recovered[key]} deadline_recovered (at most one each, recovered only after "
                 "missed)",
             )
+    dags: dict[str, tuple[tuple[int | None, int | None], frozenset[str]]] = {}
+    for dag_id, dag in evidence.dags.items():
+        if dag.deadline is not None:
+            start_s, finish_s = dag.deadline.start_within_s, dag.deadline.finish_within_s
+            roots = frozenset(name for name, task in dag.tasks.items() if not task.after)
+            dags[dag_id] = (
+                (
+                    None if start_s is None else start_s * 1000,
+                    None if finish_s is None else finish_s * 1000,
+                ),
+                roots,
+            )
     late_after_ms = DEADLINE_REPORT_GRACE_MS + evidence.settle_ms
     fired: set[str] = set()
     for run in evidence.runs:
-        if run.run_id in fired or run.task is not None:
+        if run.run_id in fired:
             continue
-        within = watched.get(run.schedule_id)
-        if within is None:
+        ready_ms: int | None
+        if run.task is None:
+            within = watched.get(run.schedule_id)
+            ready_ms = run.scheduled_ms
+        else:
+            found = dags.get(run.schedule_id)
+            if found is None or run.attempt != 1:
+                continue
+            within, roots = found
+            ready_ms = run.scheduled_ms if run.task in roots else run.fired_ms
+        if within is None or ready_ms is None:
             continue
         fired.add(run.run_id)
         end = seen.ends.get(run.run_id)
@@ -79,7 +105,7 @@ def check(evidence: Evidence) -> Verdict:
             if within_ms is None:
                 continue
             verdict.checked += 1
-            due_ms = run.scheduled_ms + within_ms
+            due_ms = ready_ms + within_ms
             key = (run.run_id, kind.value)
             count = missed[key]
             if told is not None:

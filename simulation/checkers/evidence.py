@@ -49,6 +49,7 @@ class RunRecord:
     partition: int
     offset: int
     task: str | None = None  # DAG task runs
+    fired_ms: int | None = None  # the record's fired_at (the shard's clock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +239,7 @@ def from_topics(
                 record.partition,
                 record.offset,
                 run.task,
+                run.fired_ms,
             )
         )
     run_records.sort(key=lambda r: (r.append_ms, r.partition, r.offset))

@@ -120,6 +120,7 @@ def test_every_field_of_a_dag_and_of_its_tasks_is_written() -> None:
         timeout_s=60,
         start=LATER,
         end=LATER + timedelta(days=1),
+        deadline=Deadline(start_within_s=60, finish_within_s=None),
         now_ms=NOW,
     )
     missing = commands._DAG_KEYS - set(record.body)
@@ -131,6 +132,7 @@ def test_every_field_of_a_dag_and_of_its_tasks_is_written() -> None:
     assert decoded.topo_order == ("extract", "load") and decoded.max_active_runs == 2
     assert decoded.tasks["extract"].retry.max_attempts == 4  # the DAG's
     assert decoded.tasks["load"].retry.max_attempts == 1 and decoded.tasks["load"].timeout_s == 30
+    assert decoded.deadline == Deadline(60, None)
     assert record.body["spec"] == {"every": "3600s", "anchor": "2026-01-01T00:05:00Z"}
 
 
