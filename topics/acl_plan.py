@@ -182,8 +182,9 @@ def plan(
         # ``{ns}.worker.`` covers every queue's ids too: ``{ns}.worker.Q.{p}``.
         acls += _txn(txn_prefix(s.namespace, "worker"))
     elif role is Role.RECORDER:
-        # The changelog too: each schedule's definitions over time, for the audit.
-        acls += _topics(s, (k.RUNS, k.RESULTS, k.DLQ, k.REJECTED, k.SCHEDULES), read)
+        # The changelog too: each schedule's definitions over time, for the audit;
+        # and the deadline alerts, which the console and `kafkron alerts` read from it.
+        acls += _topics(s, (k.RUNS, k.RESULTS, k.DLQ, k.REJECTED, k.SCHEDULES, k.ALERTS), read)
         acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.recorder_group, read))
         for q in extra:
             acls += _topics(q, (k.RUNS,), read)

@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "history_cmd",
     "audit_cmd",
     "slo_cmd",
+    "alerts_cmd",
     "rejected_cmd",
     "ls_cmd",
     "worker_cmd",

@@ -5,8 +5,10 @@ within S seconds of their instant (S from ``--within-s``, else the schedule's ow
 ``deadline.start_within_s``, else 5 s: "95% of tasks begin within five seconds of
 their scheduled time"), with every ``missed`` occurrence counted late; p50/p95/p99
 of start lateness; successes, failures, dead letters; and gaps: instants the audit
-finds with no outcome at all (`kafkron audit`). The figures are the audit's
-(`actors.history.audit: slo`, `AuditSource.audit`), per schedule.
+finds with no outcome at all (`kafkron audit`); and the ``deadline_missed`` alerts
+decided in the window, by deadline, from the database's alerts table (never the
+topic). The figures are the audit's (`actors.history.audit: slo`,
+`AuditSource.audit`), per schedule.
 """
 
 from __future__ import annotations
@@ -119,4 +121,6 @@ def schedule_json(one: ScheduleSlo) -> dict[str, Any]:
         "failed": one.failed,
         "dead_lettered": one.dead_lettered,
         "gaps": one.gaps,
+        # From the history's alerts table; null when the database has none yet.
+        "deadline_missed": one.alerts,
     }

@@ -130,6 +130,11 @@ class AuditSource:
         self._names: dict[str, tuple[str, ...]] = {}  # def key -> the calendars it names
         self._calendars = RecordedCalendars(self._db, "calendar_versions" in tables)
 
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The read-only connection (`actors.history.alerts.read_sync` reads through it)."""
+        return self._db
+
     def close(self) -> None:
         self._db.close()
 

@@ -2,9 +2,9 @@
 
 One consumer (group ``{ns}-recorder``, ``read_committed``, so aborted transactions of
 a fenced shard or worker never show) reads ``{ns}.runs``, ``{ns}.results``,
-``{ns}.dlq`` and ``{ns}.rejected``, the changelog ``{ns}.schedules`` for each
-schedule's definitions over time (`actors.audit.versions`), and ``{ns}.calendars``
-for the named calendars' (`actors.audit.calendars`). Each polled batch
+``{ns}.dlq``, ``{ns}.rejected`` and ``{ns}.alerts``, the changelog ``{ns}.schedules``
+for each schedule's definitions over time (`actors.audit.versions`), and
+``{ns}.calendars`` for the named calendars' (`actors.audit.calendars`). Each polled batch
 becomes rows, and the rows and the consumer's positions are written in one SQLite
 transaction (see `actors.history.store`). On assignment the consumer seeks to the positions the
 *database* holds, or to the beginning of a partition the database has never seen;
@@ -53,6 +53,7 @@ from actors.history.store import (
     Row,
 )
 from topics import messages
+from topics.alerts import parse_alert
 from topics.clients import consumer_kwargs
 from topics.closing import bounded
 from topics.names import Settings, TopicKind
@@ -70,8 +71,15 @@ HISTORY_KINDS: tuple[TopicKind, ...] = (
 )
 
 # The recorder also reads the changelog, for each schedule's definitions over time
-# (`actors.audit.versions`): the audit judges each instant by the rule then in effect.
-RECORDED_KINDS: tuple[TopicKind, ...] = (*HISTORY_KINDS, TopicKind.SCHEDULES, TopicKind.CALENDARS)
+# (`actors.audit.versions`): the audit judges each instant by the rule then in effect;
+# the calendars likewise; and the deadline alerts (`actors.history.alerts`), which the
+# console, `kafkron alerts` and `kafkron slo` read from the database, not the topic.
+RECORDED_KINDS: tuple[TopicKind, ...] = (
+    *HISTORY_KINDS,
+    TopicKind.SCHEDULES,
+    TopicKind.CALENDARS,
+    TopicKind.ALERTS,
+)
 
 POLL_TIMEOUT_MS = 500
 MAX_BATCH_RECORDS = 2000
@@ -187,6 +195,8 @@ def to_row(
             original_offset=rejected.offset,
             rejected_ms=timestamp_ms,
         )
+    if kind is TopicKind.ALERTS:
+        return parse_alert(value)
     raise ValueError(f"history does not read topic kind {kind}")
 
 

@@ -20,6 +20,9 @@ kafkron. Every row is keyed by what makes it unique on the wire:
   (a run's dead letter at one instant; the rejected command's own position).
 - ``runs``: derived from the three above, one row per run_id, recomputed whenever
   one of its inputs changes. ``kafkron history`` reads only this and ``attempts``.
+- ``alerts``: from ``{ns}.alerts``, one row per (run_id, deadline, type)
+  (`actors.history.alerts`); the console's alerts page, ``kafkron alerts`` and
+  ``kafkron slo`` read it.
 - ``definitions`` and ``schedule_versions``: from ``{ns}.schedules``, each
   schedule's definition, pause and completion over time, one row per change
   (`actors.audit.versions`); ``kafkron audit`` judges each instant by them. They
@@ -33,6 +36,8 @@ WAL mode lets ``kafkron history`` read while ``kafkron recorder`` writes.
 """
 
 from __future__ import annotations
+
+from actors.history.alerts import ALERTS_DDL
 
 # 2: ``covers_to_ms`` and ``covers_count`` (a folded missed/skipped result's range,
 # `topics.covers`) in ``attempts`` and ``runs``.
@@ -222,4 +227,6 @@ DDL: tuple[str, ...] = (
     # The folded results that reach into a window from before it (the audit's one
     # look outside the window): few rows, so a partial index.
     "CREATE INDEX IF NOT EXISTS runs_folded ON runs (covers_to_ms) WHERE covers_to_ms IS NOT NULL",
+    # Added later, created at open (no rebuild): the deadline alerts.
+    *ALERTS_DDL,
 )

@@ -3,13 +3,15 @@
 Each schedule's share of runs started within S of their instant (S given, else its
 own ``deadline.start_within_s``, else `DEFAULT_WITHIN_MS`), start lateness
 percentiles and outcomes (`actors.history.audit: slo`), with the audit's count of
-its gaps (`AuditSource.audit`): one code for both front ends.
+its gaps (`AuditSource.audit`) and the ``deadline_missed`` alerts decided in the
+window (`actors.history.alerts`): one code for both front ends.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from actors.history.alerts import missed_counts, read_sync
 from actors.history.audit import AuditSource, SloReport, slo
 from topics.vocabulary import RunStatus
 
@@ -22,6 +24,9 @@ class ScheduleSlo:
     schedule_id: str
     report: SloReport
     gaps: int
+    alerts: dict[str, int] | None = None
+    """``deadline_missed`` alerts decided in the window, by deadline (``start``,
+    ``finish``), from the database's ``alerts`` table; None when it has none yet."""
 
     @property
     def succeeded(self) -> int:
@@ -48,6 +53,7 @@ class ScheduleSlo:
             f"{report.started + report.missed}); start lateness p50 {_ms(report.p50_ms)}, "
             f"p95 {_ms(report.p95_ms)}, p99 {_ms(report.p99_ms)}; {self.succeeded} succeeded, "
             f"{self.failed} failed, {self.dead_lettered} dead-lettered, {self.gaps} gaps"
+            + _alerts_text(self.alerts)
         )
 
 
@@ -61,15 +67,28 @@ def schedule_slos(
     """Each schedule's figures (S its own when ``within_ms`` is None) and the overall
     ones (over every schedule asked, at ``within_ms`` or the default)."""
     chosen = ids if ids is not None else source.schedule_ids()
+    recorded = read_sync(source.connection, ids=chosen, since_ms=from_ms)
+    missed = (
+        None
+        if recorded is None
+        else missed_counts(a for a in recorded if a.at_ms <= to_ms)  # decided in the window
+    )
     found = []
     for sid in chosen:
         own_ms = within_ms
         if own_ms is None:
             own_ms = source.start_within_ms(sid) or DEFAULT_WITHIN_MS
         gaps = source.audit(from_ms, to_ms, [sid]).gap_count  # the audit's own count
-        found.append(ScheduleSlo(sid, slo(source, from_ms, to_ms, own_ms, [sid]), gaps))
+        alerts = None if missed is None else missed.get(sid, {"start": 0, "finish": 0})
+        found.append(ScheduleSlo(sid, slo(source, from_ms, to_ms, own_ms, [sid]), gaps, alerts))
     overall_ms = DEFAULT_WITHIN_MS if within_ms is None else within_ms
     return found, slo(source, from_ms, to_ms, overall_ms, chosen)
+
+
+def _alerts_text(alerts: dict[str, int] | None) -> str:
+    if not alerts or not (alerts["start"] or alerts["finish"]):
+        return ""
+    return f"; deadline_missed: {alerts['start']} start, {alerts['finish']} finish"
 
 
 def _ms(value: int | None) -> str:

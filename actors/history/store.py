@@ -29,7 +29,9 @@ import aiosqlite
 
 from actors.audit.calendars import CalendarRow
 from actors.audit.versions import DefinitionRow, Head, VersionRow
+from actors.history import alerts as alert_rows
 from actors.history.schema import ADDED_COLUMNS, DDL, PRAGMAS, SCHEMA_VERSION
+from topics.alerts import Alert
 from topics.vocabulary import RunStatus
 
 RUNNING = "running"
@@ -165,6 +167,7 @@ Row = (
     | DefinitionRow
     | VersionRow
     | CalendarRow
+    | Alert
 )
 
 
@@ -412,7 +415,7 @@ class HistoryStore:
 
         ``keep_versions`` keeps the schedules' definitions over time, which a re-read
         of the compacted changelog could not give back."""
-        tables = ["offsets", "attempts", "dead_letters", "rejections", "runs"]
+        tables = ["offsets", "attempts", "dead_letters", "rejections", "runs", "alerts"]
         if not keep_versions:
             tables += ["definitions", "schedule_versions", "calendar_versions"]
         for table in tables:
@@ -436,6 +439,7 @@ class HistoryStore:
         definitions = [r for r in rows if isinstance(r, DefinitionRow)]
         versions = [r for r in rows if isinstance(r, VersionRow)]
         calendars = [r for r in rows if isinstance(r, CalendarRow)]
+        alerts = [r for r in rows if isinstance(r, Alert)]
         db = self._db
         if calendars:
             await db.executemany(
@@ -443,6 +447,8 @@ class HistoryStore:
                 "VALUES (?, ?, ?, ?)",
                 [(r.name, r.offset, r.effective_ms, r.calendar_json) for r in calendars],
             )
+        if alerts:
+            await db.executemany(alert_rows.UPSERT_SQL, [alert_rows.row_of(r) for r in alerts])
         if definitions:
             await db.executemany(
                 "INSERT OR IGNORE INTO definitions (def_key, def) VALUES (?, ?)",
@@ -679,6 +685,13 @@ class HistoryStore:
         """The next offset to read per (topic, partition); empty for a new database."""
         rows = await self._db.execute_fetchall("SELECT topic, partition, next_offset FROM offsets")
         return {(str(t), int(p)): int(o) for t, p, o in rows}
+
+    async def alerts(
+        self, *, open_only: bool = False, ids: Sequence[str] = (), since_ms: int | None = None
+    ) -> list[Alert]:
+        """The deadline alerts recorded (`actors.history.alerts.query`)."""
+        sql, params = alert_rows.query(open_only=open_only, ids=ids, since_ms=since_ms)
+        return [alert_rows.alert_of(row) for row in await self._db.execute_fetchall(sql, params)]
 
     async def version_heads(self) -> dict[str, Head]:
         """Every schedule's latest recorded version (`actors.audit.versions.Head`)."""

@@ -1,9 +1,10 @@
-"""What ``{ns}.alerts`` says now: the deadline alerts still open, for the console.
+"""What ``{ns}.alerts`` says now: the deadline alerts still open.
 
 An alert is open from its ``deadline_missed`` record until the ``deadline_recovered``
 record of the same run and deadline (the run started or ended at last, or ended
-without starting, or its schedule was deleted). `open_alerts` is the pure fold;
-`read_open_alerts` reads the topic to its end (the alerts' retention bounds it).
+without starting, or its schedule was deleted). `open_alerts` is the pure fold of the
+records; the history database answers the same with one query
+(`actors.history.alerts.query`), which the console and `kafkron alerts` use.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from actors.views.tail import read_to_end
-from topics.alerts import Alert, AlertType, parse_alert
-from topics.names import Settings, TopicKind
+from topics.alerts import Alert, AlertType
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,17 +33,3 @@ def open_alerts(alerts: Iterable[Alert], now_ms: int) -> list[OpenAlert]:
             found.pop(key, None)
     shown = sorted(found.values(), key=lambda a: (a.at_ms, a.run_id), reverse=True)
     return [OpenAlert(alert, now_ms - alert.due_ms) for alert in shown]
-
-
-async def read_alerts(settings: Settings) -> list[Alert]:
-    """Every alert on the topic, in each partition's order (a record that does not
-    parse is not an alert of this contract and is left out)."""
-    alerts: list[Alert] = []
-    for record in await read_to_end(settings, settings.topic(TopicKind.ALERTS)):
-        if record.value is None:
-            continue
-        try:
-            alerts.append(parse_alert(record.value))
-        except ValueError:
-            continue
-    return alerts

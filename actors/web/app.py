@@ -46,7 +46,7 @@ from actors.history.slo import schedule_slos
 from actors.history.store import HistoryError
 from actors.sending import SendError, send_commands
 from actors.timespec import SpecError
-from actors.views.alerts import OpenAlert, open_alerts, read_alerts
+from actors.views.alerts import OpenAlert
 from actors.views.backfill_status import backfill_json
 from actors.views.dag_view import (
     ViewError,
@@ -348,13 +348,14 @@ class Console:
         return self.render(request, "rejected.html", rows=shown, history_error=history_error)
 
     async def alerts(self, request: web.Request) -> web.Response:
-        """The deadline alerts still open (`actors.views.alerts`), read from the topic."""
-        error = None
+        """The deadline alerts still open, from the history database's ``alerts``
+        table (`actors.history.alerts`), not the whole topic at every request."""
+        store, error = await self._history_or_none()
         rows: list[OpenAlert] = []
-        try:
-            rows = open_alerts(await read_alerts(self.settings), time.time_ns() // 1_000_000)
-        except TailError as exc:
-            error = str(exc)
+        if store is not None:
+            now_ms = time.time_ns() // 1_000_000
+            async with store:
+                rows = [OpenAlert(a, now_ms - a.due_ms) for a in await store.alerts(open_only=True)]
         return self.render(request, "alerts.html", rows=rows, error=error)
 
     async def next(self, request: web.Request) -> web.Response:
