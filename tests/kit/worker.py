@@ -42,8 +42,10 @@ def run_record(
     scheduled_ms: int = T0,
     attempt: int = 1,
     timeout_s: float = 120,
+    report_start: bool = False,
 ) -> tuple[bytes, bytes]:
-    """(key, value) of one run as a shard would write it."""
+    """(key, value) of one run as a shard would write it (``report_start``: as under a
+    start deadline)."""
     run_id = run_id_for(schedule_id, scheduled_ms)
     fired = now_ms()
     value = run_value(
@@ -56,6 +58,7 @@ def run_record(
         job=Job(job_name, dict(args or {})),
         idempotency_key=idempotency_key(run_id),
         deadline_ms=fired + int(timeout_s * 1000),
+        report_start=report_start,
     )
     return schedule_id.encode(), value
 

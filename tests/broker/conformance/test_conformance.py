@@ -27,6 +27,7 @@ from tests.kit.worker import (
 )
 from topics.messages import Result, cancel_value, parse_result, run_id_for
 from topics.names import Settings, TopicKind
+from topics.timefmt import format_ms
 
 PARTITIONS = 3
 SESSION_MS = 6_000
@@ -410,3 +411,35 @@ async def test_a_long_run_keeps_its_partition_and_reports_progress(
         assert report.progress is not None and "left_s" in report.progress["details"]
     starts = [m for m in marks(tmp_path) if m[0] == "start"]
     assert len(starts) == 1
+
+
+async def test_a_run_that_asks_reports_its_start_when_it_starts(
+    kafka_settings: Settings, tmp_path: Path
+) -> None:
+    """§8.3: a run record with ``report_start`` gets one progress report (details null,
+    at its start) as its attempt starts, before its outcome; a run without it none."""
+    worker = Worker(kafka_settings, tmp_path, "w1", under_test(), session_timeout_ms=SESSION_MS)
+    try:
+        await produce(
+            kafka_settings,
+            [
+                run_record("asks", "test.sleep", {"seconds": 2}, report_start=True),
+                run_record("plain", "test.sleep", {"seconds": 2}),
+            ],
+        )
+        found = await wait_results(
+            kafka_settings, lambda rs: len(rs) >= 2, workers=[worker], timeout_s=90
+        )
+        progress = await results(kafka_settings, progress=True)
+    finally:
+        worker.stop()
+    by_id = {r.schedule_id: r for r in found}
+    assert {sid: r.status for sid, r in by_id.items()} == {
+        "asks": "succeeded",
+        "plain": "succeeded",
+    }
+    [report] = [p for p in progress if p.schedule_id == "asks"]
+    assert not [p for p in progress if p.schedule_id == "plain"]
+    assert report.progress is not None and report.progress["details"] is None
+    assert report.started_ms == by_id["asks"].started_ms
+    assert report.progress["at"] == format_ms(report.started_ms)

@@ -373,6 +373,9 @@ func (c *Core) Fill(nowMs int64) []any {
 		c.running[q.key] = &running{run: q.run, startedMs: nowMs, cancelOffset: -1, progressMs: -1}
 		c.Counts["started"]++
 		actions = append(actions, StartJob{q.key, q.run})
+		if q.run.ReportStart {
+			c.reportStart(part, q.run, nowMs)
+		}
 	}
 	if len(held) > 0 {
 		c.queue = append(held, c.queue...)
@@ -402,6 +405,20 @@ func (c *Core) JobExited(key RunKey, out Outcome, nowMs int64) []any {
 	}
 	actions := c.refill(key.Partition, nowMs)
 	return append(actions, c.Fill(nowMs)...)
+}
+
+// reportStart: the run's schedule has a start deadline, so its shard learns the
+// start from a progress report (details null) in the partition's next commit, the one
+// record a worker writes per attempt for it (docs/WORKER-PROTOCOL.md §8.3;
+// actors/worker/core.py: WorkerCore._report_start). It is not the job's heartbeat:
+// progressMs stays unset, so the job's first Heartbeat still goes out at once.
+func (c *Core) reportStart(part *partState, run *Run, startedMs int64) {
+	started := startedMs
+	value := ResultValue(run, StatusRunning, &started, nil, c.worker, nil, &Progress{nil, startedMs}, nil)
+	part.results = append(part.results, OutRecord{[]byte(run.ScheduleID), value})
+	part.runs = append(part.runs, run)
+	part.dirty = true
+	c.Counts["start_reports"]++
 }
 
 // Progress: a running job reported progress (docs/WORKER-PROTOCOL.md §8).

@@ -78,6 +78,9 @@ type Run struct {
 	DeadlineMs     int64
 	LogicalDateMs  *int64
 	Interval       *[2]int64
+	// ReportStart: its schedule (or DAG) has a start deadline; the worker reports the
+	// attempt's start at once (docs/WORKER-PROTOCOL.md §8.3).
+	ReportStart bool
 }
 
 // Cancel is a request to stop one attempt (docs/DESIGN.md §6.6).
@@ -240,6 +243,8 @@ func ParseRun(value []byte) (*Run, error) {
 		}
 		r.Interval = &[2]int64{start, end}
 	}
+	// As topics/messages.py: only a JSON true asks for it.
+	r.ReportStart = f.present("report_start") && string(f["report_start"]) == "true"
 	return r, nil
 }
 
