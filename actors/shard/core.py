@@ -218,6 +218,11 @@ _LATENESS_WINDOW = 1024
 # An `advance` this much later than the caller was expected means the caller stalled
 # (`ShardCore._stalled`).
 STALL_MS = 2_000
+# A stall's grace (no judgement by silence for a while) is given at most once this
+# often: turns that are each slower than STALL_MS (an overloaded process) would
+# otherwise put every alert and every watched run's time-out off for ever. A second
+# freeze within this span of the first one is judged without a grace.
+STALL_GRACE_EVERY_MS = 30_000
 # A fire held for the calendars (§5.7) is tried again this much later: about the
 # calendar follower's poll, so a fresh read is usually there by then.
 CALENDAR_HOLD_MS = 250
@@ -286,6 +291,8 @@ class ShardCore:
         self._advance_every_ms = advance_every_ms
         # By when the caller was expected to call `advance` again, as of its last call.
         self._expected_ms: int | None = None
+        # When a stall last gave the results backlog its grace (`STALL_GRACE_EVERY_MS`).
+        self._stall_grace_ms: int | None = None
 
     # --- the I/O boundary -------------------------------------------------------
 
@@ -490,10 +497,14 @@ class ShardCore:
         self._out.clear()
         if self._retired:  # deleted ids' floors no look-back can reach any more
             self._retired.expire(now_ms)
-        if self._stalled(now_ms):
+        if self._stalled(now_ms) and (
+            self._stall_grace_ms is None or now_ms - self._stall_grace_ms >= STALL_GRACE_EVERY_MS
+        ):
             # Called long after it was expected (a frozen process, a stalled loop): the
             # results that came meanwhile may be unread, so no judgement by silence
-            # until they are (`deadlines`), as after a restore.
+            # until they are (`deadlines`), as after a restore; at most once per
+            # STALL_GRACE_EVERY_MS, so slow turns delay judgement but never stop it.
+            self._stall_grace_ms = now_ms
             self._runs.alerts.restored(now_ms)
         budget = sys.maxsize if max_fires is None else max(1, max_fires)
         still_due = self._still_due

@@ -120,3 +120,20 @@ def test_a_caller_that_comes_only_when_asked_is_never_stalled() -> None:
     assert calls[0] - T0 > 2 * SECOND  # the first call after the fire comes seconds later
     [alert] = seen
     assert (alert.run_id, alert.late_by_ms) == (runs["a"].run_id, DEADLINE_REPORT_GRACE_MS)
+
+
+def test_turns_slower_than_the_stall_bound_still_judge_and_time_out() -> None:
+    # An overloaded scheduler whose every turn takes 3.5 s: each `advance` comes more
+    # than the stall bound after it was expected. A grace at every such turn would put
+    # judgement by silence, and the watched run's time-out, off for ever; the run
+    # below never starts, so it must get its one alert and end timed_out.
+    core = ShardCore(partition=0, partitions=1, now_ms=T0 - SECOND, advance_every_ms=SECOND)
+    shard = Shard(now_ms=T0 - SECOND, core=core)
+    body = upsert("a", spec=EVERY_MINUTE, deadline={"start_within_s": 5}, timeout_s=10)
+    assert not shard.send(body).rejected
+    runs = fired_at_t0(shard)
+    out = ticking(shard, T0 + 50 * SECOND, every_ms=3_500)
+    assert [(a.type, a.deadline, a.run_id) for a in alerts(out)] == [
+        (AlertType.MISSED, DeadlineKind.START, runs["a"].run_id)
+    ]
+    assert runs["a"].run_id in {r.run_id for r in out.results if r.status == "timed_out"}
