@@ -183,8 +183,10 @@ def plan(
         acls += _txn(txn_prefix(s.namespace, "worker"))
     elif role is Role.RECORDER:
         # The changelog too: each schedule's definitions over time, for the audit;
-        # and the deadline alerts, which the console and `kafkron alerts` read from it.
-        acls += _topics(s, (k.RUNS, k.RESULTS, k.DLQ, k.REJECTED, k.SCHEDULES, k.ALERTS), read)
+        # the deadline alerts, which the console and `kafkron alerts` read from it; and
+        # the calendars, so the audit judges an instant by the calendar then in effect.
+        kinds = (k.RUNS, k.RESULTS, k.DLQ, k.REJECTED, k.SCHEDULES, k.CALENDARS, k.ALERTS)
+        acls += _topics(s, kinds, read)
         acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, s.recorder_group, read))
         for q in extra:
             acls += _topics(q, (k.RUNS,), read)

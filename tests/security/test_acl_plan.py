@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from actors.history.recorder import RECORDED_KINDS
 from tests.kit.paths import REPO
 from topics.acl_plan import (
     TXN_ROLES,
@@ -226,3 +227,10 @@ def test_an_unknown_transactional_id_mode_names_the_choices(
         Settings.from_env()
     monkeypatch.setenv("KAFKRON_TRANSACTIONAL_IDS", "legacy")
     assert Settings.from_env().txn_ids is TxnIds.LEGACY
+
+
+def test_the_recorder_may_read_every_topic_it_records() -> None:
+    # The recorder subscribes to RECORDED_KINDS; one kind added there without its
+    # grant (the calendars, for the audit of named calendars) stops a secure recorder.
+    for kind in RECORDED_KINDS:
+        assert allowed(Role.RECORDER, T, S.topic(kind), READ), kind
