@@ -77,6 +77,7 @@ from topics.command_parts import (
 from topics.concurrency import Concurrency
 from topics.messages import DeadLetter, Result
 from topics.names import Settings
+from topics.ratelimits import RateLimit
 from topics.schedule_fields import ScheduleFields
 from topics.vocabulary import (
     ConcurrencyStrategy,
@@ -118,6 +119,7 @@ __all__ = [
     "NonRetryable",
     "OverlapPolicy",
     "RRule",
+    "RateLimit",
     "ReadError",
     "Result",
     "Retry",

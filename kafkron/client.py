@@ -32,7 +32,7 @@ from kafkron.outcomes import RunOutcome
 from kafkron.reading import Reader
 from kafkron.schedules import DEFAULT_FIRES, Schedule, next_fires, schedules_of
 from kafkron.updates import updated
-from topics import calendar_builders
+from topics import calendar_builders, ratelimit_builders
 from topics import command_builders as build
 from topics.alerts import Deadline
 from topics.calendar_days import calendar_names
@@ -251,6 +251,41 @@ class Client:
         Example: ``await client.delete_calendar("uk-holidays")``.
         """
         await self.send(calendar_builders.calendar_delete(name))
+
+    async def pause_rate_limit(
+        self,
+        key: str,
+        *,
+        until: Instant | timedelta | None = None,
+        note: str | None = None,
+        by: str | None = None,
+    ) -> None:
+        """Hold every run of the rate-limit key ``key`` on its worker (``ratelimit.pause``)
+        until ``until`` (an instant, or a `timedelta` from now) or `resume_rate_limit`;
+        their deadlines still apply (docs/DESIGN.md §8.5).
+
+        Example: ``await client.pause_rate_limit("payments", until=timedelta(minutes=30),
+        note="provider maintenance")``.
+        """
+        await self.send(ratelimit_builders.ratelimit_pause(key, until=until, note=note, by=by))
+
+    async def resume_rate_limit(self, key: str) -> None:
+        """Let the runs of ``key`` start again, at its rate (``ratelimit.resume``).
+
+        Example: ``await client.resume_rate_limit("payments")``.
+        """
+        await self.send(ratelimit_builders.ratelimit_resume(key))
+
+    async def rate_limit_pauses(self) -> dict[str, dict[str, Any]]:
+        """The paused rate-limit keys, key -> ``{until, note, at, by}``, as
+        ``{ns}.ratelimits`` holds them (a pause past its ``until`` is listed until
+        resumed, and no longer holds).
+
+        Example: ``await client.rate_limit_pauses()``.
+        """
+        from actors.views.ratelimits import read_pauses
+
+        return {key: pause.json() for key, pause in (await read_pauses(self.settings)).items()}
 
     async def calendars(self) -> dict[str, dict[str, Any]]:
         """The namespace's named calendars, name -> days, as ``{ns}.calendars`` holds them.

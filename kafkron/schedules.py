@@ -31,6 +31,7 @@ from topics.command_types import Rejection, ScheduleUpsert
 from topics.commands import decode_object
 from topics.concurrency import Concurrency, concurrency_of
 from topics.queues import DEFAULT_QUEUE
+from topics.ratelimits import RateLimit, rate_limit_of
 from topics.spec_compiler import CompiledSpec
 from topics.timefmt import to_datetime
 
@@ -113,6 +114,14 @@ class Schedule:
             return 0
         priority: int = job.get("priority") or 0
         return priority
+
+    @property
+    def rate_limit(self) -> RateLimit | None:
+        """The rate limit of a schedule's job (docs/DESIGN.md §8.5), or None."""
+        job = self.definition.get("job")
+        if self.job is None or not isinstance(job, Mapping):
+            return None
+        return rate_limit_of(job)
 
     @property
     def target(self) -> Mapping[str, Any] | None:

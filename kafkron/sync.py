@@ -190,6 +190,25 @@ class SyncClient:
         """`Client.delete_calendar`."""
         self._call(self._client.delete_calendar(name))
 
+    def pause_rate_limit(
+        self,
+        key: str,
+        *,
+        until: Instant | timedelta | None = None,
+        note: str | None = None,
+        by: str | None = None,
+    ) -> None:
+        """`Client.pause_rate_limit`."""
+        self._call(self._client.pause_rate_limit(key, until=until, note=note, by=by))
+
+    def resume_rate_limit(self, key: str) -> None:
+        """`Client.resume_rate_limit`."""
+        self._call(self._client.resume_rate_limit(key))
+
+    def rate_limit_pauses(self) -> dict[str, dict[str, Any]]:
+        """`Client.rate_limit_pauses`."""
+        return self._call(self._client.rate_limit_pauses())
+
     def calendars(self) -> dict[str, dict[str, Any]]:
         """`Client.calendars`."""
         return self._call(self._client.calendars())

@@ -95,6 +95,12 @@ def updated(
         body["job"]["priority"] = priority
     elif rank and "job" not in body:
         raise InvalidCommand(PRIORITY_WITH_TARGET)
+    limit = fields.get("rate_limit")  # and its rate limit
+    rate_limit = limit.wire() if limit is not None else old_job.get("rate_limit")
+    if rate_limit is not None and "job" in body:
+        body["job"]["rate_limit"] = rate_limit
+    elif limit is not None:
+        raise InvalidCommand(build.RATE_LIMIT_WITH_TARGET)
     return build.validated({"v": 1, "type": "schedule.upsert", "id": current.id, **body})
 
 

@@ -52,6 +52,8 @@ BROKEN_VARIANTS = (
     "unbounded-close",  # a stopping process waits for its clients' stop() however long (11)
     # An adopted partition's keyed runs start at once, not after the lease bound (§8.2)
     "key-no-adoption-wait",
+    # A new owner's rate-limit buckets start full, not empty (§8.5)
+    "rate-adoption-full",
     # A loading group coordinator's answer taken for "nothing committed" (topics.committed)
     "committed-silence-trusted",
 )

@@ -60,6 +60,10 @@ class Execution:
     start_ms: int
     end_ms: int | None = None
     effect: bool = False  # its call applied the run's effect (`checkers.effects`)
+    # Its rate limit (`topics.ratelimits`): key, per_s and burst (`checkers.rate_limits`).
+    rate_key: str | None = None
+    per_s: float = 0.0
+    burst: int = 0
 
 
 class Jobs:
@@ -80,6 +84,9 @@ class Jobs:
             0 if concurrency is None else concurrency.limit,
             true_ms,
         )
+        rate = run.job.rate_limit
+        if rate is not None:
+            entry.rate_key, entry.per_s, entry.burst = rate.key, rate.per_s, rate.burst
         self.executions.append(entry)
         return entry
 

@@ -72,6 +72,7 @@ class World:
                 TopicKind.REJECTED: 1,
                 TopicKind.CALENDARS: 1,
                 TopicKind.ALERTS: n,
+                TopicKind.RATELIMITS: 1,
             },
             fencing="no-fencing" not in self.broken,
         )

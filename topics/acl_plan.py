@@ -179,6 +179,7 @@ def plan(
             acls += _topics(q, (k.RUNS,), read)
             acls.append(Acl(ResourceType.GROUP, PatternType.LITERAL, q.worker_group, read))
         acls += _topics(s, (k.RESULTS,), write)
+        acls += _topics(s, (k.RATELIMITS,), read)  # the rate-limit pauses, read whole (§8.5)
         # ``{ns}.worker.`` covers every queue's ids too: ``{ns}.worker.Q.{p}``.
         acls += _txn(txn_prefix(s.namespace, "worker"))
     elif role is Role.RECORDER:

@@ -102,6 +102,12 @@ TOPIC_SPECS: dict[TopicKind, TopicSpec] = {
         TopicKind.CALENDARS, "compact", {"delete.retention.ms": str(SCHEDULES_DELETE_RETENTION_MS)}
     ),
     TopicKind.ALERTS: TopicSpec(TopicKind.ALERTS, "delete"),  # deadline alerts (§2.9)
+    # Rate-limit pauses (§8.5): compacted, one partition (every worker reads it whole).
+    TopicKind.RATELIMITS: TopicSpec(
+        TopicKind.RATELIMITS,
+        "compact",
+        {"delete.retention.ms": str(SCHEDULES_DELETE_RETENTION_MS)},
+    ),
 }
 
 
@@ -348,6 +354,9 @@ def _problems(
                     f" {spec.min_retention_ms} ({spec.min_retention_ms // DAY_MS} days)"
                 )
     problems += calendars_count_problems(settings.topic(TopicKind.CALENDARS), counts)
+    problems += calendars_count_problems(
+        settings.topic(TopicKind.RATELIMITS), counts, "every worker reads the rate-limit pauses"
+    )
     sharded = {
         settings.topic(k): counts[settings.topic(k)]
         for k in SHARDED_KINDS

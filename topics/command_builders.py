@@ -43,6 +43,7 @@ from topics.commands import decode_command
 from topics.job_fields import optional_job_fields
 from topics.messages import parse_run_id
 from topics.priority import PRIORITY_WITH_TARGET
+from topics.ratelimits import RateLimit
 from topics.schedule_fields import ScheduleFields, unknown_fields
 from topics.timefmt import format_ms
 
@@ -217,7 +218,8 @@ def schedule_upsert(
         body["target"] = target.json()
     if job is not None or target is None:  # neither: the shard's validation names it
         extra = optional_job_fields(
-            fields.get("queue"), fields.get("concurrency"), fields.get("priority")
+            fields.get("queue"), fields.get("concurrency"), fields.get("priority"),
+            fields.get("rate_limit"),
         )
         body["job"] = {"name": job, "args": dict(fields.get("args") or {}), **extra}
     elif fields.get("queue") is not None:
@@ -226,11 +228,14 @@ def schedule_upsert(
         raise InvalidCommand(CONCURRENCY_WITH_TARGET)
     elif fields.get("priority"):
         raise InvalidCommand(PRIORITY_WITH_TARGET)
+    elif fields.get("rate_limit") is not None:
+        raise InvalidCommand(RATE_LIMIT_WITH_TARGET)
     return _build(body, now_ms)
 
 
 QUEUE_WITH_TARGET = "queue: a queue is a job's (job.queue); a target's runs go to the default queue"
 CONCURRENCY_WITH_TARGET = "concurrency: a concurrency key is a job's (job.concurrency)"
+RATE_LIMIT_WITH_TARGET = "rate_limit: a rate limit is a job's (job.rate_limit)"
 
 
 def dag_upsert(

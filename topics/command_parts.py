@@ -23,6 +23,7 @@ from typing import Any, Literal
 from topics.command_fields import FieldError
 from topics.concurrency import Concurrency
 from topics.job_fields import optional_job_fields
+from topics.ratelimits import RateLimit
 from topics.timefmt import format_ms
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
 
@@ -433,12 +434,15 @@ class Task:
     """The worker queue of the task's runs (`topics.queues`); the default when None."""
     concurrency: Concurrency | None = None  # its concurrency key (`topics.concurrency`)
     priority: int | None = None  # 0-9, higher first (`topics.priority`); 0 when None
+    rate_limit: RateLimit | None = None  # its rate limit (`topics.ratelimits`)
 
     def json(self) -> dict[str, Any]:
         """The task's object in ``tasks``."""
         job = None
         if self.job is not None or self.target is None:  # neither: the shard names it
-            extra = optional_job_fields(self.queue, self.concurrency, self.priority)
+            extra = optional_job_fields(
+                self.queue, self.concurrency, self.priority, self.rate_limit
+            )
             job = {"name": self.job, "args": dict(self.args or {}), **extra}
         return _pick(
             job=job,

@@ -36,6 +36,7 @@ from topics.alerts import Deadline
 from topics.backfill_commands import BackfillCancel, ScheduleBackfill
 from topics.calendar_commands import CalendarDelete, CalendarUpsert
 from topics.concurrency import Concurrency
+from topics.ratelimits import RateLimit, RatePause, RateResume
 from topics.spec_compiler import CompiledSpec
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
 
@@ -118,9 +119,13 @@ class Job:
     priority: int = 0
     """0-9, higher first (`topics.priority`); 5 and above go to the queue's high lane."""
 
+    rate_limit: RateLimit | None = None
+    """Its rate limit (`topics.ratelimits`): at most ``per_s`` starts a second of the
+    key's runs (bursts of ``burst``) across every schedule naming it; None: none."""
+
     def wire(self) -> dict[str, Any]:
-        """The job as every record carries it: ``queue``, ``concurrency`` and
-        ``priority`` only when set, so a job that names none keeps the bytes it always
+        """The job as every record carries it: ``queue``, ``concurrency``, ``priority``
+        and ``rate_limit`` only when set, so a job that names none keeps the bytes it always
         had."""
         args = self.args
         found: dict[str, Any] = {
@@ -133,6 +138,8 @@ class Job:
             found["concurrency"] = self.concurrency.wire()
         if self.priority:
             found["priority"] = self.priority
+        if self.rate_limit is not None:
+            found["rate_limit"] = self.rate_limit.wire()
         return found
 
 
@@ -329,4 +336,6 @@ Command = (
     | BackfillCancel
     | CalendarUpsert
     | CalendarDelete
+    | RatePause
+    | RateResume
 )

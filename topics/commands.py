@@ -91,6 +91,14 @@ from topics.concurrency import check_concurrency
 from topics.dag_graph import MAX_TASKS, GraphError, topological_order
 from topics.priority import DEFAULT_PRIORITY, PRIORITY_WITH_KEY, check_priority
 from topics.queues import DEFAULT_QUEUE, check_queue
+from topics.ratelimits import (
+    RATE_PAUSE_TYPE,
+    RATE_RESUME_TYPE,
+    check_rate_limit,
+    check_with_concurrency,
+    decode_rate_pause,
+    decode_rate_resume,
+)
 from topics.spec_compiler import CompiledSpec, NoSpecCompiler, SpecError
 from topics.targets import KAFKA_JOB, RESERVED_JOB_PREFIX, target_job
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
@@ -150,6 +158,8 @@ COMMAND_TYPES = (
     BACKFILL_CANCEL_TYPE,
     CALENDAR_UPSERT_TYPE,
     CALENDAR_DELETE_TYPE,
+    RATE_PAUSE_TYPE,
+    RATE_RESUME_TYPE,
 )
 _ENVELOPE = ("v", "type", "id")
 _SCHEDULE_FIELDS = ("spec", "misfire", "dst", "spread", "start", "end", "retry", "timeout_s")
@@ -297,6 +307,10 @@ def _decode(
         return decode_calendar_upsert(body, schedule_id)
     if kind == CALENDAR_DELETE_TYPE:
         return decode_calendar_delete(body, schedule_id)
+    if kind == RATE_PAUSE_TYPE:
+        return decode_rate_pause(body, schedule_id, now_ms)
+    if kind == RATE_RESUME_TYPE:
+        return decode_rate_resume(body, schedule_id)
     if kind == "dag.clear":
         check_keys(body, "", (*_ENVELOPE, "run_id", "task"))
         run_id = _run_id(body.get("run_id"), schedule_id, allow_task=False)
@@ -591,7 +605,7 @@ def _job(value: Any, path: str) -> Job:
     if value is None:
         raise FieldError(f'{path}: missing; say what runs, such as "job": {_EXAMPLE_JOB}')
     job = obj(value, path, _EXAMPLE_JOB)
-    check_keys(job, path, ("name", "args", "queue", "concurrency", "priority"))
+    check_keys(job, path, ("name", "args", "queue", "concurrency", "priority", "rate_limit"))
     name = string(job.get("name"), f"{path}.name", max_chars=200)
     if name.startswith(RESERVED_JOB_PREFIX):
         raise FieldError(
@@ -606,12 +620,21 @@ def _job(value: Any, path: str) -> Job:
     rank = DEFAULT_PRIORITY if priority is None else check_priority(priority, f"{path}.priority")
     if rank and keyed is not None:
         raise FieldError(f"{path}.{PRIORITY_WITH_KEY}")
+    rate = job.get("rate_limit")
+    rate_limit = None if rate is None else check_rate_limit(rate, f"{path}.rate_limit")
+    check_with_concurrency(rate_limit, None if keyed is None else keyed.key)
+    if rank and rate_limit is not None:  # a lane of its own would split the key's bucket
+        raise FieldError(
+            f"{path}.priority: a rate-limited job's runs are placed by their key on one"
+            " partition; leave priority out (0) for a job with a rate_limit"
+        )
     return Job(
         name,
         {} if args is None else obj(args, f"{path}.args", '{"customer": "c-42"}'),
         DEFAULT_QUEUE if queue is None else check_queue(queue, f"{path}.queue"),
         keyed,
         rank,
+        rate_limit,
     )
 
 

@@ -32,6 +32,7 @@ from topics.concurrency import parse_concurrency
 from topics.covers import Covers, covers_from_message, covers_json, parse_covers
 from topics.priority import parse_priority
 from topics.queues import DEFAULT_QUEUE
+from topics.ratelimits import parse_rate_limit
 from topics.timefmt import format_ms, parse_instant
 from topics.vocabulary import FOLDED, RunStatus
 
@@ -226,6 +227,7 @@ def _parse_run_fast(data: Any) -> Run:
         and "queue" not in job
         and "concurrency" not in job
         and "priority" not in job
+        and "rate_limit" not in job
         and "logical_date" not in data
         and "data_interval" not in data
     ):
@@ -781,12 +783,14 @@ class _Fields:
             value.get("concurrency"), f"{self._what}.{name}.concurrency"
         )
         priority = parse_priority(value.get("priority"), f"{self._what}.{name}.priority")
+        rate_limit = parse_rate_limit(value.get("rate_limit"), f"{self._what}.{name}.rate_limit")
         return Job(
             inner.string("name"),
             {} if args is None else args,
             queue or DEFAULT_QUEUE,
             concurrency,
             priority,
+            rate_limit,
         )
 
     def error(self, name: str) -> Mapping[str, str] | None:

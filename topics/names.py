@@ -49,7 +49,7 @@ class TxnIds(StrEnum):
 
 
 class TopicKind(StrEnum):
-    """The eight topics of the public contract (docs/DESIGN.md §2.1)."""
+    """The nine topics of the public contract (docs/DESIGN.md §2.1)."""
 
     COMMANDS = "commands"
     SCHEDULES = "schedules"
@@ -59,27 +59,33 @@ class TopicKind(StrEnum):
     REJECTED = "rejected"
     CALENDARS = "calendars"
     ALERTS = "alerts"
+    RATELIMITS = "ratelimits"
 
 
-# Every scheduler reads {ns}.calendars whole, in one order (docs/DESIGN.md §5.7).
+# Every scheduler reads {ns}.calendars whole, in one order (docs/DESIGN.md §5.7); every
+# worker reads {ns}.ratelimits whole (§8.5).
 CALENDARS_PARTITIONS = 1
+SINGLE_PARTITION_KINDS = (TopicKind.CALENDARS, TopicKind.RATELIMITS)
 
 
 def partition_count(kind: TopicKind, shards: int, runs: int) -> int:
     """How many partitions `kafkron topics create` gives a topic of ``kind``."""
-    if kind is TopicKind.CALENDARS:
+    if kind in SINGLE_PARTITION_KINDS:
         return CALENDARS_PARTITIONS
     return runs if kind is TopicKind.RUNS else shards
 
 
-def calendars_count_problems(name: str, counts: Mapping[str, int]) -> list[str]:
-    """What `kafkron topics check` says of a calendars topic of several partitions."""
+def calendars_count_problems(
+    name: str, counts: Mapping[str, int], readers: str = "every scheduler reads the calendars"
+) -> list[str]:
+    """What `kafkron topics check` says of a calendars (or rate limits) topic of several
+    partitions."""
     count = counts.get(name, CALENDARS_PARTITIONS)
     if count == CALENDARS_PARTITIONS:
         return []
     return [
-        f"{name}: {count} partitions, expected {CALENDARS_PARTITIONS} (every scheduler"
-        " reads the calendars in one order); recreate it"
+        f"{name}: {count} partitions, expected {CALENDARS_PARTITIONS} ({readers}"
+        " in one order); recreate it"
     ]
 
 

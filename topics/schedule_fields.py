@@ -24,6 +24,7 @@ from topics.command_parts import (
     Retry,
 )
 from topics.concurrency import Concurrency
+from topics.ratelimits import RateLimit
 
 
 class ScheduleFields(TypedDict, total=False):
@@ -47,6 +48,9 @@ class ScheduleFields(TypedDict, total=False):
       naming it (docs/DESIGN.md §8.2).
     - ``priority``: 0-9 (0 when None), higher first within the job's queue; 5 and
       above go to the queue's high lane (docs/DESIGN.md §8.4).
+    - ``rate_limit``: the job's rate limit (`RateLimit`: key, per_s, burst): at most
+      ``per_s`` starts a second of the key's runs, across every schedule naming it and
+      every worker (docs/DESIGN.md §8.5).
     - ``deadline``: a `Deadline` (``start_within_s``, ``finish_within_s`` after each
       run's instant); a run that breaks one gets a ``deadline_missed`` alert.
     """
@@ -65,6 +69,7 @@ class ScheduleFields(TypedDict, total=False):
     queue: str | None
     concurrency: Concurrency | None
     priority: int | None
+    rate_limit: RateLimit | None
     deadline: Deadline | None
 
 

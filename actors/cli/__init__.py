@@ -43,6 +43,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "plan_cmd",
     "backfill_cmd",
     "calendar_cmd",
+    "ratelimit_cmd",
 )
 
 # Commands that talk to Kafka: before they run, one connection checks this process's
@@ -50,7 +51,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 # than a client library's "unable to bootstrap".
 KAFKA_COMMANDS = frozenset(
     {"topics", "schedule", "submit", "recorder", "rejected", "ls", "worker", "dlq", "dag", "run"}
-    | {"scheduler", "demo", "web", "users", "backfill", "calendar"}
+    | {"scheduler", "demo", "web", "users", "backfill", "calendar", "ratelimit"}
 )
 
 EXIT_OK = 0

@@ -18,6 +18,7 @@ from typing import Any
 from actors.cli import output
 from actors.shard.state import decode_schedule
 from actors.views.queues import QueueState, queue_states
+from actors.views.ratelimits import rate_waiting_note, read_pauses, with_rate
 from actors.views.schedules import (
     latest_states,
     schedule_json,
@@ -29,6 +30,7 @@ from actors.views.schedules import (
 from actors.views.tail import TailError, read_to_end
 from topics.names import Settings, TopicKind
 from topics.queues import DEFAULT_QUEUE
+from topics.ratelimits import PauseState
 
 log = logging.getLogger("kafkron.ls")
 
@@ -41,7 +43,8 @@ examples:
 Columns: id, spec, zone, job (a target shows where it goes: → kafka:TOPIC, → POST URL),
 next fire (UTC), state, last fired (the latest occurrence fired), last outcome of its
 latest run (running, retrying, dead_lettered, completed; "waiting ...: no worker serves
-queue Q" for a run out on a worker queue whose group has no member now). A job on a
+queue Q" for a run out on a worker queue whose group has no member now; "waiting ...:
+rate-limit key K paused until T" for a run held by `kafkron ratelimit pause`). A job on a
 worker queue shows it: "media.render (queue gpu)", and a table of the queues follows
 (workers, records not finished, the oldest one's age). state is the schedule's own:
   active                     (active (runs 1/3) with --max-runs 3: one run started)
@@ -76,12 +79,14 @@ def run(args: argparse.Namespace) -> int:
         return output.fail("ls", str(exc))
     queues = _queues(settings)
     unserved = {q.queue for q in queues if q.workers == 0}
+    pauses = _pauses(settings)
+    now_ms = time.time_ns() // 1_000_000
     rows: list[dict[str, Any]] = []
     for key, value in sorted(latest_states(records).items()):
         try:
             state = decode_schedule(value)
             row = schedule_json(state)
-            waiting = waiting_note(state, unserved)
+            waiting = waiting_note(state, unserved) or rate_waiting_note(state, pauses, now_ms)
             if waiting is not None:  # the shard says "in flight"; nobody can be running it
                 row["last_outcome"] = waiting
             rows.append(row)
@@ -119,6 +124,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pauses(settings: Settings) -> dict[str, PauseState]:
+    """The paused rate-limit keys; none if the broker will not say."""
+    try:
+        return asyncio.run(read_pauses(settings))
+    except Exception as exc:  # ACLs, no {ns}.ratelimits yet: the schedules are the point
+        log.debug("rate-limit pauses not read: %s", exc)
+        return {}
+
+
 def _queues(settings: Settings) -> list[QueueState]:
     """The queues' states; none if the broker will not say (ls still lists schedules)."""
     try:
@@ -151,7 +165,10 @@ def _job(row: dict[str, Any]) -> str:
     text = output.job_text(row["job"])
     if queue not in (None, DEFAULT_QUEUE):
         text = f"{text} (queue {queue})"
-    return with_priority(with_key(text, row.get("concurrency")), row.get("priority"))
+    return with_rate(
+        with_priority(with_key(text, row.get("concurrency")), row.get("priority")),
+        row.get("rate_limit"),
+    )
 
 
 def _short(text: str | None) -> str:

@@ -7,8 +7,9 @@ actors use. It doubles as the test oracle of the rest of the project.
 Given a whole ``schedule.upsert`` whose occurrences run a target, each line also says
 where each fire goes (``→ kafka:orders.due``, ``→ POST https://...``), and for a job
 on a worker queue, which queue (``→ queue gpu ...``), and its concurrency key if it
-names one (``→ concurrency key 'customer-42': at most 1 at once (queue)``), and
-its priority if not 0 (``→ priority 7, high lane (workers started with --lanes)``): the
+names one (``→ concurrency key 'customer-42': at most 1 at once (queue)``), its
+priority if not 0 (``→ priority 7, high lane (workers started with --lanes)``) and its
+rate limit (``rate limit 'payments': at most 10 starts/s, bursts of 5``): the
 answer to "what will it do, and when". A spec alone, or a job of the default queue,
 prints the instants only.
 
@@ -51,6 +52,7 @@ from topics.concurrency import check_concurrency
 from topics.names import Settings
 from topics.priority import check_priority, in_lane
 from topics.queues import DEFAULT_QUEUE, check_queue
+from topics.ratelimits import check_rate_limit
 from topics.timefmt import format_ms, parse_instant
 
 EPILOG = """\
@@ -210,10 +212,12 @@ def _target_of(text: str) -> str | None:
     if not isinstance(job, Mapping):
         return None
     queue, keyed, rank = job.get("queue"), job.get("concurrency"), job.get("priority")
+    rated = job.get("rate_limit")
     try:
         name = DEFAULT_QUEUE if queue is None else check_queue(queue, "job.queue")
         concurrency = None if keyed is None else check_concurrency(keyed, "job.concurrency")
         priority = 0 if rank is None else check_priority(rank, "job.priority")
+        rate_limit = None if rated is None else check_rate_limit(rated, "job.rate_limit")
     except FieldError as error:
         raise SpecError(str(error)) from None
     parts = []
@@ -227,6 +231,11 @@ def _target_of(text: str) -> str | None:
         parts.append(
             f"concurrency key {concurrency.key!r}: at most {concurrency.limit} at once"
             f" ({concurrency.strategy})"
+        )
+    if rate_limit is not None:
+        parts.append(
+            f"rate limit {rate_limit.key!r}: at most {rate_limit.per_s:g} starts/s,"
+            f" bursts of {rate_limit.burst} (starts may come later than these instants)"
         )
     return "; ".join(parts) or None
 

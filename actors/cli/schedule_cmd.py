@@ -48,6 +48,7 @@ from topics.command_parts import (
 from topics.commands import MISFIRE_POLICIES, OVERLAP_POLICIES
 from topics.concurrency import Concurrency
 from topics.names import Settings
+from topics.ratelimits import DEFAULT_BURST, RateLimit
 from topics.vocabulary import ConcurrencyStrategy, DstFold, DstGap, JitterMode
 
 _EPILOG = """\
@@ -239,6 +240,23 @@ def concurrency_of(args: argparse.Namespace) -> Concurrency | None:
     return Concurrency(key, limit, ConcurrencyStrategy(strategy))
 
 
+def rate_limit_of(args: argparse.Namespace) -> RateLimit | None:
+    """The ``--rate-*`` flags as a `RateLimit`; ValueError if a rate or a burst is given
+    without a key, or a key without a rate."""
+    key = getattr(args, "rate_key", None)
+    per_s, burst = getattr(args, "rate_per_s", None), getattr(args, "rate_burst", None)
+    if key is None:
+        if per_s is not None or burst is not None:
+            raise ValueError("--rate-per-s and --rate-burst need --rate-key")
+        return None
+    if per_s is None:
+        raise ValueError("--rate-key needs --rate-per-s (starts a second, such as 10 or 0.5)")
+    return RateLimit(key, per_s, DEFAULT_BURST if burst is None else burst)
+
+
+_RATE_FLAGS = {"key": "--rate-key", "per_s": "--rate-per-s", "burst": "--rate-burst"}
+
+
 def build_upsert(args: argparse.Namespace) -> CommandRecord:
     """The schedule.upsert of ``args``, built and checked by the one builder of
     commands (`topics.command_builders`); ``ValueError`` on a bad flag, `InvalidCommand`
@@ -274,6 +292,9 @@ def build_upsert(args: argparse.Namespace) -> CommandRecord:
             flag = error.field.rsplit(".", 1)[-1]
             flag = "concurrency-key" if flag == "concurrency" else f"concurrency-{flag}"
             raise InvalidCommand(f"--{flag}: {error.reason}") from None
+        if error.field is not None and error.field.startswith("job.rate_limit"):
+            name = error.field.rsplit(".", 1)[-1]
+            raise InvalidCommand(f"{_RATE_FLAGS.get(name, '--rate-key')}: {error.reason}") from None
         raise InvalidCommand(target_args.flag_of(error.reason)) from None
 
 
@@ -384,6 +405,7 @@ def _upsert(
         queue=args.queue,
         concurrency=concurrency_of(args),
         priority=args.priority,
+        rate_limit=rate_limit_of(args),
         deadline=deadline_of(args),
     )
 

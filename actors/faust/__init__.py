@@ -26,6 +26,8 @@ except ImportError as error:  # pragma: no cover - depends on the install
 from actors.faust.app import NamespaceTopics, broker_urls, declare_topics, kafkron_app
 from actors.faust.commands import (
     dlq_replay,
+    ratelimit_pause,
+    ratelimit_resume,
     schedule_pause,
     schedule_resume,
     schedule_trigger,
@@ -40,6 +42,7 @@ from actors.faust.records import (
     ErrorRecord,
     IntervalRecord,
     JobRecord,
+    RateLimitRecord,
     RejectedRecord,
     ResultRecord,
     RunCancelRecord,
@@ -56,6 +59,7 @@ __all__ = [
     "IntervalRecord",
     "JobRecord",
     "NamespaceTopics",
+    "RateLimitRecord",
     "RejectedRecord",
     "ResultRecord",
     "RunCancelRecord",
@@ -66,6 +70,8 @@ __all__ = [
     "declare_topics",
     "dlq_replay",
     "kafkron_app",
+    "ratelimit_pause",
+    "ratelimit_resume",
     "schedule_pause",
     "schedule_resume",
     "schedule_trigger",

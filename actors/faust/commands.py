@@ -25,7 +25,7 @@ from typing import Any
 
 import faust
 
-from topics import calendar_builders
+from topics import calendar_builders, ratelimit_builders
 from topics import command_builders as build
 from topics.command_builders import CommandRecord
 from topics.command_parts import Instant
@@ -78,6 +78,23 @@ def calendar_upsert(name: str, calendar: Mapping[str, Any]) -> dict[str, Any]:
 def calendar_delete(name: str) -> dict[str, Any]:
     """Forget a named calendar: ``calendar.delete`` (refused while schedules name it)."""
     return dict(calendar_builders.calendar_delete(name).body)
+
+
+def ratelimit_pause(
+    key: str,
+    *,
+    until: Instant | timedelta | None = None,
+    note: str | None = None,
+    by: str | None = None,
+) -> dict[str, Any]:
+    """Hold the runs of rate-limit key ``key`` on every worker: ``ratelimit.pause``
+    (``until`` an instant or a `timedelta` from now; None: until resumed)."""
+    return dict(ratelimit_builders.ratelimit_pause(key, until=until, note=note, by=by).body)
+
+
+def ratelimit_resume(key: str) -> dict[str, Any]:
+    """Let the runs of ``key`` start again: ``ratelimit.resume``."""
+    return dict(ratelimit_builders.ratelimit_resume(key).body)
 
 
 def validated(command: Mapping[str, Any], now: int | None = None) -> tuple[bytes, bytes]:

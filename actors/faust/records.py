@@ -34,10 +34,20 @@ class ConcurrencyRecord(faust.Record, include_metadata=False):
     strategy: str
 
 
+class RateLimitRecord(faust.Record, include_metadata=False):
+    """``{"key", "per_s", "burst"}``: a job's rate limit (docs/DESIGN.md §8.5); ``per_s``
+    is written as an integer when whole."""
+
+    key: str
+    per_s: float
+    burst: int
+
+
 class JobRecord(faust.Record, include_metadata=False):
-    """``{"name", "args", "queue"?, "concurrency"?, "priority"?}``: the registered job, its
-    keyword arguments, its worker queue (None, left out on the wire: the default queue),
-    its concurrency key (None: none) and its priority (None: 0)."""
+    """``{"name", "args", "queue"?, "concurrency"?, "priority"?, "rate_limit"?}``: the
+    registered job, its keyword arguments, its worker queue (None, left out on the wire:
+    the default queue), its concurrency key (None: none), its priority (None: 0) and its
+    rate limit (None: none)."""
 
     name: str
     args: dict[str, Any]
@@ -45,6 +55,7 @@ class JobRecord(faust.Record, include_metadata=False):
     concurrency: ConcurrencyRecord | None = None
     priority: int | None = None
     """0-9, higher first (docs/DESIGN.md §8.4); None, left out on the wire: 0."""
+    rate_limit: RateLimitRecord | None = None
 
 
 class ErrorRecord(faust.Record, include_metadata=False):

@@ -63,6 +63,7 @@ RUN = WireShape(
             "job.queue",
             "job.concurrency",
             "job.priority",
+            "job.rate_limit",
             "report_start",
         }
     ),
@@ -76,7 +77,7 @@ RUN_CANCEL = WireShape(RunCancelRecord, messages.parse_cancel, frozenset({"task"
 DEAD_LETTER = WireShape(
     DeadLetterRecord,
     messages.parse_dlq,
-    frozenset({"task", "job.queue", "job.concurrency", "job.priority"}),
+    frozenset({"task", "job.queue", "job.concurrency", "job.priority", "job.rate_limit"}),
 )
 REJECTED = WireShape(RejectedRecord, messages.parse_rejected, frozenset())
 ALERT = WireShape(AlertRecord, alerts.parse_alert, frozenset())

@@ -251,6 +251,16 @@ class WorkerCollector(Collector):
         yield GaugeMetricFamily(
             m.WORKER_PARTITIONS, "Runs partitions this worker owns.", value=stats["partitions"]
         )
+        yield GaugeMetricFamily(
+            m.WORKER_RATE_PAUSED,
+            "Runs waiting because their rate-limit key is paused (kafkron ratelimit ls).",
+            value=stats.get("rate_paused_waiting", 0),
+        )
+        yield GaugeMetricFamily(
+            m.WORKER_RATE_QUEUED,
+            "Rate-limited runs waiting for their key's bucket or a slot.",
+            value=stats.get("rate_limited_queued", 0),
+        )
         for key, name, text in _WORKER_COUNTERS:
             yield CounterMetricFamily(name, text, value=stats.get(key, 0))
         yield CounterMetricFamily(

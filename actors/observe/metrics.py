@@ -135,6 +135,10 @@ WORKER_STARTED = "kafkron_worker_runs_started"
 WORKER_DISCARDED = "kafkron_worker_runs_discarded"
 WORKER_LEASES_LOST = "kafkron_worker_leases_lost"
 WORKER_TRANSACTIONS = "kafkron_worker_transactions"
+# Rate limits (docs/DESIGN.md §8.5): no key label (keys are unbounded); `kafkron
+# ratelimit ls` names the paused keys.
+WORKER_RATE_PAUSED = "kafkron_worker_runs_waiting_paused_key"
+WORKER_RATE_QUEUED = "kafkron_worker_runs_queued_rate_limited"
 
 # --- recorder: figures read at scrape time ---------------------------------------
 

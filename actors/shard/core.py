@@ -200,6 +200,7 @@ from topics.commands import (
 )
 from topics.messages import PROGRESS_STATUS, parse_result
 from topics.names import DEFAULT_NAMESPACE, TopicKind
+from topics.ratelimits import RatePause, RateResume
 from topics.records import InRecord, OutRecord
 from topics.targets import TargetTopics
 from topics.vocabulary import SHARD_DECIDED, RunStatus
@@ -213,6 +214,7 @@ _COMMANDS = TopicKind.COMMANDS
 _SCHEDULES = TopicKind.SCHEDULES
 _RESULTS = TopicKind.RESULTS
 _CALENDARS = TopicKind.CALENDARS
+_RATELIMITS = TopicKind.RATELIMITS
 
 _LATENESS_WINDOW = 1024
 # An `advance` this much later than the caller was expected means the caller stalled
@@ -719,6 +721,11 @@ class ShardCore:
             self._batch.reject(record, command.reason)
         elif isinstance(command, (CalendarUpsert, CalendarDelete)):
             self._on_calendar(record, command)
+        elif isinstance(command, (RatePause, RateResume)):
+            # Validated here, written to {ns}.ratelimits in this transaction; every
+            # worker reads it whole (docs/DESIGN.md §8.5). No shard owns a key.
+            value = command.value(now_ms) if isinstance(command, RatePause) else None
+            self._out.append(OutRecord(_RATELIMITS, command.id.encode(), value, 0))
         elif isinstance(command, ScheduleUpsert):
             refused = self._runs.target_refusal(command.job, self._schedules.get(command.id))
             if refused is not None:

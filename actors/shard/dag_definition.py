@@ -52,6 +52,7 @@ from topics.concurrency import concurrency_of
 from topics.dag_graph import topological_order
 from topics.priority import DEFAULT_PRIORITY
 from topics.queues import DEFAULT_QUEUE
+from topics.ratelimits import rate_limit_of
 from topics.timefmt import format_ms, parse_instant
 from topics.vocabulary import OverlapPolicy
 
@@ -234,6 +235,7 @@ def restored_dag_definition(schedule_id: str, doc: Mapping[str, Any]) -> DagDefi
                 task["job"].get("queue", DEFAULT_QUEUE),
                 concurrency_of(task["job"]),
                 task["job"].get("priority", DEFAULT_PRIORITY),
+                rate_limit_of(task["job"]),
             ),
             after=tuple(task["after"]),
             retry=RetryPolicy(

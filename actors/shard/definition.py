@@ -28,6 +28,7 @@ from topics.commands import Job, MisfirePolicy, RetryPolicy, ScheduleUpsert
 from topics.concurrency import concurrency_of
 from topics.priority import DEFAULT_PRIORITY, in_lane, placement_of
 from topics.queues import DEFAULT_QUEUE
+from topics.ratelimits import rate_limit_of
 from topics.targets import KAFKA_JOB, KafkaDelivery
 from topics.timefmt import format_ms, parse_instant
 from topics.vocabulary import JitterMode, MisfireMode, OverlapPolicy
@@ -97,7 +98,10 @@ class Definition:
         # priority of the high lane places it there (``Q.hi``, §8.4).
         self.queue: str | None = (
             None
-            if job.queue == DEFAULT_QUEUE and job.concurrency is None and not in_lane(job.priority)
+            if job.queue == DEFAULT_QUEUE
+            and job.concurrency is None
+            and job.rate_limit is None
+            and not in_lane(job.priority)
             else placement_of(job.queue, job.priority)
         )
         self._job_json: orjson.Fragment | None = None
@@ -294,6 +298,7 @@ def restored_schedule_definition(
             job.get("queue", DEFAULT_QUEUE),
             concurrency_of(job),
             job.get("priority", DEFAULT_PRIORITY),
+            rate_limit_of(job),
         ),
         misfire=MisfirePolicy(
             MisfireMode(misfire["policy"]), misfire["grace_s"], misfire["catch_up_max"]

@@ -37,7 +37,6 @@ from actors.shard.retry import backoff_ms, is_final_failure
 from actors.shard.state import INSTANT_TEXTS, Placed, RunState, ScheduleState, instant_text
 from actors.wheel import TimingWheel
 from topics.commands import Job, RetryPolicy
-from topics.concurrency import Concurrency
 from topics.covers import Covers
 from topics.deadlines import TIMEOUT_MARGIN_MS as TIMEOUT_MARGIN_MS
 from topics.messages import (
@@ -53,6 +52,7 @@ from topics.names import TopicKind
 from topics.partitioner import murmur2_partition
 from topics.priority import placement_of
 from topics.queues import DEFAULT_QUEUE
+from topics.ratelimits import placed_by
 from topics.records import OutRecord, TargetRecord
 from topics.target_patterns import refusal_of
 from topics.targets import KAFKA_JOB, KafkaDelivery, TargetTopics
@@ -400,7 +400,10 @@ class RunBook:
         if queue is None:
             self._out.append(OutRecord(_RUNS, schedule_id.encode(), value))
         else:
-            refused = self.place(run, queue, state.key, value, definition.job.concurrency)
+            job = definition.job
+            refused = self.place(
+                run, queue, state.key, value, placed_by(job.concurrency, job.rate_limit)
+            )
         self._wheel.arm(run, due_ms)
         runs[run_id] = run
         self.in_flight += 1
@@ -419,14 +422,15 @@ class RunBook:
         queue: str,
         key: bytes,
         value: bytes,
-        concurrency: Concurrency | None = None,
+        route_key: str | None = None,
     ) -> str | None:
         """Write ``run``'s current attempt (``value``) to ``queue``'s topic and keep where
         it went on the run; the reason if the topic cannot take it (nothing written).
 
-        A run with a concurrency key goes to the partition of its key, not of its
-        schedule, so every run of the key meets one worker (docs/DESIGN.md §8.2)."""
-        route = None if concurrency is None else concurrency.key.encode()
+        A run with a concurrency key (or a rate limit) goes to the partition of its key
+        (``route_key``, `topics.ratelimits.placed_by`), not of its schedule, so every
+        run of the key meets one worker (docs/DESIGN.md §8.2, §8.5)."""
+        route = None if route_key is None else route_key.encode()
         placed = self.queue_record(queue, key, value, route=route)
         if isinstance(placed, str):
             run.placed = Placed(queue, None)  # its cancels go nowhere: never written
@@ -581,16 +585,16 @@ class RunBook:
         run.retry_ms = None
         if run.task is None:
             queue = state.definition.queue
-            concurrency = state.definition.job.concurrency
+            route_key = placed_by(state.definition.job.concurrency, state.definition.job.rate_limit)
         else:
             queue = placement_of(job.queue, job.priority)  # a high lane's (§8.4)
-            concurrency = job.concurrency
+            route_key = placed_by(job.concurrency, job.rate_limit)
         refused = None
-        if concurrency is None and (queue is None or queue == DEFAULT_QUEUE):
+        if route_key is None and (queue is None or queue == DEFAULT_QUEUE):
             run.placed = None
             self._out.append(OutRecord(_RUNS, state.key, value))
         else:
-            refused = self.place(run, queue or DEFAULT_QUEUE, state.key, value, concurrency)
+            refused = self.place(run, queue or DEFAULT_QUEUE, state.key, value, route_key)
         self._wheel.arm(run, self.alerts.timer_ms(run))  # moves a pending one
         return refused
 

@@ -24,6 +24,7 @@ from actors.shard.state import (
     encode_schedule,
     is_definition_key,
 )
+from actors.views.ratelimits import with_rate
 from actors.views.schedule_status import status_json
 from actors.views.tail import Record
 from topics.queues import DEFAULT_QUEUE
@@ -131,7 +132,10 @@ def shown_job(definition: dict[str, Any]) -> str:
     queue = job.get("queue")
     if queue not in (None, DEFAULT_QUEUE):
         text = f"{text} (queue {queue})"
-    return with_priority(with_key(text, job.get("concurrency")), job.get("priority"))
+    return with_rate(
+        with_priority(with_key(text, job.get("concurrency")), job.get("priority")),
+        job.get("rate_limit"),
+    )
 
 
 def with_priority(text: str, priority: Any) -> str:
@@ -177,6 +181,7 @@ def schedule_json(state: ScheduleState) -> dict[str, Any]:
         "queue": None if job is None else (definition["job"].get("queue") or DEFAULT_QUEUE),
         "concurrency": None if job is None else definition["job"].get("concurrency"),
         "priority": None if job is None else definition["job"].get("priority", 0),
+        "rate_limit": None if job is None else definition["job"].get("rate_limit"),
         "next_fire": None if state.next_ms is None else instant(state.next_ms),
         "paused": state.paused,
         **status_json(state),

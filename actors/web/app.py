@@ -193,7 +193,8 @@ class Console:
     async def schedules(self, request: web.Request) -> web.Response:
         queues = await data.worker_queues(self.settings)
         unserved = {q.queue for q in queues if q.workers == 0}
-        rows = await data.schedule_rows(self.changelog, unserved)
+        pauses = await data.rate_pauses(self.settings)
+        rows = await data.schedule_rows(self.changelog, unserved, pauses)
         latest: dict[str, Any] = {}
         store, history_error = await self._history_or_none()
         if store is not None:
@@ -206,6 +207,7 @@ class Console:
             "schedules.html",
             rows=rows,
             queues=queues,
+            pauses=sorted(pauses.items()),
             now_ms=time.time_ns() // 1_000_000,
             latest=latest,
             history_error=history_error,

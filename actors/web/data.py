@@ -26,6 +26,7 @@ from actors.shard.state import ScheduleState, decode_schedule
 from actors.timespec import UnknownCalendar, compile_spec
 from actors.views.calendars import fires_of, read_calendars
 from actors.views.queues import QueueState, queue_states
+from actors.views.ratelimits import rate_waiting_note, read_pauses
 from actors.views.schedule_status import status_text
 from actors.views.schedules import (
     last_outcome,
@@ -40,6 +41,7 @@ from topics.calendar_days import CalendarDays, calendar_names, parse_calendar_da
 from topics.messages import Result
 from topics.names import Settings, TopicKind
 from topics.queues import DEFAULT_QUEUE
+from topics.ratelimits import PauseState
 from topics.timefmt import format_ms
 from topics.vocabulary import DstFold, DstGap, RunStatus
 
@@ -121,8 +123,14 @@ def _zone_of(spec: Mapping[str, Any]) -> str:
     return spec_zone(dict(spec)) or "UTC"
 
 
-def row_of(state: ScheduleState, unserved: Collection[str] = ()) -> ScheduleRow:
-    """``unserved``: queues no worker serves now (their runs only wait)."""
+def row_of(
+    state: ScheduleState,
+    unserved: Collection[str] = (),
+    pauses: Mapping[str, PauseState] | None = None,
+) -> ScheduleRow:
+    """``unserved``: queues no worker serves now (their runs only wait); ``pauses``: the
+    paused rate-limit keys (their runs wait on their workers, docs/DESIGN.md §8.5)."""
+    now_ms = time.time_ns() // 1_000_000
     definition = orjson.loads(state.def_bytes)
     spec = definition.get("spec", {})
     job = "DAG" if state.dag is not None else shown_job(definition)
@@ -133,17 +141,24 @@ def row_of(state: ScheduleState, unserved: Collection[str] = ()) -> ScheduleRow:
         job=job,
         paused=state.paused,
         next_fires=[] if state.paused else next_fires(state),
-        last_outcome=waiting_note(state, unserved) or last_outcome(state),
+        last_outcome=waiting_note(state, unserved)
+        or rate_waiting_note(state, pauses or {}, now_ms)
+        or last_outcome(state),
         is_dag=state.dag is not None,
         dead=list(state.dead_or_none or ()),
         state=status_text(state),
     )
 
 
-def schedule_row(key: str, value: bytes, unserved: Collection[str] = ()) -> ScheduleRow:
+def schedule_row(
+    key: str,
+    value: bytes,
+    unserved: Collection[str] = (),
+    pauses: Mapping[str, PauseState] | None = None,
+) -> ScheduleRow:
     """The row of a changelog record; an unreadable record is a row saying so."""
     try:
-        return row_of(decode_schedule(value), unserved)
+        return row_of(decode_schedule(value), unserved, pauses)
     except (ValueError, KeyError, TypeError) as exc:
         return ScheduleRow(
             id=key, spec="-", zone="-", job="-", paused=False, next_fires=[],
@@ -152,9 +167,23 @@ def schedule_row(key: str, value: bytes, unserved: Collection[str] = ()) -> Sche
         )  # fmt: skip
 
 
-async def schedule_rows(changelog: Changelog, unserved: Collection[str] = ()) -> list[ScheduleRow]:
+async def schedule_rows(
+    changelog: Changelog,
+    unserved: Collection[str] = (),
+    pauses: Mapping[str, PauseState] | None = None,
+) -> list[ScheduleRow]:
     states = sorted((await changelog.states()).items())
-    return [schedule_row(k, v, unserved) for k, v in states]
+    return [schedule_row(k, v, unserved, pauses) for k, v in states]
+
+
+async def rate_pauses(settings: Settings) -> dict[str, PauseState]:
+    """The paused rate-limit keys (`actors.views.ratelimits`); none when the broker
+    will not say (the page still shows the schedules)."""
+    try:
+        return await read_pauses(settings)
+    except Exception as exc:  # ACLs, no {ns}.ratelimits yet
+        log.debug("rate-limit pauses not read: %s", exc)
+        return {}
 
 
 async def worker_queues(settings: Settings) -> list[QueueState]:

@@ -99,6 +99,7 @@ from actors.worker.offsets import (
     PartitionOffsets,
 )
 from actors.worker.waiting import Waiting
+from actors.worker.ratelimit import RateGate
 from topics.concurrency import CONCURRENCY_ERROR
 from topics.deadlines import TIMEOUT_MARGIN_MS, shard_decides
 from topics.messages import (
@@ -245,6 +246,7 @@ class WorkerCore:
         key_adoption_wait_ms: int | None = None,
         pool: SlotPool | None = None,
         lane: Lane = Lane.NORMAL,
+        rate_adoption_full: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -283,6 +285,9 @@ class WorkerCore:
         self._keys = KeySlots()
         # When a keyed run held back by an adoption may start (`advance` fills then).
         self._keys_due_ms: int | None = None
+        # Rate limits and their pauses (docs/DESIGN.md §8.5; the broken variant only
+        # sets ``rate_adoption_full``).
+        self.rates = RateGate(adoption_full=rate_adoption_full)
         self.counts: dict[str, int] = {
             "received": 0,
             "started": 0,
@@ -328,6 +333,8 @@ class WorkerCore:
         # Whoever owned it before may still run a key's jobs until its lease is known
         # lost (docs/DESIGN.md §8.2): its keyed runs wait that long here.
         part.keyed_from_ms = now_ms + self._key_wait_ms
+        # Its rate limits' buckets are empty once the previous owner is known stopped.
+        self.rates.adopted(partition, now_ms, part.keyed_from_ms)
         self._partitions[partition] = part
         self._lease_renewed_ms = max(self._lease_renewed_ms, now_ms)
 
@@ -348,6 +355,7 @@ class WorkerCore:
         """``partition`` is no longer ours: cancel its runs, drop its results."""
         if self._partitions.pop(partition, None) is None:
             return []
+        self.rates.revoked(partition)
         self._backlogged.discard(partition)
         if any(key[0] == partition for key, _ in self._queue):
             kept = (item for item in self._queue if item[0][0] != partition)
@@ -734,7 +742,7 @@ class WorkerCore:
         if self._backlogged:
             actions.extend(self._refill(list(self._backlogged), now_ms))
             actions.extend(self._fill(now_ms))
-        elif woken or (self._keys_due_ms is not None and now_ms >= self._keys_due_ms):
+        elif woken or _reached(self._keys_due_ms, now_ms) or _reached(self.rates.due_ms, now_ms):
             actions.extend(self._fill(now_ms))
         return actions
 
@@ -771,6 +779,9 @@ class WorkerCore:
         keys_due = self._keys_due_ms
         if keys_due is not None:
             due = keys_due if due is None else min(due, keys_due)
+        rates_due = self.rates.due_ms
+        if rates_due is not None:
+            due = rates_due if due is None else min(due, rates_due)
         return due
 
     # --- commits ------------------------------------------------------------------
@@ -878,6 +889,10 @@ class WorkerCore:
     def queued(self) -> int:
         return len(self._queue)
 
+    def queued_runs(self) -> list[Run]:
+        """The runs waiting for a slot, a key or a rate limit (a view, for stats)."""
+        return [run for _, run in self._queue]
+
     def committed_offset(self, partition: int) -> int | None:
         part = self._partitions.get(partition)
         return None if part is None else part.offsets.committed
@@ -929,6 +944,7 @@ class WorkerCore:
         """Start queued runs while slots are free."""
         actions: list[Action] = []
         pool = self._pool
+        self.rates.due_ms = None  # set again by the runs it holds
         if not self._starting:
             if pool is not None:
                 pool.filled(self._lane, None)
@@ -938,6 +954,7 @@ class WorkerCore:
         held: list[tuple[RunKey, Run]] = []
         keys = self._keys
         self._keys_due_ms = None
+        rates = self.rates
         while queue and len(self._running) < self._concurrency:
             key, run = queue.popleft()
             part = self._partitions[key[0]]
@@ -956,6 +973,7 @@ class WorkerCore:
                     held.append((key, run))  # waits for a run of its key to exit
                     self.counts["key_waits"] += 1
                     continue
+            rate = run.job.rate_limit
             if run.deadline_ms <= now_ms:
                 self._record(
                     part,
@@ -964,13 +982,21 @@ class WorkerCore:
                     RunStatus.TIMED_OUT,
                     now_ms,
                     now_ms,
-                    _timeout_error(run, started=False),
+                    _timeout_error(run, started=False)
+                    if rate is None
+                    else rates.timeout_error(run, now_ms),
                 )
                 continue
             if pool is not None and not pool.may_start(self._lane, run.job.priority):
                 held.append((key, run))  # the other lane's turn, or the reserve's slots
                 refused = run.job.priority
                 break
+            if rate is not None:  # last: a run it lets through takes its token
+                wait_until_ms = rates.take(key[0], rate, now_ms)
+                if wait_until_ms is not None:
+                    held.append((key, run))
+                    rates.hold(min(wait_until_ms, run.deadline_ms))
+                    continue
             self._running[key] = _Running(run, now_ms)
             if concurrency is not None:
                 keys.started(key, concurrency, run)
@@ -1057,6 +1083,10 @@ def _is_progress(record: OutRecord) -> bool:
 
 def _names(cancel: RunCancelRecord, run: Run) -> bool:
     return cancel.run_id == run.run_id and cancel.attempt == run.attempt
+
+
+def _reached(due_ms: int | None, now_ms: int) -> bool:
+    return due_ms is not None and now_ms >= due_ms
 
 
 def _key_of(run: Run) -> str | None:

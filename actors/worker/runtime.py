@@ -87,6 +87,7 @@ from actors.worker.membership import (
     Write,
 )
 from actors.worker.offsets import MAX_OPEN_PER_PARTITION
+from actors.worker.ratelimit_follower import RateLimitFollower
 from actors.worker.registry import Registry
 from topics.clients import admin_kwargs, consumer_kwargs, transactional_producer_kwargs
 from topics.closing import bounded, stop_producer, within
@@ -201,6 +202,8 @@ class WorkerRuntime:
         )
         if pool is not None:  # the other lane left a slot: tick the core soon
             pool.on_wake(Lane.HIGH if settings.lane else Lane.NORMAL, self._woken)
+        # No rate-limited run starts before the pauses are read to their end once.
+        self.core.rates.known = False
         self.machine = WorkerMachine(self.core, rules, start)
         self._executor = Executor(
             registry,
@@ -248,8 +251,21 @@ class WorkerRuntime:
             **admin_kwargs(self.settings, f"kafkron-worker-{opts.worker_id}-admin")
         )
         self._consumer, self._admin = consumer, admin
+        pauses_consumer = AIOKafkaConsumer(
+            **consumer_kwargs(self.settings, f"kafkron-worker-{opts.worker_id}-ratelimits")
+        )
+        following: asyncio.Task[None] | None = None
         try:
             await admin.start()
+            await pauses_consumer.start()
+            follower = RateLimitFollower(
+                pauses_consumer,
+                self.settings.topic(TopicKind.RATELIMITS),
+                self.core.rates,
+                self._tick_soon,
+                self.settings.namespace,
+            )
+            following = asyncio.ensure_future(follower.follow(stop))
             await consumer.start()
             self._watch_heartbeats(consumer)
             consumer.subscribe([self._runs_topic], listener=_Listener(self))
@@ -271,8 +287,12 @@ class WorkerRuntime:
             await self._drain()
             log.info("worker %s drained in %.1f s", opts.worker_id, time.monotonic() - stopping)
         finally:
+            if following is not None:
+                following.cancel()
+                await asyncio.gather(following, return_exceptions=True)
             closing = time.monotonic()
             await self._shutdown(consumer, admin)
+            await bounded(pauses_consumer.stop(), "stopping the rate-limit pauses consumer")
             log.info(
                 "worker %s stopped: closed in %.1f s", opts.worker_id, time.monotonic() - closing
             )
@@ -293,10 +313,13 @@ class WorkerRuntime:
     def stats(self) -> dict[str, int]:
         commits = self._commit_stats.transactions
         counts = self.machine.counts
+        paused, rate_limited = self.core.rates.waiting(self.core.queued_runs(), self._now())
         return {
             "partitions": len(self.machine.live),
             "running": self.core.running,
             "queued": self.core.queued,
+            "rate_paused_waiting": paused,
+            "rate_limited_queued": rate_limited,
             **self.core.counts,
             "transactions": commits,
             "results_per_transaction": self._commit_stats.results // commits if commits else 0,

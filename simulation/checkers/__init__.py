@@ -27,6 +27,7 @@ from simulation.checkers import (
     nothing_missed,
     overlap,
     pause_until,
+    rate_limits,
     target_once,
 )
 from simulation.checkers.evidence import Evidence, Verdict
@@ -44,6 +45,7 @@ CHECKERS = (
     lease.check,
     cancelled.check,
     concurrency_keys.check,
+    rate_limits.check,
     max_runs.check,
     pause_until.check,
     excluded_days.check,

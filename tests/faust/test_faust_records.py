@@ -29,6 +29,8 @@ from actors.faust import (
     declare_topics,
     dlq_replay,
     kafkron_app,
+    ratelimit_pause,
+    ratelimit_resume,
     schedule_pause,
     schedule_resume,
     schedule_trigger,
@@ -56,7 +58,7 @@ from actors.faust.serializers import (
 from actors.faust.transport import ISOLATION_LEVEL, ReadCommittedConsumerThread, Transport
 from actors.sending import encode
 from topics import command_builders as build
-from topics import messages
+from topics import messages, ratelimit_builders
 from topics.alerts import Alert, AlertType, DeadlineKind, alert_value
 from topics.calendar_commands import calendar_value
 from topics.command_builders import InvalidCommand
@@ -65,11 +67,13 @@ from topics.command_types import Job
 from topics.concurrency import Concurrency
 from topics.covers import Covers
 from topics.names import Settings
+from topics.ratelimits import RateLimit
 from topics.timefmt import parse_instant
 from topics.vocabulary import ConcurrencyStrategy
 
 T0 = 1_790_000_000_000
 KEY = Concurrency("customer-42", 2, ConcurrencyStrategy.CANCEL_IN_PROGRESS)
+RATE = RateLimit("customer-42", 2.5, 4)
 RUN_ID = messages.run_id_for("pay", T0)
 TASK_RUN_ID = messages.run_id_for("nightly", T0, "charge")
 
@@ -88,6 +92,7 @@ def _run(**optional: Any) -> bytes:
             optional.get("queue", "default"),
             optional.get("concurrency"),
             optional.get("priority", 0),
+            optional.get("rate_limit"),
         ),
         idempotency_key=messages.idempotency_key(RUN_ID),
         deadline_ms=T0 + 60_000,
@@ -156,6 +161,7 @@ def _dead_letter(**optional: Any) -> bytes:
             optional.get("queue", "default"),
             optional.get("concurrency"),
             optional.get("priority", 0),
+            optional.get("rate_limit"),
         ),
         last_error=optional.get("last_error"),
         attempts=[
@@ -198,6 +204,8 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (RUN, run_codec, _run(queue="gpu")),
     (RUN, run_codec, _run(concurrency=KEY)),
     (RUN, run_codec, _run(priority=7)),
+    (RUN, run_codec, _run(rate_limit=RATE)),
+    (RUN, run_codec, _run(rate_limit=RateLimit("sms", 20, 1))),
     (RUN, run_codec, _run(report_start=True)),
     (RESULT, result_codec, _result()),
     (RESULT, result_codec, _result(task="charge", status="failed", error=ERROR)),
@@ -213,6 +221,7 @@ VARIANTS: list[tuple[WireShape, KafkronCodec, bytes]] = [
     (DEAD_LETTER, dead_letter_codec, _dead_letter(task="charge", last_error=ERROR)),
     (DEAD_LETTER, dead_letter_codec, _dead_letter(queue="gpu")),
     (DEAD_LETTER, dead_letter_codec, _dead_letter(concurrency=KEY)),
+    (DEAD_LETTER, dead_letter_codec, _dead_letter(rate_limit=RATE)),
     (REJECTED, rejected_codec, _rejected(b"\x00not json")),
     (REJECTED, rejected_codec, _rejected(None)),
     (ALERT, alert_codec, _alert()),
@@ -234,6 +243,7 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
             queue="gpu",
             concurrency=KEY,
             priority=3,
+            rate_limit=RATE,
             report_start=True,
         ),
     ),
@@ -252,7 +262,14 @@ FULLEST: list[tuple[type[faust.Record], bytes]] = [
     (RunCancelRecord, _cancel(task="charge")),
     (
         DeadLetterRecord,
-        _dead_letter(task="charge", last_error=ERROR, queue="gpu", concurrency=KEY, priority=3),
+        _dead_letter(
+            task="charge",
+            last_error=ERROR,
+            queue="gpu",
+            concurrency=KEY,
+            priority=3,
+            rate_limit=RATE,
+        ),
     ),
     (RejectedRecord, _rejected(b"x")),
     (AlertRecord, _alert(seen_ms=T0 + 9_000)),
@@ -438,6 +455,15 @@ def test_the_helpers_are_the_one_builder_of_commands() -> None:
     assert schedule_trigger("pay") == dict(build.schedule_trigger("pay").body)
     assert schedule_pause("pay") == dict(build.schedule_pause("pay").body)
     assert schedule_resume("pay") == dict(build.schedule_resume("pay").body)
+    assert ratelimit_pause("payments", note="quota") == {
+        "v": 1,
+        "type": "ratelimit.pause",
+        "id": "payments",
+        "note": "quota",
+    }
+    assert ratelimit_resume("payments") == dict(
+        ratelimit_builders.ratelimit_resume("payments").body
+    )
     with pytest.raises(InvalidCommand) as raised:
         schedule_pause("a/b")
     assert raised.value.field == "id"

@@ -96,3 +96,14 @@ async def keyed_sleep(ctx: RunContext, seconds: float = 0.5) -> None:
         await asyncio.sleep(seconds)
     finally:
         _mark("end", ctx)
+
+
+@job("test.rate_mark")
+async def rate_mark(ctx: RunContext, seconds: float = 0.1) -> None:
+    """Marks its start with the wall clock's milliseconds (in its own file: the rate
+    limit test judges every second's starts by them), then sleeps."""
+    path = os.environ.get("KAFKRON_TEST_MARKS")
+    if path:
+        with open(f"{path}.starts", "a", encoding="utf-8") as marks:
+            marks.write(f"{ctx.run_id} {ctx.attempt} {ctx.worker} {time.time_ns() // 1_000_000}\n")
+    await asyncio.sleep(seconds)

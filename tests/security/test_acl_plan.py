@@ -48,6 +48,7 @@ def test_worker_reads_runs_writes_results_with_its_own_transactional_ids() -> No
     writes = {a.name for a in worker if a.resource is T and a.operation is WRITE}
     assert writes == {S.topic(TopicKind.RESULTS)}
     assert allowed(Role.WORKER, T, S.topic(TopicKind.RUNS), READ)
+    assert allowed(Role.WORKER, T, S.topic(TopicKind.RATELIMITS), READ)  # the pauses (§8.5)
     assert allowed(Role.WORKER, ResourceType.GROUP, S.worker_group, READ)
     assert allowed(Role.WORKER, ResourceType.TRANSACTIONAL_ID, S.worker_transactional_id(7), WRITE)
     assert not allowed(

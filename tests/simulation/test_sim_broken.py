@@ -86,6 +86,9 @@ WORKER_VARIANTS = [
     # An adopted partition's keyed runs started at once, beside the previous owner's
     # jobs of the key still stopping: more than the key's limit at once.
     ("key-no-adoption-wait", "concurrency-key-through-failovers", "concurrency-keys"),
+    # A new owner's rate-limit bucket started full: its first burst (the runs it takes
+    # over, run again) adds to the previous owner's last one within a second.
+    ("rate-adoption-full", "rate-limited-key-through-worker-crash", "rate-limits"),
     # A restore that drops which deadline alerts a run's shard wrote: the new owner
     # alerts the same late run again.
     ("restore-forgets-alerts", "deadlines-across-takeovers", "deadlines"),

@@ -44,6 +44,7 @@ SWEEPS = {
     "named-calendars-across-takeovers": 10,
     "backfill-across-takeovers": 15,
     "concurrency-key-through-failovers": 10,
+    "rate-limited-key-through-worker-crash": 10,
 }
 
 

@@ -52,6 +52,7 @@ from topics.command_parts import (
 )
 from topics.command_types import DagUpsert, RunCancel, ScheduleUpsert
 from topics.commands import COMMAND_TYPES, decode_command
+from topics.ratelimit_builders import ratelimit_pause, ratelimit_resume
 from topics.vocabulary import DstFold, DstGap, JitterMode, MisfireMode, OverlapPolicy
 
 NOW = 1_790_000_000_000  # 2026-09-21T...
@@ -173,7 +174,8 @@ def test_a_builder_exists_for_every_command_type() -> None:
         backfill_cancel("a", "b1", running=True, reason="wrong input"),
     ]
     calendars = [calendar_upsert("uk", {"dates": ["2026-12-25"]}), calendar_delete("uk")]
-    assert [record.type for record in [*built, *calendars]] == list(COMMAND_TYPES)
+    rates = [ratelimit_pause("payments", note="quota"), ratelimit_resume("payments")]
+    assert [record.type for record in [*built, *calendars, *rates]] == list(COMMAND_TYPES)
     assert built[-2].decoded == ScheduleBackfill("a", "b1", ((NOW - 60_000, NOW, 2),), 4)
     assert built[-1].decoded == BackfillCancel("a", "b1", True, "wrong input")
     cancel = built[-3].decoded

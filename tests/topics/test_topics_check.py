@@ -23,6 +23,7 @@ def _contract_state(
 ) -> tuple[dict[str, int], dict[str, dict[str, str]]]:
     counts = {settings.topic(kind): partitions for kind in TopicKind}
     counts[settings.topic(TopicKind.CALENDARS)] = CALENDARS_PARTITIONS  # one, always
+    counts[settings.topic(TopicKind.RATELIMITS)] = CALENDARS_PARTITIONS  # one, always
     configs = {
         settings.topic(kind): {
             "cleanup.policy": spec.cleanup_policy,
@@ -40,10 +41,20 @@ def test_contract_state_has_no_problems() -> None:
     assert _problems(settings, counts, configs, 3) == []
 
 
-def test_every_kind_has_a_spec_and_the_changelog_and_calendars_are_compacted() -> None:
+def test_every_kind_has_a_spec_and_the_changelog_calendars_and_pauses_are_compacted() -> None:
     assert set(TOPIC_SPECS) == set(TopicKind)
     compacted = [k for k, spec in TOPIC_SPECS.items() if spec.cleanup_policy == "compact"]
-    assert compacted == [TopicKind.SCHEDULES, TopicKind.CALENDARS]
+    assert compacted == [TopicKind.SCHEDULES, TopicKind.CALENDARS, TopicKind.RATELIMITS]
+
+
+def test_a_ratelimits_topic_of_more_than_one_partition_is_named() -> None:
+    settings = Settings(namespace="ns")
+    counts, configs = _contract_state(settings)
+    counts["ns.ratelimits"] = 2
+    assert _problems(settings, counts, configs, None) == [
+        "ns.ratelimits: 2 partitions, expected 1 (every worker reads the rate-limit pauses"
+        " in one order); recreate it"
+    ]
 
 
 def test_a_calendars_topic_of_more_than_one_partition_is_named() -> None:

@@ -290,6 +290,15 @@ func (c *Core) deliver(part *partState, rec Record, nowMs int64) []any {
 		}, nil)
 		return nil
 	}
+	if run.Job.RateLimited {
+		// Running it here could put the key over its rate (and past its pause): refuse it.
+		c.record(part, rec.Offset, run, StatusFailed, &nowMs, nowMs, &ErrorInfo{
+			Type: RateLimitUnsupportedType,
+			Message: fmt.Sprintf("worker %s (Go) does not keep rate limits; serve runs"+
+				" with a rate limit by Python workers only", c.worker),
+		}, nil)
+		return nil
+	}
 	if !c.known(run.Job.Name) {
 		c.record(part, rec.Offset, run, StatusFailed, &nowMs, nowMs, &ErrorInfo{
 			Type: UnknownJobType,

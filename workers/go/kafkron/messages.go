@@ -34,10 +34,13 @@ const (
 	// A run with a concurrency key reached this worker, which does not keep the key's
 	// limit: it fails without running (the scheduler retries or dead-letters it).
 	ConcurrencyUnsupportedType = "ConcurrencyUnsupported"
-	MaxErrorChars              = 2000
-	ProgressIntervalMs         = 10_000
-	ProgressMaxBytes           = 4096
-	RetryAfterField            = "retry_after_s"
+	// A run with a rate limit reached this worker, which does not keep the key's bucket
+	// nor its pauses: it fails without running, as a keyed run does.
+	RateLimitUnsupportedType = "RateLimitUnsupported"
+	MaxErrorChars            = 2000
+	ProgressIntervalMs       = 10_000
+	ProgressMaxBytes         = 4096
+	RetryAfterField          = "retry_after_s"
 )
 
 const instantLayout = "2006-01-02T15:04:05.000Z"
@@ -63,6 +66,9 @@ type Job struct {
 	// Keyed: the job names a concurrency key (job.concurrency). This worker does not
 	// keep concurrency keys, so it never runs such a run (core.go, deliver).
 	Keyed bool `json:"-"`
+	// RateLimited: the job names a rate limit (job.rate_limit). This worker does not
+	// keep rate limits, so it never runs such a run (core.go, deliver).
+	RateLimited bool `json:"-"`
 }
 
 // Run is one attempt of one occurrence, as a worker receives it.
@@ -215,6 +221,7 @@ func ParseRun(value []byte) (*Run, error) {
 		return nil, err
 	}
 	r.Job.Keyed = jf.present("concurrency")
+	r.Job.RateLimited = jf.present("rate_limit")
 	r.Job.Args = map[string]any{}
 	if jf.present("args") {
 		if json.Unmarshal(jf["args"], &r.Job.Args) != nil || r.Job.Args == nil {

@@ -1,0 +1,51 @@
+"""The shard's side of rate limits (docs/DESIGN.md §8.5): a rate-limited run goes to the
+partition of its key, and a pause or resume is written to ``{ns}.ratelimits``."""
+
+from __future__ import annotations
+
+from tests.kit.shard import MINUTE, T0, Shard, command, upsert
+from topics.messages import parse_run
+from topics.names import TopicKind
+from topics.partitioner import murmur2_partition
+from topics.ratelimits import decode_pause_value
+from topics.records import TargetRecord
+from topics.targets import TargetTopic, TargetTopics
+from topics.timefmt import format_ms
+
+RUNS = "kafkron.runs"
+TOPICS = TargetTopics(known={RUNS: TargetTopic(12, 1_000_000)}, own_prefix="kafkron.")
+RATE = {"key": "payments", "per_s": 10, "burst": 5}
+
+
+def test_runs_of_one_rate_limited_key_land_on_the_keys_partition() -> None:
+    shard = Shard()
+    shard.core.set_target_topics(TOPICS)
+    for sid in ("a", "b", "c"):
+        job = {"name": "test.job", "args": {}, "rate_limit": RATE}
+        assert not shard.send(upsert(sid, job=job), at_ms=T0 + 5).rejected
+    records = [r for r in shard.advance(T0 + MINUTE).records if type(r) is TargetRecord]
+    assert sorted(r.key or b"" for r in records) == [b"a", b"b", b"c"]
+    assert {(r.topic, r.partition) for r in records} == {(RUNS, murmur2_partition(b"payments", 12))}
+    rate = parse_run(records[0].value or b"").job.rate_limit
+    assert rate is not None and (rate.per_s, rate.burst) == (10, 5)
+
+
+def test_a_pause_and_a_resume_are_written_to_the_ratelimits_topic() -> None:
+    shard = Shard()
+    until = format_ms(T0 + 3_600_000)
+    out = shard.send(command("ratelimit.pause", "payments", until=until, note="quota"), at_ms=T0)
+    [record] = out.of(TopicKind.RATELIMITS)
+    assert record.key == b"payments" and record.partition == 0
+    pause = decode_pause_value(record.value or b"", "payments")
+    assert (pause.until_ms, pause.note, pause.at_ms) == (T0 + 3_600_000, "quota", T0)
+    [resumed] = shard.send(command("ratelimit.resume", "payments"), at_ms=T0).of(
+        TopicKind.RATELIMITS
+    )
+    assert resumed.key == b"payments" and resumed.value is None
+
+
+def test_a_bad_pause_is_rejected_with_a_reason_and_writes_nothing() -> None:
+    shard = Shard()
+    out = shard.send(command("ratelimit.pause", "payments", until=format_ms(T0 - 1)), at_ms=T0)
+    assert out.of(TopicKind.RATELIMITS) == []
+    assert out.rejected[0].reason.startswith("until") and "passed" in out.rejected[0].reason
