@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from actors.cli import output, pause_args, target_args
+from actors.cli import output, pause_args, rate_args, target_args
 from actors.cli.submit_cmd import produce
 from actors.timespec.composite import ADJUSTMENTS
 from topics import codec
@@ -48,7 +48,6 @@ from topics.command_parts import (
 from topics.commands import MISFIRE_POLICIES, OVERLAP_POLICIES
 from topics.concurrency import Concurrency
 from topics.names import Settings
-from topics.ratelimits import DEFAULT_BURST, RateLimit
 from topics.vocabulary import ConcurrencyStrategy, DstFold, DstGap, JitterMode
 
 _EPILOG = """\
@@ -221,6 +220,7 @@ def _register_add(actions: Any) -> None:
         help="0-9, higher first within the queue (default 0); 5-9 go to the queue's high"
         " lane, which workers started with --lanes read first",
     )
+    rate_args.add_arguments(add)
     add.add_argument("--print", action="store_true", help="print the command, send nothing")
     add.set_defaults(func=run_add)
 
@@ -238,23 +238,6 @@ def concurrency_of(args: argparse.Namespace) -> Concurrency | None:
     strategy = args.concurrency_strategy or ConcurrencyStrategy.QUEUE
     limit = 1 if args.concurrency_limit is None else args.concurrency_limit
     return Concurrency(key, limit, ConcurrencyStrategy(strategy))
-
-
-def rate_limit_of(args: argparse.Namespace) -> RateLimit | None:
-    """The ``--rate-*`` flags as a `RateLimit`; ValueError if a rate or a burst is given
-    without a key, or a key without a rate."""
-    key = getattr(args, "rate_key", None)
-    per_s, burst = getattr(args, "rate_per_s", None), getattr(args, "rate_burst", None)
-    if key is None:
-        if per_s is not None or burst is not None:
-            raise ValueError("--rate-per-s and --rate-burst need --rate-key")
-        return None
-    if per_s is None:
-        raise ValueError("--rate-key needs --rate-per-s (starts a second, such as 10 or 0.5)")
-    return RateLimit(key, per_s, DEFAULT_BURST if burst is None else burst)
-
-
-_RATE_FLAGS = {"key": "--rate-key", "per_s": "--rate-per-s", "burst": "--rate-burst"}
 
 
 def build_upsert(args: argparse.Namespace) -> CommandRecord:
@@ -293,8 +276,7 @@ def build_upsert(args: argparse.Namespace) -> CommandRecord:
             flag = "concurrency-key" if flag == "concurrency" else f"concurrency-{flag}"
             raise InvalidCommand(f"--{flag}: {error.reason}") from None
         if error.field is not None and error.field.startswith("job.rate_limit"):
-            name = error.field.rsplit(".", 1)[-1]
-            raise InvalidCommand(f"{_RATE_FLAGS.get(name, '--rate-key')}: {error.reason}") from None
+            raise InvalidCommand(f"{rate_args.flag_of(error.field)}: {error.reason}") from None
         raise InvalidCommand(target_args.flag_of(error.reason)) from None
 
 
@@ -405,7 +387,7 @@ def _upsert(
         queue=args.queue,
         concurrency=concurrency_of(args),
         priority=args.priority,
-        rate_limit=rate_limit_of(args),
+        rate_limit=rate_args.rate_limit_of(args),
         deadline=deadline_of(args),
     )
 
