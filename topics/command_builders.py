@@ -43,7 +43,6 @@ from topics.commands import decode_command
 from topics.job_fields import optional_job_fields
 from topics.messages import parse_run_id
 from topics.priority import PRIORITY_WITH_TARGET
-from topics.ratelimits import RateLimit
 from topics.schedule_fields import ScheduleFields, unknown_fields
 from topics.timefmt import format_ms
 
@@ -218,7 +217,9 @@ def schedule_upsert(
         body["target"] = target.json()
     if job is not None or target is None:  # neither: the shard's validation names it
         extra = optional_job_fields(
-            fields.get("queue"), fields.get("concurrency"), fields.get("priority"),
+            fields.get("queue"),
+            fields.get("concurrency"),
+            fields.get("priority"),
             fields.get("rate_limit"),
         )
         body["job"] = {"name": job, "args": dict(fields.get("args") or {}), **extra}

@@ -430,8 +430,7 @@ class Task:
     """The task's own retry policy; the DAG's when None."""
     timeout_s: int | None = None
     """The task's own attempt timeout in seconds; the DAG's when None."""
-    queue: str | None = None
-    """The worker queue of the task's runs (`topics.queues`); the default when None."""
+    queue: str | None = None  # its runs' worker queue (`topics.queues`); None: the default
     concurrency: Concurrency | None = None  # its concurrency key (`topics.concurrency`)
     priority: int | None = None  # 0-9, higher first (`topics.priority`); 0 when None
     rate_limit: RateLimit | None = None  # its rate limit (`topics.ratelimits`)
@@ -440,10 +439,8 @@ class Task:
         """The task's object in ``tasks``."""
         job = None
         if self.job is not None or self.target is None:  # neither: the shard names it
-            extra = optional_job_fields(
-                self.queue, self.concurrency, self.priority, self.rate_limit
-            )
-            job = {"name": self.job, "args": dict(self.args or {}), **extra}
+            parts = (self.queue, self.concurrency, self.priority, self.rate_limit)
+            job = {"name": self.job, "args": dict(self.args or {}), **optional_job_fields(*parts)}
         return _pick(
             job=job,
             target=None if self.target is None else self.target.json(),

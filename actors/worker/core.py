@@ -98,8 +98,8 @@ from actors.worker.offsets import (
     MAX_OPEN_PER_PARTITION,
     PartitionOffsets,
 )
-from actors.worker.waiting import Waiting
 from actors.worker.ratelimit import RateGate
+from actors.worker.waiting import Waiting
 from topics.concurrency import CONCURRENCY_ERROR
 from topics.deadlines import TIMEOUT_MARGIN_MS, shard_decides
 from topics.messages import (
