@@ -171,6 +171,14 @@ def run(args: argparse.Namespace) -> int:
         reserve = (0, LANE_MIN_PRIORITY) if args.reserve is None else parse_reserve(args.reserve)
         if reserve[0] >= args.concurrency:
             raise ValueError(f"--reserve {args.reserve}: N must be below --concurrency")
+        if reserve[0] and reserve[1] >= LANE_MIN_PRIORITY and not args.lanes:
+            # Runs of priority 5 or more are written to the high lane's topic only,
+            # which this worker would not read: the N slots would stay idle for ever.
+            raise ValueError(
+                f"--reserve {args.reserve}: runs of priority {LANE_MIN_PRIORITY} or more"
+                " reach a worker only through its high lane; add --lanes, or reserve for"
+                f" a priority below {LANE_MIN_PRIORITY} (N:P)"
+            )
     except ValueError as exc:
         return output.fail("worker", str(exc), 2)
     try:

@@ -19,9 +19,10 @@ The rules, all decided here:
 - **The reserve** (``--reserve N[:P]``): a run of priority below P starts only while
   fewer than ``concurrency - N`` slots are taken, so N slots are always left to runs of
   priority P or more (of either lane; P defaults to the high lane's 5). The starvation
-  bound yields to the normal lane only when its waiting run could take the slot under
-  the reserve, so the reserve never holds a high run back for a normal run that cannot
-  start.
+  bound still holds with a reserve: when the normal lane's turn comes while the high
+  lane's jobs fill the slots the reserve leaves to normal runs, the next high start
+  waits until one of them frees a slot, which the normal run then takes. A normal
+  lane that fills those slots with its own jobs holds no high run back.
 
 Wake-ups: a core whose start was refused for the other lane's sake, or which leaves a
 slot free while the other lane waits, wakes the other lane (`take_wake`, and the
@@ -128,11 +129,22 @@ class SlotPool:
             every is not None
             and normal is not None
             and self._high_streak >= every
-            and self.admits(normal, used)
+            and (self.admits(normal, used) or self._high_holds_normal_out(normal))
         ):
             self.counts["normal_turns"] += 1
             return False  # the normal lane's turn: the starvation bound
         return True
+
+    def _high_holds_normal_out(self, normal: int) -> bool:
+        """Whether the normal lane's waiting run is kept out by the high lane's jobs in
+        the slots the reserve leaves to it (not by its own: the normal lane below its
+        share). Then the normal lane's turn holds the next high start back until a
+        slot frees, or with ``--reserve`` a busy high lane would keep the normal lane
+        out for ever; a normal lane that fills its share itself holds nothing back."""
+        if normal >= self.reserve_min_priority:
+            return False  # the reserve does not refuse it: only a full pool does
+        running = self._running.get(Lane.NORMAL)
+        return running is not None and running() < self.concurrency - self.reserve
 
     def started(self, lane: Lane) -> None:
         if lane is Lane.NORMAL:

@@ -131,3 +131,14 @@ def test_worker_refuses_a_bad_reserve(capsys: pytest.CaptureFixture[str]) -> Non
     assert code == 2 and "--reserve 4: N must be below --concurrency" in err
     code, _, err = cli(capsys, "worker", "--http-only", "--reserve", "1:0")
     assert code == 2 and "P must be between 1 and 9" in err
+
+
+def test_worker_refuses_a_reserve_for_the_high_lane_without_lanes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Runs of priority 5+ go to the lane topic only: without --lanes the reserved
+    # slots would never be used, and the worker would run N fewer jobs for ever.
+    code, _, err = cli(capsys, "worker", "--http-only", "--concurrency", "4", "--reserve", "2")
+    assert code == 2 and "add --lanes" in err
+    code, _, err = cli(capsys, "worker", "--http-only", "--concurrency", "4", "--reserve", "2:7")
+    assert code == 2 and "add --lanes" in err

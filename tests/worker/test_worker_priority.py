@@ -191,6 +191,42 @@ def test_the_bound_never_holds_a_high_run_back_for_a_normal_run_the_reserve_refu
     assert pool.counts["normal_turns"] == 0
 
 
+def test_with_a_reserve_a_busy_high_lane_still_gives_the_normal_lane_its_turn() -> None:
+    # Three slots, one reserved for the high lane: normal runs may take two. The high
+    # lane keeps all three busy, so no normal run is ever admitted by the reserve; the
+    # bound must still give the normal lane one start per K high ones (a high start is
+    # held back until one of its jobs frees a slot the normal run then takes).
+    k = NORMAL_EVERY_HIGH_STARTS
+    pool, normal, high, woken = lanes(3, reserve=1)
+    running = []
+    for offset in range(3):
+        running += [a.key for a in high.receive(record(offset, 6), T0) if isinstance(a, StartJob)]
+    assert len(running) == 3
+    normal.receive(record(0, 0), T0)  # waits: the high lane holds every slot
+    for offset in range(3, 3 + 2 * k + 2):
+        high.receive(record(offset, 6), T0)
+    order = []
+    for step in range(k + 2):
+        out = high.job_exited(running.pop(0), DONE, T0 + step + 1)
+        while not [a for a in out if isinstance(a, StartJob)] and woken:
+            other = woken.pop(0)
+            out = (normal if other is Lane.NORMAL else high).advance(T0 + step + 1)
+        woken.clear()
+        starts = [a for a in out if isinstance(a, StartJob)]
+        if not starts:  # the normal lane's turn: the freed slot waits for the next one
+            order.append("-")
+            continue
+        (action,) = starts
+        if action.run.job.priority >= 5:
+            running.append(action.key)
+            order.append("H")
+        else:
+            order.append("N")
+            break
+    assert "".join(order) == "H" * k + "-N"
+    assert pool.counts["normal_turns"] >= 1
+
+
 def test_a_lane_left_without_runs_stops_being_waited_for() -> None:
     _pool, normal, high, woken = lanes(1)
     normal.receive(record(0, 0), T0)
