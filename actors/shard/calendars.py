@@ -88,6 +88,9 @@ class ShardCalendars:
         self._wheel = wheel
         self.book: dict[str, CalendarDays] = {}
         self._versions: dict[str, int] = {}  # name -> edits seen (a cache key)
+        # name -> the latest record's timestamp (its commit), when told: a restore
+        # re-arms by it, as the live owner did when it heard that record.
+        self._written_ms: dict[str, int] = {}
         self._users: dict[str, dict[str, None]] = {}  # name -> ids (ordered: deterministic)
         self._names_by_id: dict[str, tuple[str, ...]] = {}
         self._names_of_def: dict[bytes, tuple[str, ...]] = {}
@@ -108,6 +111,8 @@ class ShardCalendars:
         commit); the re-arm floor counts from it, not from when it was heard, so
         what came due in between goes through each schedule's misfire policy."""
         since_ms = now_ms if written_ms is None else min(now_ms, written_ms)
+        if written_ms is not None:
+            self._written_ms[name] = written_ms
         if days is None:
             if self.book.pop(name, None) is None:
                 return 0
@@ -179,7 +184,15 @@ class ShardCalendars:
             if state.def_bytes in naming:
                 names = self.names_of(state.def_bytes)
                 self._index(state.id, names)
-                self._refresh(state, names, now_ms)
+                # The edit rule, as the live owner applied it when it heard the latest
+                # of these records (idempotent for one ``written``): a ``next`` due
+                # before that edit was written keeps its place here too.
+                written = [self._written_ms[n] for n in names if n in self._written_ms]
+                if written:
+                    written_ms = max(written)
+                    self._refresh(state, names, min(now_ms, written_ms), written_ms)
+                else:
+                    self._refresh(state, names, now_ms)
 
     def names_of(self, def_bytes: bytes) -> tuple[str, ...]:
         found = self._names_of_def.get(def_bytes)

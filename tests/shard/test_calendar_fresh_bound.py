@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tests.kit.shard import MINUTE, T0, Out, Shard, command, upsert
 from topics.calendar_commands import calendar_value
+from topics.timefmt import format_ms
 
 # T0 is Saturday 2026-10-10 00:00 UTC; "hol" excludes the 12th (not these minutes).
 SPEC = {"any": [{"cron": "* * * * *"}], "exclude": ["hol"]}
@@ -88,3 +89,25 @@ def test_a_held_instant_due_before_an_edit_was_written_fires_by_the_version_then
     shard.core.calendars_fresh(T0 + 11 * MINUTE + 40 * SECOND)
     later = shard.run_until(T0 + 12 * MINUTE + 500)
     assert _instants(later) == [T0 + 11 * MINUTE]
+
+
+def test_a_new_owner_keeps_the_instant_an_edit_heard_late_left_in_place() -> None:
+    # The live owner keeps 11:00 (due before the edit was written at 11:20, held until
+    # the calendars were known that fresh) and writes nothing (nothing changed). It
+    # dies before 11:00 fires: the new owner, told the same record, must keep it too.
+    shard = _shard()
+    shard.core.calendars_fresh(T0 + 10 * MINUTE + 30 * SECOND)
+    assert _instants(shard.advance(T0 + 11 * MINUTE)) == []  # held
+    today = calendar_value({"tz": "UTC", "dates": ["2026-10-10"]})
+    written_ms = T0 + 11 * MINUTE + 20 * SECOND
+    heard_ms = T0 + 11 * MINUTE + 40 * SECOND
+    shard.learn_calendar("hol", today, at_ms=heard_ms, written_ms=written_ms)
+    shard.advance(heard_ms)
+    assert shard.state_doc()["next"] == format_ms(T0 + 11 * MINUTE)  # kept: nothing written
+    new, restored = shard.restored(
+        heard_ms + 5 * SECOND, calendars=[("hol", today)], written_ms=written_ms
+    )
+    assert restored.changelog == []  # the rule, applied again, changes nothing
+    new.core.calendars_fresh(heard_ms + 5 * SECOND)
+    later = new.run_until(T0 + 13 * MINUTE)
+    assert _instants(restored) + _instants(later) == [T0 + 11 * MINUTE]
