@@ -98,6 +98,11 @@ class ScheduleCommands:
             if not self._calendars.upserted(state, names):  # waits for one (visibly)
                 self._wait(state, anchor_ms)
                 return
+            if names:
+                # Its floor, kept: an edit heard later re-arms from the edit's commit
+                # (§5.7), which may be before this upsert; what came before it was
+                # never this schedule's to fire or report.
+                state.let_pass(anchor_ms)
             definition = state.definition
         state.next_ms = definition.compiled.next_after(anchor_ms)
         state.completed = None  # a new definition may fire again

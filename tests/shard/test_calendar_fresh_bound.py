@@ -6,6 +6,8 @@ past it."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.kit.shard import MINUTE, T0, Out, Shard, command, upsert
 from topics.calendar_commands import calendar_value
 from topics.timefmt import format_ms
@@ -111,3 +113,25 @@ def test_a_new_owner_keeps_the_instant_an_edit_heard_late_left_in_place() -> Non
     new.core.calendars_fresh(heard_ms + 5 * SECOND)
     later = new.run_until(T0 + 13 * MINUTE)
     assert _instants(restored) + _instants(later) == [T0 + 11 * MINUTE]
+
+
+@pytest.mark.parametrize("first_spec", [None, {"any": [{"cron": "0 9 * * *"}], "exclude": ["hol"]}])
+def test_an_edit_heard_late_never_re_arms_a_schedule_before_it_was_upserted(
+    first_spec: dict[str, object] | None,
+) -> None:
+    # The edit is written at 11:20; "t" is upserted (or re-upserted, from a daily spec
+    # that never fired) at 14:30, before the edit is heard at 14:40. Its instants
+    # before 14:30 were never its to fire or report.
+    shard = _shard()
+    if first_spec is not None:
+        shard.send(upsert("t", spec=first_spec), at_ms=T0 + MINUTE)
+    upserted_ms = T0 + 14 * MINUTE + 30 * SECOND
+    shard.send(upsert("t", spec=SPEC), at_ms=upserted_ms)
+    other = calendar_value({"tz": "UTC", "dates": ["2026-10-13"]})  # today still allowed
+    heard_ms = T0 + 14 * MINUTE + 40 * SECOND
+    shard.learn_calendar("hol", other, at_ms=heard_ms, written_ms=T0 + 11 * MINUTE + 20 * SECOND)
+    shard.core.calendars_fresh(T0 + 17 * MINUTE)
+    out = shard.run_until(T0 + 17 * MINUTE)
+    handled = [r.scheduled_ms for r in out.runs if r.schedule_id == "t" and r.attempt == 1]
+    handled += [r.scheduled_ms for r in out.results if r.schedule_id == "t"]
+    assert sorted(handled) == [T0 + m * MINUTE for m in (15, 16, 17)]
