@@ -30,7 +30,7 @@ from actors.shard.dag_definition import data_interval
 from actors.shard.deadlines import DeadlineAlerts, new_watch
 from actors.shard.definition import Definition, cached_definition
 from actors.shard.delivery import REFUSED_ERROR, Occurrence, target_record
-from actors.shard.misfire import Backlog, MissedRange, plan_backlog
+from actors.shard.misfire import Backlog, MissedRange, NextAfter, plan_backlog
 from actors.shard.overlap import Decision
 from actors.shard.pausing import resumes_now, runs_ended
 from actors.shard.retry import backoff_ms, is_final_failure
@@ -103,6 +103,24 @@ _RUNS = TopicKind.RUNS
 _RESULTS = TopicKind.RESULTS
 _DLQ = TopicKind.DLQ
 
+
+
+# A backlog is held whole while the calendars are known this much behind now or more;
+# closer (a grace shorter than the follower's lag, a spec denser than it) it is planned
+# in parts, or such a schedule could be held for ever.
+WHOLE_BACKLOG_SLACK_MS = 5_000
+
+
+def _backlog_known_in_part(next_after: NextAfter, upto_ms: int, cutoff_ms: int) -> bool:
+    """Whether a misfired backlog (instants before ``cutoff_ms``: now less the grace)
+    runs past ``upto_ms``, how far the calendars the schedule names are known. Planned
+    now, it would be judged in two parts, and run_once or catch_up_max would fire
+    once per part; so it waits (fires and reports nothing) until one plan can judge it
+    all. docs/DESIGN.md §5.7."""
+    if upto_ms >= cutoff_ms or cutoff_ms - upto_ms < WHOLE_BACKLOG_SLACK_MS:
+        return False
+    following = next_after(upto_ms)
+    return following is not None and following < cutoff_ms
 
 class DagTasks(Protocol):
     """What the run book asks of the DAG runs (`dag_shard.DagRuns`, which builds on
@@ -201,6 +219,8 @@ class RunBook:
                     o = following
                     if limited and state.completed is not None:
                         break  # its last run: nothing more fires
+            elif _backlog_known_in_part(next_after, upto_ms, now_ms - definition.grace_ms):
+                pass  # held whole (see there): ``next_ms`` stays, the core tries again
             else:
                 misfire = definition.misfire
                 plan = plan_backlog(
