@@ -104,7 +104,6 @@ _RESULTS = TopicKind.RESULTS
 _DLQ = TopicKind.DLQ
 
 
-
 # A backlog is held whole while the calendars are known this much behind now or more;
 # closer (a grace shorter than the follower's lag, a spec denser than it) it is planned
 # in parts, or such a schedule could be held for ever.
@@ -121,6 +120,7 @@ def _backlog_known_in_part(next_after: NextAfter, upto_ms: int, cutoff_ms: int) 
         return False
     following = next_after(upto_ms)
     return following is not None and following < cutoff_ms
+
 
 class DagTasks(Protocol):
     """What the run book asks of the DAG runs (`dag_shard.DagRuns`, which builds on
