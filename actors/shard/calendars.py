@@ -37,8 +37,11 @@ A part of `ShardCore` (same rules: pure, no I/O). docs/DESIGN.md §5.7.
   previous version's to fire: the audit judges it so, docs/DESIGN.md §9.1). A
   schedule an edit ended (``completed: "end"``: no day left) is re-armed too, from
   now, so an edit that gives days back revives it; only ``max_runs`` is final.
-  Applied again with the same book it changes nothing, so a new owner that restores
-  an already re-armed schedule keeps its ``next``. Each re-armed schedule is written
+  Applied again with the same book and the same ``written`` it changes nothing, so a
+  new owner, which applies it with the latest record's timestamp of the calendars a
+  schedule names (`restored`), keeps the ``next`` the live owner kept or re-armed. An
+  upsert keeps its floor as handled (`ScheduleCommands.upsert`), so a re-arm from an
+  edit committed before it never reaches back before the schedule. Each re-armed schedule is written
   to the changelog in the same batch.
 """
 
