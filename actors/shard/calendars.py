@@ -191,11 +191,14 @@ class ShardCalendars:
                 # of these records (idempotent for one ``written``): a ``next`` due
                 # before that edit was written keeps its place here too.
                 written = [self._written_ms[n] for n in names if n in self._written_ms]
-                if written:
-                    written_ms = max(written)
-                    self._refresh(state, names, min(now_ms, written_ms), written_ms)
-                else:
-                    self._refresh(state, names, now_ms)
+                written_ms = max(written) if written else None
+                since_ms = now_ms
+                if written_ms is not None and state.handled_ms() is not None:
+                    since_ms = min(now_ms, written_ms)
+                # else nothing bounds it below (a record from before upserts kept
+                # their floor, never fired): from the record's commit it could reach
+                # back before the schedule existed, so from now, as before.
+                self._refresh(state, names, since_ms, written_ms)
 
     def names_of(self, def_bytes: bytes) -> tuple[str, ...]:
         found = self._names_of_def.get(def_bytes)

@@ -6,6 +6,7 @@ past it."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from tests.kit.shard import MINUTE, T0, Out, Shard, command, upsert
@@ -171,3 +172,23 @@ def test_a_spec_denser_than_the_followers_lag_with_no_grace_still_fires() -> Non
         shard.core.calendars_fresh(now_ms - 600)
         fired += [r.scheduled_ms for r in shard.advance(now_ms).runs if r.attempt == 1]
     assert len(fired) >= 5
+
+
+def test_a_restore_never_reaches_back_before_a_never_fired_schedule_without_a_floor() -> None:
+    # A record written before upserts kept their floor (no "passed") of a schedule
+    # that never fired: the calendar's record is older than the schedule, and a
+    # restore re-arming from it would fire or report instants before it existed.
+    shard = Shard()
+    shard.learn_calendar("hol", HOL, at_ms=T0, written_ms=T0)
+    shard.core.calendars_fresh(T0 + 30 * MINUTE)
+    daily = {"any": [{"cron": "5 * * * *"}], "exclude": ["hol"]}
+    shard.send(upsert("d", spec=daily), at_ms=T0 + 20 * MINUTE)
+    shard.advance(T0 + 20 * MINUTE)
+    doc = shard.state_doc("d")
+    assert doc["next"] == format_ms(T0 + 65 * MINUTE)
+    doc.pop("passed", None)
+    shard.changelog[b"d"] = orjson.dumps(doc)
+    new, restored = shard.restored(T0 + 30 * MINUTE, calendars=[("hol", HOL)], written_ms=T0)
+    new.core.calendars_fresh(T0 + 70 * MINUTE)
+    later = new.run_until(T0 + 70 * MINUTE)
+    assert _instants(restored) + _instants(later) == [T0 + 65 * MINUTE]
