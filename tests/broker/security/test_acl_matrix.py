@@ -68,7 +68,7 @@ from actors.broker import secure as broker_secure
 from tests.kit.paths import REPO
 from tests.kit.ports import free_port_block
 from topics.acl_plan import Operation, PatternType, ResourceType, Role, plan
-from topics.names import Settings, TxnIds
+from topics.names import Settings, TopicKind, TxnIds
 from topics.security import ClientSecurity, client_kwargs
 
 pytestmark = [
@@ -81,7 +81,8 @@ pytestmark = [
 
 PARTITIONS = 2
 # The eight topics of a namespace, as the README's role table names them.
-TOPIC_KINDS = ("alerts", "calendars", "commands", "dlq", "rejected", "results", "runs", "schedules")
+# Every topic of a namespace, from the product (a kind added there is tried here too).
+TOPIC_KINDS = tuple(sorted(kind.value for kind in TopicKind))
 LOOK_ALIKE_SUFFIXES = ("-worker", "-shard", "-workers", "-schedulers", "_x")
 # The roles each other namespace gets a user of, so that grants of theirs exist.
 OTHER_ROLES = (Role.SCHEDULER, Role.WORKER)
