@@ -66,7 +66,10 @@ Decisions made here:
   ``lease_renewed``), the worker must assume its partitions are being given to
   someone else, so it cancels everything and drops every partition (Dropbox ATF's
   rule: stop after consecutive failed heartbeats). The runtime re-establishes what
-  it still owns once the coordinator answers again.
+  it still owns once the coordinator answers again. No run starts past the lease,
+  even before the turn that declares it lost: a process thawed after a freeze may
+  handle a fetched batch or a job's exit first, and its partitions may be another
+  owner's by then (``_fill``).
 - A partition holds at most ``max_open_per_partition`` delivered, unfinished runs
   (which bounds the commit metadata). Records fetched beyond that wait in the
   partition's backlog, undelivered: no commit mentions them, so losing the partition
@@ -285,6 +288,9 @@ class WorkerCore:
         self._keys = KeySlots()
         # When a keyed run held back by an adoption may start (`advance` fills then).
         self._keys_due_ms: int | None = None
+        # When a fill found the time past the lease and started nothing (`advance`
+        # fills again then, unless it finds the lease lost).
+        self._refused_past_lease_ms: int | None = None
         # Rate limits and their pauses (docs/DESIGN.md §8.5; the broken variant only
         # sets ``rate_adoption_full``).
         self.rates = RateGate(adoption_full=rate_adoption_full)
@@ -742,7 +748,12 @@ class WorkerCore:
         if self._backlogged:
             actions.extend(self._refill(list(self._backlogged), now_ms))
             actions.extend(self._fill(now_ms))
-        elif woken or _reached(self._keys_due_ms, now_ms) or _reached(self.rates.due_ms, now_ms):
+        elif (
+            woken
+            or _reached(self._keys_due_ms, now_ms)
+            or _reached(self.rates.due_ms, now_ms)
+            or _reached(self._refused_past_lease_ms, now_ms)
+        ):
             actions.extend(self._fill(now_ms))
         return actions
 
@@ -776,9 +787,9 @@ class WorkerCore:
         if lease and self._partitions:
             lease_due = self._lease_expires_ms() + 1
             due = lease_due if due is None else min(due, lease_due)
-        keys_due = self._keys_due_ms
-        if keys_due is not None:
-            due = keys_due if due is None else min(due, keys_due)
+        for other_due in (self._keys_due_ms, self._refused_past_lease_ms):
+            if other_due is not None:
+                due = other_due if due is None else min(due, other_due)
         rates_due = self.rates.due_ms
         if rates_due is not None:
             due = rates_due if due is None else min(due, rates_due)
@@ -945,7 +956,16 @@ class WorkerCore:
         actions: list[Action] = []
         pool = self._pool
         self.rates.due_ms = None  # set again by the runs it holds
-        if not self._starting:
+        self._refused_past_lease_ms = None
+        past_lease = now_ms > self._lease_expires_ms()
+        if not self._starting or past_lease:
+            # Draining; or past the lease (a process thawed after a freeze handling a
+            # batch or a job's exit before the turn that declares the lease lost): the
+            # partitions may be another owner's by now, so nothing starts
+            # (docs/DESIGN.md §8.2, §8.5). The next `advance` (due at once) drops
+            # them, or fills if a heartbeat renewed the lease meanwhile.
+            if past_lease and self._starting and self._queue:
+                self._refused_past_lease_ms = now_ms
             if pool is not None:
                 pool.filled(self._lane, None)
             return actions

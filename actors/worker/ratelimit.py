@@ -26,7 +26,10 @@ a heartbeat interval (a third of ``lease_loss_ms``), and drops the partition; Ka
 eager protocol even has it revoke before the new assignment is made. An owner cut
 off from the group stops by its lease rule ``lease_loss_ms`` after its last
 successful heartbeat, which came before its partitions could be given away (§8). A
-frozen process (SIGSTOP) is the one exception, as for every lease.
+frozen process (SIGSTOP) is held to it too: once its time is past its lease it starts
+nothing, even in a turn handled before the one that declares the lease lost
+(`WorkerCore._fill`); only a freeze between a start's decision and the job's actual
+start escapes it, as for every lease.
 
 **The bound.** Under the premise, the runs of a key started by the partition's owners
 number at most ``R + B`` within any 1 s window, across any number of handovers.

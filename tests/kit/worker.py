@@ -15,6 +15,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from actors.views.tail import read_to_end
+from actors.worker.core import WorkerCore
 from tests.kit.paths import REPO
 from topics.command_types import Job
 from topics.messages import (
@@ -32,6 +33,16 @@ T0 = 1_790_000_000_000
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def heard(core: WorkerCore, at_ms: int) -> int:
+    """The group's heartbeats answered up to ``at_ms``, as the runtime reports each one
+    (``WorkerMachine.heartbeat`` -> ``WorkerCore.lease_renewed``): the core's lease
+    holds at ``at_ms``, and no start is refused for a lease it never had renewed.
+    Returns ``at_ms``, so an event at that instant reads ``core.job_exited(key,
+    outcome, heard(core, t))``."""
+    core.lease_renewed(at_ms)
+    return at_ms
 
 
 def run_record(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from actors.worker.core import CancelJob, Outcome, StartJob
 from actors.worker.membership import WorkerMachine, Write
+from tests.kit.worker import heard
 from tests.worker.test_worker_core import T0, make_core, results_of, run_record
 from tests.worker.test_worker_membership import make_machine, of
 from topics.messages import cancel_value, run_id_for
@@ -111,7 +112,8 @@ def test_a_cancel_reaches_a_running_job_on_a_partition_at_its_open_limit() -> No
     assert len(starts) == 4 and 0 not in core.paused()
     actions = core.receive(cancel_record(256, "s0", reason="bad input"), T0 + 1_000)
     assert [a.key for a in actions if isinstance(a, CancelJob)] == [starts[0].key]
-    core.job_exited(starts[0].key, Outcome("succeeded"), T0 + 1_800_000)  # exits late
+    exited_ms = heard(core, T0 + 1_800_000)  # exits late, the lease held meanwhile
+    core.job_exited(starts[0].key, Outcome("succeeded"), exited_ms)
     [result] = [r for r in results_of(core.take_commit(0)) if r.schedule_id == "s0"]
     assert result.status == "cancelled"
     # A run arriving after it still waits for room, in the backlog.

@@ -11,6 +11,7 @@ still waits for the adoption's end, where its cancel may lie.
 from __future__ import annotations
 
 from actors.worker.core import Action, CancelJob, Outcome, StartJob, WorkerCore
+from tests.kit.worker import heard
 from tests.worker.test_worker_cancel import cancel_record
 from tests.worker.test_worker_core import T0, results_of, run_record
 from tests.worker.test_worker_core import make_core as worker_core
@@ -83,7 +84,7 @@ def test_a_backlogged_run_whose_cancel_waits_behind_it_never_starts() -> None:
     results = {}
     while jobs:
         name = min(jobs)
-        now += 1_000
+        now = heard(core, now + 1_000)
         for action in core.job_exited(jobs.pop(name).key, Outcome("succeeded"), now):
             assert isinstance(action, StartJob), action
             assert action.run.schedule_id != "s4", "a cancelled run started"

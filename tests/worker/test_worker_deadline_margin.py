@@ -10,6 +10,7 @@ from __future__ import annotations
 from actors.shard import core as shard_core
 from actors.shard import runs as shard_runs
 from actors.worker.core import CancelJob, Outcome, StartJob
+from tests.kit.worker import heard
 from tests.worker.test_worker_core import T0, make_core, results_of, run_record
 from topics.deadlines import TIMEOUT_MARGIN_MS, shard_decides
 
@@ -26,7 +27,7 @@ def test_the_shard_and_the_worker_share_one_margin() -> None:
 
 def test_a_run_received_after_the_shards_verdict_is_acknowledged_without_a_result() -> None:
     core = make_core()
-    assert core.receive(run_record(0, deadline_ms=DEADLINE_MS), VERDICT_MS) == []
+    assert core.receive(run_record(0, deadline_ms=DEADLINE_MS), heard(core, VERDICT_MS)) == []
     commit = core.take_commit(0)
     assert commit is not None and commit.offset == 1 and commit.results == ()
     assert core.counts["left_to_shard"] == 1 and core.counts["timed_out"] == 0
@@ -44,7 +45,7 @@ def test_a_run_queued_until_after_the_verdict_never_starts_and_writes_nothing() 
     core = make_core(concurrency=1)
     core.receive(run_record(0), T0)
     core.receive(run_record(1, deadline_ms=DEADLINE_MS), T0)
-    assert core.job_exited((0, 0, 0), Outcome("succeeded"), VERDICT_MS) == []
+    assert core.job_exited((0, 0, 0), Outcome("succeeded"), heard(core, VERDICT_MS)) == []
     commit = core.take_commit(0)
     assert commit is not None and commit.offset == 2
     assert [r.schedule_id for r in results_of(commit)] == ["s0"]
@@ -54,7 +55,7 @@ def test_a_run_queued_past_its_deadline_but_before_the_verdict_is_timed_out() ->
     core = make_core(concurrency=1)
     core.receive(run_record(0), T0)
     core.receive(run_record(1, deadline_ms=DEADLINE_MS), T0)
-    core.job_exited((0, 0, 0), Outcome("succeeded"), VERDICT_MS - 1)
+    core.job_exited((0, 0, 0), Outcome("succeeded"), heard(core, VERDICT_MS - 1))
     results = results_of(core.take_commit(0))
     assert [(r.schedule_id, r.status) for r in results] == [
         ("s0", "succeeded"),

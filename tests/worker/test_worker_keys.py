@@ -4,6 +4,7 @@ of a key at once on its partition's owner, each strategy, and the adoption rule.
 from __future__ import annotations
 
 from actors.worker.core import CancelJob, Outcome, StartJob, WorkerCore
+from tests.kit.worker import heard
 from topics.command_types import Job
 from topics.concurrency import CONCURRENCY_ERROR, Concurrency
 from topics.messages import idempotency_key, parse_result, run_id_for, run_value
@@ -62,12 +63,10 @@ def test_a_key_at_limit_1_runs_one_at_a_time_in_offset_order() -> None:
     for offset in range(3):
         out += worker.receive(keyed(offset), AFTER_ADOPTION)
     assert starts(out) == [0]
-    assert starts(
-        worker.job_exited((0, 0, 0), Outcome(RunStatus.SUCCEEDED), AFTER_ADOPTION + 1)
-    ) == [1]
-    assert starts(
-        worker.job_exited((0, 1, 0), Outcome(RunStatus.SUCCEEDED), AFTER_ADOPTION + 2)
-    ) == [2]
+    exit_1 = heard(worker, AFTER_ADOPTION + 1)
+    assert starts(worker.job_exited((0, 0, 0), Outcome(RunStatus.SUCCEEDED), exit_1)) == [1]
+    exit_2 = heard(worker, AFTER_ADOPTION + 2)
+    assert starts(worker.job_exited((0, 1, 0), Outcome(RunStatus.SUCCEEDED), exit_2)) == [2]
 
 
 def test_other_keys_and_unkeyed_runs_are_not_held_behind_a_waiting_key() -> None:
@@ -123,10 +122,11 @@ def test_cancel_in_progress_stops_the_oldest_and_starts_the_newest_once_it_exite
     strategy = ConcurrencyStrategy.CANCEL_IN_PROGRESS
     out = worker.receive(keyed(0, strategy=strategy), AFTER_ADOPTION)
     assert starts(out) == [0]
-    out = worker.receive(keyed(1, strategy=strategy), AFTER_ADOPTION + 1)
+    out = worker.receive(keyed(1, strategy=strategy), heard(worker, AFTER_ADOPTION + 1))
     assert [a.key for a in out if isinstance(a, CancelJob)] == [(0, 0, 0)]
     assert starts(out) == []  # not beside the job still stopping
-    out = worker.job_exited((0, 0, 0), Outcome(RunStatus.SUCCEEDED), AFTER_ADOPTION + 2)
+    exited_ms = heard(worker, AFTER_ADOPTION + 2)
+    out = worker.job_exited((0, 0, 0), Outcome(RunStatus.SUCCEEDED), exited_ms)
     assert starts(out) == [1]
     commit = worker.take_commit(0)
     assert commit is not None

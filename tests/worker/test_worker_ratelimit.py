@@ -8,6 +8,7 @@ import random
 
 from actors.worker.core import StartJob, WorkerCore
 from actors.worker.ratelimit import FOREVER, RateGate
+from tests.kit.worker import heard
 from topics.command_types import Job
 from topics.concurrency import Concurrency
 from topics.messages import idempotency_key, parse_result, run_id_for, run_value
@@ -182,6 +183,7 @@ def core(adopted_ms: int = T0 - 60_000, full: bool = False) -> WorkerCore:
         rate_adoption_full=full,
     )
     made.assign(0, 0, None, adopted_ms)
+    heard(made, max(adopted_ms, T0))  # the group's heartbeats answered up to T0
     return made
 
 
@@ -191,8 +193,7 @@ def starts(actions: list[object]) -> list[int]:
 
 def tick(worker: WorkerCore, now_ms: int) -> list[object]:
     """Time passes with the group's heartbeats answered (the lease holds)."""
-    worker.lease_renewed(now_ms)
-    return list(worker.advance(now_ms))
+    return list(worker.advance(heard(worker, now_ms)))
 
 
 def test_a_burst_then_one_per_interval_woken_by_advance() -> None:
@@ -281,5 +282,5 @@ def test_a_key_with_a_concurrency_limit_and_a_rate_keeps_both() -> None:
     both = Concurrency("payments", 1)
     out: list[object] = []
     for offset in range(3):
-        out += worker.receive(limited(offset, concurrency=both), T0 + 3_000)
+        out += worker.receive(limited(offset, concurrency=both), heard(worker, T0 + 3_000))
     assert starts(out) == [0]  # the concurrency limit, though the bucket holds 3
