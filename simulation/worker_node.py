@@ -169,6 +169,7 @@ class WorkerNode:
             known_job=self.jobs.known,
             now_ms=now_ms,
             lease_loss_ms=self.rules.lease_loss_ms,
+            rebalance_hold_ms=self.rules.rebalance_hold_ms,
             # The fix undone: an adopted partition's keyed runs start at once, beside
             # the previous owner's jobs that may still run.
             key_adoption_wait_ms=0 if "key-no-adoption-wait" in self.host.broken else None,

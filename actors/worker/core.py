@@ -244,6 +244,7 @@ class WorkerCore:
         known_job: Callable[[str], bool],
         now_ms: int,
         lease_loss_ms: int,
+        rebalance_hold_ms: int = 0,
         max_open_per_partition: int = MAX_OPEN_PER_PARTITION,
         max_backlog_per_partition: int = MAX_BACKLOG_PER_PARTITION,
         key_adoption_wait_ms: int | None = None,
@@ -262,9 +263,17 @@ class WorkerCore:
         self._concurrency = concurrency
         self._known_job = known_job
         self._lease_loss_ms = lease_loss_ms
-        # How long an adopted partition's keyed runs wait for the previous owner's jobs
-        # to be stopped: its lease rule's bound (only a test's broken variant sets it).
-        self._key_wait_ms = lease_loss_ms if key_adoption_wait_ms is None else key_adoption_wait_ms
+        # How long an adopted partition's keyed and rate-limited runs wait for the
+        # previous owner to stop starting them and to stop its jobs: the longest it
+        # may hold its lease, by its lease rule (`lease_loss_ms` after its last
+        # heartbeat) or, in a rebalance it joined whose SyncGroup answer it never
+        # got, by the rebalance's hold (`LeaseRules.rebalance_hold_ms` after it,
+        # `hold_lease_until`); docs/DESIGN.md §8.2. Only a broken variant sets
+        # ``key_adoption_wait_ms``.
+        adoption_wait_ms = max(lease_loss_ms, rebalance_hold_ms)
+        self._key_wait_ms = (
+            adoption_wait_ms if key_adoption_wait_ms is None else key_adoption_wait_ms
+        )
         self._lease_renewed_ms = now_ms
         self._lease_held_until_ms = now_ms
         if max_backlog_per_partition < 1:

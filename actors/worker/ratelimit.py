@@ -16,7 +16,8 @@ cell rate algorithm, a token bucket kept as one number): with the emission inter
 
 **A next owner starts the bucket empty**, and not before the previous owner is known
 stopped: a partition adopted at ``t0`` makes each key's bucket empty at ``t1 = t0 +
-lease_loss_ms`` (the instant from which a concurrency key's runs start too, §8.2):
+max(lease_loss_ms, rebalance_hold_ms)`` (the instant from which a concurrency key's
+runs start too, §8.2):
 ``tat = t1 + B T``, the first start at ``t1 + T``. The bucket is nowhere else: nothing
 is written, nothing is read back, and a failover can only make it emptier, never full.
 
@@ -25,7 +26,9 @@ that is still heard by the group learns of a rebalance at its next heartbeat, wi
 a heartbeat interval (a third of ``lease_loss_ms``), and drops the partition; Kafka's
 eager protocol even has it revoke before the new assignment is made. An owner cut
 off from the group stops by its lease rule ``lease_loss_ms`` after its last
-successful heartbeat, which came before its partitions could be given away (§8). A
+successful heartbeat, which came before its partitions could be given away (§8); one
+in a rebalance whose SyncGroup answer is lost stops at the end of its hold,
+``rebalance_hold_ms`` after that heartbeat. A
 frozen process (SIGSTOP) is held to it too: once its time is past its lease it starts
 nothing, even in a turn handled before the one that declares the lease lost
 (`WorkerCore._fill`); only a freeze between a start's decision and the job's actual

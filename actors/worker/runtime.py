@@ -196,6 +196,7 @@ class WorkerRuntime:
             known_job=lambda name: name in registry,
             now_ms=start,
             lease_loss_ms=rules.lease_loss_ms,
+            rebalance_hold_ms=rules.rebalance_hold_ms,
             max_open_per_partition=options.max_open_per_partition,
             pool=pool,
             lane=Lane.HIGH if settings.lane else Lane.NORMAL,
