@@ -49,6 +49,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from topics.command_fields import FieldError, check_keys, clip, describe, integer, obj, string
+from topics.names import TopicKind
 from topics.priority import is_lane, queue_of_lane
 from topics.queues import DEFAULT_QUEUE, QUEUE_TOPIC_INFIX
 from topics.target_patterns import allowed, refusal_of
@@ -395,6 +396,27 @@ class TargetTopics:
                 f" it); create it (kafkron topics create --queue"
                 f" {placement}) and grant the"
                 " schedulers Describe and Write on it (kafkron acl plan --queue)"
+            )
+        return None
+
+    def ratelimits_why_not(self) -> str | None:
+        """None if the shard may write a rate-limit pause or resume to ``{ns}.ratelimits``
+        now, else why not: learnt as a queue topic is (docs/DESIGN.md §8.5)."""
+        topic = f"{self.own_prefix}{TopicKind.RATELIMITS.value}"
+        refused = self.refused.get(topic)
+        if refused is not None:
+            return (
+                f"rate-limit pauses topic {topic} refused the last record written to it:"
+                f" {refused}; grant the schedulers Write on it (kafkron acl plan --role"
+                " scheduler), or create it again (kafkron topics create), then send the"
+                " command again"
+            )
+        if topic not in self.known:
+            return (
+                f"rate-limit pauses topic {topic} does not exist (or this scheduler may not"
+                " describe it); create it (kafkron topics create) and grant the schedulers"
+                " Describe and Write on it (kafkron acl plan --role scheduler), then send"
+                " the command again"
             )
         return None
 

@@ -16,6 +16,9 @@ like time); this is the runtime side that keeps it current:
   queue topic fails its attempts visibly instead of failing the shard's turns.
   ``{ns}.runs`` is read into ``known`` too: a concurrency key's runs are written to
   the partition of their key, so the shard needs its partition count (§8.2).
+  ``{ns}.ratelimits`` likewise (§8.5): a rate-limit pause or resume for a topic that
+  is gone or refusing is rejected with the fix, instead of failing every transaction
+  of its shard until an operator acts.
 - ``refused``: a target topic whose batch the broker refused inside a transaction,
   or did not acknowledge by its deadline (`actors.scheduler.target_acks`); the
   transaction was aborted and the shard is rebuilt: nothing of it committed. For a
@@ -148,6 +151,7 @@ class TargetTable:
                 if allowed(t, self.allowed, own)
                 or is_queue_topic(self.namespace, t)
                 or t == settings.topic(TopicKind.RUNS)  # a concurrency key's runs (§8.2)
+                or t == settings.topic(TopicKind.RATELIMITS)  # pauses (§8.5)
             ]
             described = await describe_topics(admin, names) if names else []
             counts = {
@@ -173,14 +177,18 @@ class TargetTable:
 
 def refused_target(exc: BaseException, namespace: str) -> tuple[str, str] | None:
     """(target or queue topic, the broker's reason) if ``exc`` is a refusal naming a
-    target topic or a queue's topic (``{ns}.runs.Q``, `topics.queues`):
-    a batch to it refused, or the transaction refused Write on it (aiokafka fails the
-    whole transaction with the unauthorized topics when it adds their partitions)."""
+    target topic, a queue's topic (``{ns}.runs.Q``, `topics.queues`) or the rate-limit
+    pauses topic (``{ns}.ratelimits``): a batch to it refused, or the transaction
+    refused Write on it (aiokafka fails the whole transaction with the unauthorized
+    topics when it adds their partitions)."""
     own = f"{namespace}."
+    ratelimits = f"{own}{TopicKind.RATELIMITS.value}"
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, BatchRefused):
             topic = seen.batch.topic
+            if topic is TopicKind.RATELIMITS:
+                topic = ratelimits
             if isinstance(topic, TopicKind) or not _topics_fault(seen.error):
                 return None
             return topic, f"{type(seen.error).__name__}: {seen.error}"
@@ -191,7 +199,7 @@ def refused_target(exc: BaseException, namespace: str) -> tuple[str, str] | None
                 a
                 for arg in seen.args
                 for a in _names(arg)
-                if not a.startswith(own) or is_queue_topic(namespace, a)
+                if not a.startswith(own) or is_queue_topic(namespace, a) or a == ratelimits
             ]
             if named:
                 return named[0], "not authorized: the scheduler's principal may not Write it"

@@ -723,9 +723,16 @@ class ShardCore:
             self._on_calendar(record, command)
         elif isinstance(command, (RatePause, RateResume)):
             # Validated here, written to {ns}.ratelimits in this transaction; every
-            # worker reads it whole (docs/DESIGN.md §8.5). No shard owns a key.
-            value = command.value(now_ms) if isinstance(command, RatePause) else None
-            self._out.append(OutRecord(_RATELIMITS, command.id.encode(), value, 0))
+            # worker reads it whole (docs/DESIGN.md §8.5). No shard owns a key. A topic
+            # gone or refusing (its mark, `target_table.refused_target`) is never
+            # written: the broker would abort the whole transaction, again at each
+            # rebuild; the command is rejected with the fix instead.
+            refused = self._runs.targets.ratelimits_why_not()
+            if refused is not None:
+                self._batch.reject(record, refused)
+            else:
+                value = command.value(now_ms) if isinstance(command, RatePause) else None
+                self._out.append(OutRecord(_RATELIMITS, command.id.encode(), value, 0))
         elif isinstance(command, ScheduleUpsert):
             refused = self._runs.target_refusal(command.job, self._schedules.get(command.id))
             if refused is not None:

@@ -115,6 +115,30 @@ def test_a_queue_topics_refusal_is_found_and_fails_its_attempts_for_a_while() ->
     assert "topics create --queue cpu" in (table.snapshot(0).queue_why_not("ns.runs.cpu") or "")
 
 
+def test_the_ratelimits_topics_refusal_is_found_and_rejects_pauses_for_a_while() -> None:
+    # {ns}.ratelimits refused (a hand-made ACL without Write, an invalid record): marked
+    # as a queue topic is, so the rebuilt shard rejects pauses instead of writing them
+    # into every transaction again (docs/DESIGN.md §8.5). Other own topics stay the
+    # transaction's problem.
+    found = refused_target(_wrapped(_refused(TopicKind.RATELIMITS)), "ns")
+    assert found is not None and found[0] == "ns.ratelimits" and "CorruptRecord" in found[1]
+    fenced = _refused(TopicKind.RATELIMITS, ProducerFenced())
+    assert refused_target(_wrapped(fenced), "ns") is None
+    denied = TopicAuthorizationFailedError({"ns.ratelimits", "ns.runs"})
+    assert refused_target(_wrapped(denied), "ns") == (
+        "ns.ratelimits",
+        "not authorized: the scheduler's principal may not Write it",
+    )
+    table = TargetTable("ns", (), {"ns.ratelimits": TargetTopic(1)})
+    assert table.snapshot(0).ratelimits_why_not() is None
+    table.refuse("ns.ratelimits", "not authorized", mono_s=100.0)
+    during = table.snapshot(100.0 + REFUSED_FIRST_S - 1).ratelimits_why_not()
+    assert "refused the last record" in (during or "")
+    assert table.snapshot(100.0 + REFUSED_FIRST_S + 1).ratelimits_why_not() is None
+    gone = TargetTable("ns", ()).snapshot(0).ratelimits_why_not()
+    assert "does not exist" in (gone or "") and "kafkron topics create" in (gone or "")
+
+
 def test_the_snapshot_states_when_a_queue_topics_refusal_ends_on_the_cores_clock() -> None:
     # So an attempt the topic refused waits for that end, not the backoff (§8.1).
     table = TargetTable("ns", (), {"ns.runs.gpu": TargetTopic(3)})

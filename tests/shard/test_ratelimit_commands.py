@@ -13,7 +13,11 @@ from topics.targets import TargetTopic, TargetTopics
 from topics.timefmt import format_ms
 
 RUNS = "kafkron.runs"
-TOPICS = TargetTopics(known={RUNS: TargetTopic(12, 1_000_000)}, own_prefix="kafkron.")
+RATELIMITS = "kafkron.ratelimits"
+TOPICS = TargetTopics(
+    known={RUNS: TargetTopic(12, 1_000_000), RATELIMITS: TargetTopic(1, 1_000_000)},
+    own_prefix="kafkron.",
+)
 RATE = {"key": "payments", "per_s": 10, "burst": 5}
 
 
@@ -32,6 +36,7 @@ def test_runs_of_one_rate_limited_key_land_on_the_keys_partition() -> None:
 
 def test_a_pause_and_a_resume_are_written_to_the_ratelimits_topic() -> None:
     shard = Shard()
+    shard.core.set_target_topics(TOPICS)
     until = format_ms(T0 + 3_600_000)
     out = shard.send(command("ratelimit.pause", "payments", until=until, note="quota"), at_ms=T0)
     [record] = out.of(TopicKind.RATELIMITS)
@@ -49,3 +54,36 @@ def test_a_bad_pause_is_rejected_with_a_reason_and_writes_nothing() -> None:
     out = shard.send(command("ratelimit.pause", "payments", until=format_ms(T0 - 1)), at_ms=T0)
     assert out.of(TopicKind.RATELIMITS) == []
     assert out.rejected[0].reason.startswith("until") and "passed" in out.rejected[0].reason
+
+
+def test_a_pause_for_a_missing_ratelimits_topic_is_rejected_naming_the_fix() -> None:
+    # The topic deleted (or never created): writing to it would fail the shard's
+    # transaction again at every rebuild; the command is rejected instead, and the rest
+    # of the turn goes on.
+    shard = Shard()
+    shard.core.set_target_topics(
+        TargetTopics(known={RUNS: TOPICS.known[RUNS]}, own_prefix="kafkron.")
+    )
+    out = shard.send(command("ratelimit.pause", "payments"), at_ms=T0)
+    assert out.of(TopicKind.RATELIMITS) == []
+    [rejected] = out.rejected
+    assert RATELIMITS in rejected.reason and "kafkron topics create" in rejected.reason
+    out = shard.send(command("ratelimit.resume", "payments"), at_ms=T0)
+    assert out.of(TopicKind.RATELIMITS) == [] and len(out.rejected) == 1
+    assert not shard.send(upsert("a"), at_ms=T0 + 5).rejected  # nothing else waits
+    assert shard.core.schedule("a") is not None
+
+
+def test_a_pause_for_a_refused_ratelimits_topic_is_rejected_with_the_brokers_reason() -> None:
+    # A hand-made ACL without Write: the broker refused the last transaction that wrote
+    # to it (the runtime marks the topic refused for a while, `refused_target`).
+    shard = Shard()
+    why = "not authorized: the scheduler's principal may not Write it"
+    shard.core.set_target_topics(
+        TargetTopics(known=TOPICS.known, refused={RATELIMITS: why}, own_prefix="kafkron.")
+    )
+    out = shard.send(command("ratelimit.pause", "payments"), at_ms=T0)
+    assert out.of(TopicKind.RATELIMITS) == []
+    [rejected] = out.rejected
+    assert RATELIMITS in rejected.reason and why in rejected.reason
+    assert "kafkron acl plan --role scheduler" in rejected.reason
