@@ -180,7 +180,7 @@ def schedule_json(state: ScheduleState) -> dict[str, Any]:
         "target": target,
         "queue": None if job is None else (definition["job"].get("queue") or DEFAULT_QUEUE),
         "concurrency": None if job is None else definition["job"].get("concurrency"),
-        "priority": None if job is None else definition["job"].get("priority", 0),
+        "priority": None if job is None else definition["job"].get("priority"),
         "rate_limit": None if job is None else definition["job"].get("rate_limit"),
         "next_fire": None if state.next_ms is None else instant(state.next_ms),
         "paused": state.paused,

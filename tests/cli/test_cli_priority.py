@@ -142,3 +142,45 @@ def test_worker_refuses_a_reserve_for_the_high_lane_without_lanes(
     assert code == 2 and "add --lanes" in err
     code, _, err = cli(capsys, "worker", "--http-only", "--concurrency", "4", "--reserve", "2:7")
     assert code == 2 and "add --lanes" in err
+
+
+def test_ls_json_gives_a_priority_only_when_the_job_names_one() -> None:
+    # As the other optional job fields (concurrency, rate_limit): null when unset, so
+    # a reader tells "no priority" from a value (0 is never stored: `Job.wire`).
+    from actors.views.schedules import schedule_json
+    from tests.kit.shard import T0, Shard, upsert
+    from tests.kit.views import state_of
+
+    shard = Shard()
+    shard.send(upsert("plain"), at_ms=T0)
+    shard.send(upsert("urgent", job={"name": "j", "args": {}, "priority": 3}), at_ms=T0)
+    plain = schedule_json(state_of(shard, "plain"))
+    assert (plain["priority"], plain["concurrency"], plain["rate_limit"]) == (None, None, None)
+    assert schedule_json(state_of(shard, "urgent"))["priority"] == 3
+
+
+def test_a_priority_with_a_rate_limit_is_refused_with_a_reason_everywhere(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A rate-limited run is placed by its key on one partition of the queue's topic; a
+    # priority would put some runs of the key on the high lane, splitting its bucket
+    # between two owners (docs/DESIGN.md §8.4, §8.5).
+    from tests.kit.shard import T0, Shard, upsert
+    from topics.ratelimits import RateLimit
+
+    rate = {"key": "payments", "per_s": 10, "burst": 5}
+    for rank in (2, 7):  # the queue's topic or the high lane: refused alike
+        job = {"name": "j", "args": {}, "priority": rank, "rate_limit": rate}
+        [rejected] = Shard().send(upsert("pay", job=job), at_ms=T0).rejected
+        assert rejected.reason.startswith("job.priority: a rate-limited job's runs")
+        assert "leave priority out" in rejected.reason
+    with pytest.raises(InvalidCommand, match="rate_limit"):
+        schedule_upsert(
+            "pay", Every("1h"), "j", priority=3, rate_limit=RateLimit("payments", 10, 5)
+        )
+    rated = ("--rate-key", "payments", "--rate-per-s", "10")
+    code, _, err = cli(capsys, *ADD, "--priority", "3", *rated)
+    assert code == 2 and "rate" in err and "priority" in err
+    assert (
+        not Shard().send(upsert("pay", job={"name": "j", "args": {}, "rate_limit": rate})).rejected
+    )
