@@ -125,13 +125,16 @@ class TargetTable:
     def refuse(self, topic: str, why: str, mono_s: float) -> None:
         strikes = self.strikes[topic] = self.strikes.get(topic, 0) + 1
         for_s = refused_for_s(strikes)
+        pauses = topic == f"{self.namespace}.{TopicKind.RATELIMITS.value}"
         log.warning(
-            "target topic %s refused a record: %s; its occurrences fail for %.0f s"
-            " (refusal %d in a row); fix the topic, then `kafkron dlq replay` them",
+            "target topic %s refused a record: %s; its %s for %.0f s (refusal %d in a"
+            " row); fix the topic, then %s",
             topic,
             why,
+            "rate-limit pauses and resumes are rejected" if pauses else "occurrences fail",
             for_s,
             strikes,
+            "send them again" if pauses else "`kafkron dlq replay` them",
         )
         self.refused[topic] = (why, mono_s + for_s)
 
