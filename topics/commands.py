@@ -89,6 +89,7 @@ from topics.command_types import (
 )
 from topics.concurrency import check_concurrency
 from topics.dag_graph import MAX_TASKS, GraphError, topological_order
+from topics.key_templates import check_job_keys
 from topics.priority import DEFAULT_PRIORITY, PRIORITY_WITH_KEY, check_priority
 from topics.queues import DEFAULT_QUEUE, check_queue
 from topics.ratelimits import (
@@ -385,6 +386,7 @@ def _schedule_upsert(body: dict[str, Any], schedule_id: str, now_ms: int | None)
         )
     check_keys(body, "", _UPSERT_KEYS)
     job = _job_or_target(body)
+    check_job_keys(job, schedule_id, "job")
     overlap = _optional(body, "overlap")
     when = _When(body, schedule_id, now_ms)
     deadline = deadline_field(body.get("deadline"))
@@ -434,8 +436,10 @@ def _dag_upsert(body: dict[str, Any], schedule_id: str, now_ms: int | None) -> D
         task = obj(raw_task, path, '{"job": {"name": "..."}, "after": ["extract"]}')
         check_keys(task, path, _TASK_KEYS)
         after = task.get("after")
+        job = _task_job(task, path)
+        check_job_keys(job, schedule_id, f"{path}.job")  # {schedule_id}: the DAG's id
         tasks[name] = DagTask(
-            job=_task_job(task, path),
+            job=job,
             after=()
             if after is None
             else tuple(dict.fromkeys(string_list(after, f"{path}.after"))),

@@ -82,7 +82,9 @@ MAX_HEADERS = 32
 # Kafka topic names: 1-249 of these characters, not "." or "..".
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([a-z_]*)\}|[{}]")
+# A name may hold letters, digits, '_', '-' and '.': the targets know only lower-case
+# names, a concurrency or rate-limit key also ``args.NAME`` (`topics.key_templates`).
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z0-9_.-]*)\}|[{}]")
 _EXAMPLE_KAFKA = '{"kafka": {"topic": "orders.due", "value": {"order": "o-1"}}}'
 _EXAMPLE_HTTP = '{"http": {"url": "https://example.com/hook", "method": "POST"}}'
 
@@ -190,13 +192,21 @@ def _check_strings(value: Any, path: str) -> None:
             _check_strings(item, f"{path}.{name}")
 
 
-def check_template(text: str, path: str) -> None:
-    """`FieldError` unless every brace in ``text`` is a known placeholder or doubled."""
+def template_names(text: str) -> list[tuple[str, str | None]]:
+    """Each placeholder of ``text`` as (token, name); a lone brace or a name with other
+    characters is (token, None); ``{{`` and ``}}`` (literal braces) are left out. The one
+    parser of every template: targets' fields and the keys of `topics.key_templates`."""
+    found: list[tuple[str, str | None]] = []
     for match in _PLACEHOLDER.finditer(text):
         token = match.group(0)
-        if token in ("{{", "}}"):
-            continue
-        name = match.group(1)
+        if token not in ("{{", "}}"):
+            found.append((token, match.group(1)))
+    return found
+
+
+def check_template(text: str, path: str) -> None:
+    """`FieldError` unless every brace in ``text`` is a known placeholder or doubled."""
+    for token, name in template_names(text):
         if name is None or name not in PLACEHOLDERS:
             raise FieldError(
                 f"{path}: {clip(token)} in {describe(text)} is no placeholder; known:"

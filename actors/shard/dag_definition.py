@@ -50,6 +50,7 @@ from topics.commands import (
 )
 from topics.concurrency import concurrency_of
 from topics.dag_graph import topological_order
+from topics.key_templates import rendered_job
 from topics.priority import DEFAULT_PRIORITY
 from topics.queues import DEFAULT_QUEUE
 from topics.ratelimits import rate_limit_of
@@ -69,7 +70,7 @@ class DagDefinition(Definition):
     occurrence beyond ``max_active_runs`` is reported ``skipped``.
     """
 
-    __slots__ = ("graph", "max_active_runs", "tasks", "topo_order", "unbounded")
+    __slots__ = ("graph", "max_active_runs", "run_jobs", "tasks", "topo_order", "unbounded")
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class DagDefinition(Definition):
         max_active_runs: int,
         is_at: bool,
         deadline: Deadline | None = None,
+        schedule_id: str = "",
     ) -> None:
         super().__init__(
             compiled=compiled,
@@ -95,6 +97,9 @@ class DagDefinition(Definition):
         )
         self.unbounded = unbounded
         self.tasks = tasks
+        # Each task's job as its run records carry it: keys rendered once, here, with
+        # ``{schedule_id}`` the DAG's id (`topics.key_templates`).
+        self.run_jobs = {name: rendered_job(task.job, schedule_id) for name, task in tasks.items()}
         self.topo_order = topo_order
         self.max_active_runs = max_active_runs
         self.graph = Graph.build({name: task.after for name, task in tasks.items()}, topo_order)
@@ -210,6 +215,7 @@ def dag_definition(command: DagUpsert) -> DagDefinition:
         max_active_runs=command.max_active_runs,
         is_at="at" in command.spec,
         deadline=command.deadline,
+        schedule_id=command.id,
     )
 
 
@@ -257,6 +263,7 @@ def restored_dag_definition(schedule_id: str, doc: Mapping[str, Any]) -> DagDefi
         max_active_runs=doc["max_active_runs"],
         is_at="at" in spec,
         deadline=deadline_of(doc.get("deadline")),
+        schedule_id=schedule_id,
     )
 
 

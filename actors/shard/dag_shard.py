@@ -366,10 +366,12 @@ class DagRuns:
     # --- what each attempt of a task carries ----------------------------------------
 
     def task_policy(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
-        """The job, timeout (ms) and retry policy of a task run."""
+        """The job (its keys rendered, as its run records carry it), timeout (ms) and
+        retry policy of a task run."""
         assert run.task is not None
-        task = _definition(state).tasks[run.task]
-        return task.job, task.timeout_s * 1000, task.retry
+        definition = _definition(state)
+        task = definition.tasks[run.task]
+        return definition.run_jobs[run.task], task.timeout_s * 1000, task.retry
 
     def dates(
         self, state: ScheduleState, run: RunState

@@ -26,6 +26,7 @@ from actors.timespec import CompiledSpec, compile_spec
 from topics.alerts import Deadline
 from topics.commands import Job, MisfirePolicy, RetryPolicy, ScheduleUpsert
 from topics.concurrency import concurrency_of
+from topics.key_templates import names_schedule_id, rendered_job
 from topics.priority import DEFAULT_PRIORITY, in_lane, placement_of
 from topics.queues import DEFAULT_QUEUE
 from topics.ratelimits import rate_limit_of
@@ -55,6 +56,7 @@ class Definition:
         "overlap",
         "queue",
         "retry",
+        "run_job",
         "timeout_ms",
         "timeout_s",
     )
@@ -71,6 +73,7 @@ class Definition:
         is_at: bool,
         max_runs: int | None = None,
         deadline: Deadline | None = None,
+        schedule_id: str = "",
     ) -> None:
         self.compiled = compiled
         # Each run's start and end deadlines after its instant, in ms (`deadlines`).
@@ -83,7 +86,12 @@ class Definition:
             )
         )
         self.max_runs = max_runs  # at most this many runs ever start (None: no limit)
-        self.job = job
+        self.job = job  # as the upsert said it: keys as templates (the changelog's)
+        # As its run records carry it: keys rendered (`topics.key_templates`), once here,
+        # never per fire; ``job`` itself without a templated key. ``schedule_id`` matters
+        # only when a key names it, and then the definition is the schedule's own
+        # (`_depends_on_id`).
+        self.run_job = rendered_job(job, schedule_id)
         self.misfire = misfire
         self.overlap = overlap
         self.retry = retry
@@ -120,7 +128,7 @@ class Definition:
         """`job_json` as text."""
         found = self._job_text
         if found is None:
-            found = self._job_text = orjson.dumps(self.job.wire()).decode()
+            found = self._job_text = orjson.dumps(self.run_job.wire()).decode()
         return found
 
     def fire_parts(self, now_ms: int) -> FireParts:
@@ -237,14 +245,31 @@ _definitions: dict[bytes | tuple[bytes, str], Definition] = {}
 _specs: dict[tuple[bytes, str | None], CompiledSpec] = {}
 
 
+def _keyed_by_id(job: Job) -> bool:
+    """Does a key of ``job`` name ``{schedule_id}`` (its rendered job is the schedule's
+    own, so its definition cannot be shared by bytes alone)?"""
+    return any(
+        found is not None and names_schedule_id(found.key)
+        for found in (job.concurrency, job.rate_limit)
+    )
+
+
+def _keys_of(job: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The concurrency and rate-limit objects of a changelog's job."""
+    return [found for found in (job.get("concurrency"), job.get("rate_limit")) if found]
+
+
 def shared_definition(command: ScheduleUpsert, def_bytes: bytes) -> Definition:
     """The `Definition` of an upsert just decoded (its spec is already compiled)."""
-    owner = command.id if _depends_on_id(command.spec, command.spread_window_s) else None
+    keyed = _keyed_by_id(command.job)
+    owner = command.id if keyed or _depends_on_id(command.spec, command.spread_window_s) else None
     found = _definitions.get(_definition_key(def_bytes, owner))
     if found is not None:
         return found
+    # A key naming the id makes the definition the schedule's own, not its spec.
+    spec_owner = command.id if _depends_on_id(command.spec, command.spread_window_s) else None
     definition = Definition(
-        compiled=_share_spec(command.compiled, _spec_key(orjson.loads(def_bytes)), owner),
+        compiled=_share_spec(command.compiled, _spec_key(orjson.loads(def_bytes)), spec_owner),
         job=command.job,
         misfire=command.misfire,
         overlap=command.overlap,
@@ -253,6 +278,7 @@ def shared_definition(command: ScheduleUpsert, def_bytes: bytes) -> Definition:
         is_at="at" in command.spec,
         max_runs=command.max_runs,
         deadline=command.deadline,
+        schedule_id=command.id,
     )
     _remember(_definitions, _definition_key(def_bytes, owner), definition)
     return definition
@@ -274,11 +300,14 @@ def restored_schedule_definition(
     this version (or the zone database lost a zone).
     """
     spec = doc["spec"]
-    owner = schedule_id if _depends_on_id(spec, doc["spread_window_s"]) else None
+    spec_owner = schedule_id if _depends_on_id(spec, doc["spread_window_s"]) else None
+    job = doc["job"]
+    keyed = any(names_schedule_id(found.get("key")) for found in _keys_of(job))
+    owner = schedule_id if keyed else spec_owner
     found = _definitions.get(_definition_key(def_bytes, owner))
     if found is not None:
         return found
-    compiled = _specs.get((_spec_key(doc), owner))
+    compiled = _specs.get((_spec_key(doc), spec_owner))
     if compiled is None:
         compiled = compile_spec(
             spec,
@@ -288,8 +317,8 @@ def restored_schedule_definition(
             start_ms=None if doc["start"] is None else parse_instant(doc["start"]),
             end_ms=None if doc["end"] is None else parse_instant(doc["end"]),
         )
-        _remember(_specs, (_spec_key(doc), owner), compiled)
-    retry, job, misfire = doc["retry"], doc["job"], doc["misfire"]
+        _remember(_specs, (_spec_key(doc), spec_owner), compiled)
+    retry, misfire = doc["retry"], doc["misfire"]
     definition = Definition(
         compiled=compiled,
         job=Job(
@@ -316,6 +345,7 @@ def restored_schedule_definition(
         is_at="at" in spec,
         max_runs=doc.get("max_runs"),
         deadline=deadline_of(doc.get("deadline")),
+        schedule_id=schedule_id,
     )
     _remember(_definitions, _definition_key(def_bytes, owner), definition)
     return definition

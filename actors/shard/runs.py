@@ -420,7 +420,7 @@ class RunBook:
         if queue is None:
             self._out.append(OutRecord(_RUNS, schedule_id.encode(), value))
         else:
-            job = definition.job
+            job = definition.run_job  # its keys rendered (`topics.key_templates`)
             refused = self.place(
                 run, queue, state.key, value, placed_by(job.concurrency, job.rate_limit)
             )
@@ -605,7 +605,8 @@ class RunBook:
         run.retry_ms = None
         if run.task is None:
             queue = state.definition.queue
-            route_key = placed_by(state.definition.job.concurrency, state.definition.job.rate_limit)
+            job = state.definition.run_job
+            route_key = placed_by(job.concurrency, job.rate_limit)
         else:
             queue = placement_of(job.queue, job.priority)  # a high lane's (§8.4)
             route_key = placed_by(job.concurrency, job.rate_limit)
@@ -741,11 +742,12 @@ class RunBook:
         self.in_flight -= len(state.runs)
 
     def _policy_of(self, state: ScheduleState, run: RunState) -> tuple[Job, int, RetryPolicy]:
-        """The job, timeout (ms) and retry policy of a run. (DAG tasks: per task.)"""
+        """The job (its keys rendered, as its run records carry it), timeout (ms) and
+        retry policy of a run. (DAG tasks: per task.)"""
         if run.task is not None:
             return self._dags.task_policy(state, run)
         definition = state.definition
-        return definition.job, definition.timeout_ms, definition.retry
+        return definition.run_job, definition.timeout_ms, definition.retry
 
     def attempt_failed(
         self,
