@@ -30,6 +30,7 @@ from topics.command_parts import Dst, Instant, Spec, instant_text
 from topics.command_types import Rejection, ScheduleUpsert
 from topics.commands import decode_object
 from topics.concurrency import Concurrency, concurrency_of
+from topics.key_templates import rendered_key_of
 from topics.queues import DEFAULT_QUEUE
 from topics.ratelimits import RateLimit, rate_limit_of
 from topics.spec_compiler import CompiledSpec
@@ -104,6 +105,23 @@ class Schedule:
         if self.job is None or not isinstance(job, Mapping):
             return None
         return concurrency_of(job)
+
+    @property
+    def run_key(self) -> str | None:
+        """The concurrency key (else the rate-limit key) as the schedule's run records
+        carry it: a template's ``{schedule_id}`` and ``{args.NAME}`` rendered (`concurrency`
+        and `rate_limit` keep the template); None without a key.
+
+        Example: ``schedule.run_key`` is ``"invoice-c-42"`` for the key
+        ``"invoice-{args.customer}"`` and the args ``{"customer": "c-42"}``."""
+        job = self.definition.get("job")
+        if self.job is None or not isinstance(job, Mapping):
+            return None
+        for wire in (job.get("concurrency"), job.get("rate_limit")):
+            if isinstance(wire, Mapping):
+                rendered = rendered_key_of(wire, self.id, job.get("args"))
+                return wire.get("key") if rendered is None else rendered
+        return None
 
     @property
     def priority(self) -> int:

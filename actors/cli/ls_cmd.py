@@ -165,9 +165,11 @@ def _job(row: dict[str, Any]) -> str:
     text = output.job_text(row["job"])
     if queue not in (None, DEFAULT_QUEUE):
         text = f"{text} (queue {queue})"
+    rendered = row.get("run_key")  # a key from placeholders, as its runs carry it
     return with_rate(
-        with_priority(with_key(text, row.get("concurrency")), row.get("priority")),
+        with_priority(with_key(text, row.get("concurrency"), rendered), row.get("priority")),
         row.get("rate_limit"),
+        rendered,
     )
 
 

@@ -7,7 +7,8 @@ actors use. It doubles as the test oracle of the rest of the project.
 Given a whole ``schedule.upsert`` whose occurrences run a target, each line also says
 where each fire goes (``→ kafka:orders.due``, ``→ POST https://...``), and for a job
 on a worker queue, which queue (``→ queue gpu ...``), and its concurrency key if it
-names one (``→ concurrency key 'customer-42': at most 1 at once (queue)``), its
+names one (``→ concurrency key 'customer-42': at most 1 at once (queue)``; a key from
+placeholders beside what the runs carry, ``'invoice-{args.customer}' → 'invoice-c-42'``), its
 priority if not 0 (``→ priority 7, high lane (workers started with --lanes)``) and its
 rate limit (``rate limit 'payments': at most 10 starts/s, bursts of 5``): the
 answer to "what will it do, and when". A spec alone, or a job of the default queue,
@@ -49,6 +50,7 @@ from topics.alerts import Deadline, deadline_field
 from topics.calendar_days import CalendarDays, calendar_names, parse_calendar_days
 from topics.command_fields import FieldError
 from topics.concurrency import check_concurrency
+from topics.key_templates import check_key_args, check_key_template, is_template, render_key
 from topics.names import Settings
 from topics.priority import check_priority, in_lane
 from topics.queues import DEFAULT_QUEUE, check_queue
@@ -218,6 +220,7 @@ def _target_of(text: str) -> str | None:
         concurrency = None if keyed is None else check_concurrency(keyed, "job.concurrency")
         priority = 0 if rank is None else check_priority(rank, "job.priority")
         rate_limit = None if rated is None else check_rate_limit(rated, "job.rate_limit")
+        shown = _shown_key(command, job, concurrency or rate_limit)
     except FieldError as error:
         raise SpecError(str(error)) from None
     parts = []
@@ -229,15 +232,30 @@ def _target_of(text: str) -> str | None:
         parts.append(f"priority {priority}")
     if concurrency is not None:
         parts.append(
-            f"concurrency key {concurrency.key!r}: at most {concurrency.limit} at once"
-            f" ({concurrency.strategy})"
+            f"concurrency key {shown}: at most {concurrency.limit} at once ({concurrency.strategy})"
         )
     if rate_limit is not None:
         parts.append(
-            f"rate limit {rate_limit.key!r}: at most {rate_limit.per_s:g} starts/s,"
+            f"rate limit {shown}: at most {rate_limit.per_s:g} starts/s,"
             f" bursts of {rate_limit.burst} (starts may come later than these instants)"
         )
     return "; ".join(parts) or None
+
+
+def _shown_key(command: Mapping[str, Any], job: Mapping[str, Any], found: Any) -> str:
+    """A job's key as `next` says it: ``'K'``, or for a template ``'T' → 'K'``, what its
+    runs will carry (``{schedule_id}`` stays as written when the command has no id);
+    `FieldError` for a template the shard would refuse."""
+    if found is None or not is_template(found.key):
+        return "" if found is None else repr(found.key)
+    args = job.get("args")
+    args = args if isinstance(args, Mapping) else {}
+    check_key_args(check_key_template(found.key, "job.key"), args, "job")
+    schedule_id = command.get("id")
+    rendered = render_key(
+        found.key, schedule_id if isinstance(schedule_id, str) else "{schedule_id}", args
+    )
+    return f"{found.key!r} → {rendered!r}"
 
 
 def max_runs(args: argparse.Namespace) -> int | None:

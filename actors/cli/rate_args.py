@@ -16,7 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rate-key",
         metavar="KEY",
         help="at most --rate-per-s starts a second of KEY's runs, across every schedule"
-        " and worker (the same key as --concurrency-key, if both are given)",
+        " and worker (the same key as --concurrency-key, if both are given); KEY may name"
+        " {schedule_id} and {args.NAME}, as --concurrency-key",
     )
     parser.add_argument("--rate-per-s", type=float, metavar="R", help="starts a second (decimal)")
     parser.add_argument(

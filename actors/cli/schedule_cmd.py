@@ -202,7 +202,9 @@ def _register_add(actions: Any) -> None:
     add.add_argument(
         "--concurrency-key",
         metavar="KEY",
-        help="at most --concurrency-limit runs of KEY at once, across every schedule naming it",
+        help="at most --concurrency-limit runs of KEY at once, across every schedule naming it;"
+        " KEY may name {schedule_id} (a key per schedule) and {args.NAME} (a field of --args,"
+        " such as invoice-{args.customer}); {{ and }} are literal braces",
     )
     add.add_argument(
         "--concurrency-limit", type=int, metavar="N", help="runs of the key at once (1)"
@@ -271,6 +273,8 @@ def build_upsert(args: argparse.Namespace) -> CommandRecord:
             raise InvalidCommand(f"--queue: {error.reason}") from None
         if error.field in ("priority", "job.priority"):
             raise InvalidCommand(f"--priority: {error.reason}") from None
+        if error.field is not None and error.field.startswith("job.args."):  # named by a key
+            raise InvalidCommand(f"--args: {error.reason}") from None
         if error.field is not None and error.field.startswith(("concurrency", "job.concurrency")):
             flag = error.field.rsplit(".", 1)[-1]
             flag = "concurrency-key" if flag == "concurrency" else f"concurrency-{flag}"

@@ -27,7 +27,9 @@ from topics.timefmt import parse_instant
 
 
 class ConcurrencyRecord(faust.Record, include_metadata=False):
-    """``{"key", "limit", "strategy"}``: a job's concurrency key (docs/DESIGN.md §8.2)."""
+    """``{"key", "limit", "strategy"}``: a job's concurrency key (docs/DESIGN.md §8.2).
+    In a run record the key is literal, rendered by the shard; in a command it may name
+    ``{schedule_id}`` and ``{args.NAME}`` (`topics.key_templates`)."""
 
     key: str
     limit: int
@@ -36,7 +38,8 @@ class ConcurrencyRecord(faust.Record, include_metadata=False):
 
 class RateLimitRecord(faust.Record, include_metadata=False):
     """``{"key", "per_s", "burst"}``: a job's rate limit (docs/DESIGN.md §8.5); ``per_s``
-    is written as an integer when whole."""
+    is written as an integer when whole. Its key, as the concurrency key's, is rendered
+    in a run record and may be a template in a command."""
 
     key: str
     per_s: float

@@ -14,6 +14,7 @@ import orjson
 
 from actors.shard.state import ScheduleState
 from actors.views.tail import Record, read_to_end
+from topics.key_templates import rendered_key_of
 from topics.names import Settings, TopicKind
 from topics.ratelimits import PauseState, decode_pause_value
 from topics.timefmt import format_ms
@@ -53,29 +54,34 @@ def pause_text(key: str, pause: PauseState, now_ms: int) -> str:
 
 
 def rate_note(
-    job: Mapping[str, Any] | None, pauses: Mapping[str, PauseState], now_ms: int
+    job: Mapping[str, Any] | None,
+    pauses: Mapping[str, PauseState],
+    now_ms: int,
+    schedule_id: str = "",
 ) -> str | None:
-    """Why a job's runs wait, when its rate-limit key is paused now; None otherwise."""
+    """Why a job's runs wait, when its rate-limit key (a template rendered for
+    ``schedule_id``: pauses name the key the runs carry) is paused now; None otherwise."""
     limit = None if job is None else job.get("rate_limit")
     if not isinstance(limit, Mapping):
         return None
     key = limit.get("key")
     if not isinstance(key, str):
         return None
+    key = rendered_key_of(limit, schedule_id, job.get("args") if job else None) or key
     pause = pauses.get(key)
     if pause is None or not pause.holds(now_ms):
         return None
     return pause_text(key, pause, now_ms)
 
 
-def with_rate(text: str, rate_limit: Any) -> str:
-    """``text`` and, for a job with a rate limit, ``[rate K R/s burst B]``."""
+def with_rate(text: str, rate_limit: Any, rendered: str | None = None) -> str:
+    """``text`` and, for a job with a rate limit, ``[rate K R/s burst B]``; a template's
+    ``rendered`` key beside it, ``[rate T → K R/s burst B]``."""
     if not isinstance(rate_limit, Mapping):
         return text
-    return (
-        f"{text} [rate {rate_limit.get('key')} {rate_limit.get('per_s')}/s"
-        f" burst {rate_limit.get('burst', 1)}]"
-    )
+    key = rate_limit.get("key")
+    shown = key if rendered is None else f"{key} → {rendered}"
+    return f"{text} [rate {shown} {rate_limit.get('per_s')}/s burst {rate_limit.get('burst', 1)}]"
 
 
 def rate_waiting_note(
@@ -93,7 +99,7 @@ def rate_waiting_note(
         job = orjson.loads(state.def_bytes).get("job")
     except ValueError:
         return None
-    note = rate_note(job if isinstance(job, Mapping) else None, pauses, now_ms)
+    note = rate_note(job if isinstance(job, Mapping) else None, pauses, now_ms, state.id)
     if note is None:
         return None
     latest = max(runs, key=lambda r: r.scheduled_ms)

@@ -27,6 +27,7 @@ from actors.shard.state import (
 from actors.views.ratelimits import with_rate
 from actors.views.schedule_status import status_json
 from actors.views.tail import Record
+from topics.key_templates import rendered_key_of
 from topics.queues import DEFAULT_QUEUE
 
 
@@ -124,18 +125,33 @@ def job_of(definition: dict[str, Any]) -> tuple[str | None, dict[str, Any] | Non
     return (None, target) if target is not None else (job.get("name"), None)
 
 
-def shown_job(definition: dict[str, Any]) -> str:
+def shown_job(definition: dict[str, Any], schedule_id: str = "") -> str:
     """The job cell of every schedule view: its name (and its worker queue, when not the
-    default, and its concurrency key), or ``→ kafka:TOPIC``/``→ POST URL``."""
+    default, and its concurrency key), or ``→ kafka:TOPIC``/``→ POST URL``. A key from
+    placeholders is shown as its template and what it renders to for ``schedule_id``."""
     job = definition.get("job") or {}
     text = job_text(job.get("name"), job.get("args"))
     queue = job.get("queue")
     if queue not in (None, DEFAULT_QUEUE):
         text = f"{text} (queue {queue})"
+    rendered = run_key_of(job, schedule_id)
     return with_rate(
-        with_priority(with_key(text, job.get("concurrency")), job.get("priority")),
+        with_priority(with_key(text, job.get("concurrency"), rendered), job.get("priority")),
         job.get("rate_limit"),
+        rendered,
     )
+
+
+def run_key_of(job: Any, schedule_id: str) -> str | None:
+    """The key a changelog job's runs carry when its key is a template (its concurrency
+    key, else its rate-limit key: the two are one key when both are given); None for a
+    literal key or none (`topics.key_templates`)."""
+    if not isinstance(job, dict):
+        return None
+    for wire in (job.get("concurrency"), job.get("rate_limit")):
+        if wire is not None:
+            return rendered_key_of(wire, schedule_id, job.get("args"))
+    return None
 
 
 def with_priority(text: str, priority: Any) -> str:
@@ -145,14 +161,14 @@ def with_priority(text: str, priority: Any) -> str:
     return f"{text} !{priority}"
 
 
-def with_key(text: str, concurrency: Any) -> str:
-    """``text`` and, for a job with a concurrency key, ``[key K ≤ N, strategy]``."""
+def with_key(text: str, concurrency: Any, rendered: str | None = None) -> str:
+    """``text`` and, for a job with a concurrency key, ``[key K ≤ N, strategy]``; a
+    template's ``rendered`` key beside it, ``[key T → K ≤ N, strategy]``."""
     if not isinstance(concurrency, dict):
         return text
-    return (
-        f"{text} [key {concurrency.get('key')} ≤ {concurrency.get('limit')},"
-        f" {concurrency.get('strategy')}]"
-    )
+    key = concurrency.get("key")
+    shown = key if rendered is None else f"{key} → {rendered}"
+    return f"{text} [key {shown} ≤ {concurrency.get('limit')}, {concurrency.get('strategy')}]"
 
 
 def waiting_note(state: ScheduleState, unserved: Collection[str]) -> str | None:
@@ -182,6 +198,8 @@ def schedule_json(state: ScheduleState) -> dict[str, Any]:
         "concurrency": None if job is None else definition["job"].get("concurrency"),
         "priority": None if job is None else definition["job"].get("priority"),
         "rate_limit": None if job is None else definition["job"].get("rate_limit"),
+        # The key its runs carry, a template rendered (None: the key is literal, or none).
+        "run_key": None if job is None else run_key_of(definition["job"], state.id),
         "next_fire": None if state.next_ms is None else instant(state.next_ms),
         "paused": state.paused,
         **status_json(state),

@@ -133,7 +133,7 @@ def row_of(
     now_ms = time.time_ns() // 1_000_000
     definition = orjson.loads(state.def_bytes)
     spec = definition.get("spec", {})
-    job = "DAG" if state.dag is not None else shown_job(definition)
+    job = "DAG" if state.dag is not None else shown_job(definition, state.id)
     return ScheduleRow(
         id=state.id,
         spec=spec_text(spec),
