@@ -33,7 +33,8 @@ from topics.command_fields import FieldError, clip, describe
 from topics.command_types import Job
 from topics.concurrency import MAX_KEY_CHARS
 from topics.ratelimits import check_key
-from topics.targets import PLACEHOLDERS, render, template_names
+from topics.targets import PLACEHOLDERS
+from topics.templates import render, template_names
 
 SCHEDULE_ID = "schedule_id"
 ARGS_PREFIX = "args."

@@ -53,6 +53,7 @@ from topics.names import TopicKind
 from topics.priority import is_lane, queue_of_lane
 from topics.queues import DEFAULT_QUEUE, QUEUE_TOPIC_INFIX
 from topics.target_patterns import allowed, refusal_of
+from topics.templates import render_json, template_names
 
 KAFKA_JOB = "kafkron.kafka"
 HTTP_JOB = "kafkron.http"
@@ -82,9 +83,6 @@ MAX_HEADERS = 32
 # Kafka topic names: 1-249 of these characters, not "." or "..".
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
-# A name may hold letters, digits, '_', '-' and '.': the targets know only lower-case
-# names, a concurrency or rate-limit key also ``args.NAME`` (`topics.key_templates`).
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z0-9_.-]*)\}|[{}]")
 _EXAMPLE_KAFKA = '{"kafka": {"topic": "orders.due", "value": {"order": "o-1"}}}'
 _EXAMPLE_HTTP = '{"http": {"url": "https://example.com/hook", "method": "POST"}}'
 
@@ -192,18 +190,6 @@ def _check_strings(value: Any, path: str) -> None:
             _check_strings(item, f"{path}.{name}")
 
 
-def template_names(text: str) -> list[tuple[str, str | None]]:
-    """Each placeholder of ``text`` as (token, name); a lone brace or a name with other
-    characters is (token, None); ``{{`` and ``}}`` (literal braces) are left out. The one
-    parser of every template: targets' fields and the keys of `topics.key_templates`."""
-    found: list[tuple[str, str | None]] = []
-    for match in _PLACEHOLDER.finditer(text):
-        token = match.group(0)
-        if token not in ("{{", "}}"):
-            found.append((token, match.group(1)))
-    return found
-
-
 def check_template(text: str, path: str) -> None:
     """`FieldError` unless every brace in ``text`` is a known placeholder or doubled."""
     for token, name in template_names(text):
@@ -213,53 +199,6 @@ def check_template(text: str, path: str) -> None:
                 f" {', '.join('{' + n + '}' for n in PLACEHOLDERS)}; write {{{{ or }}}}"
                 " for a literal brace"
             )
-
-
-_LONE = re.compile(r"\{([a-z_]*)\}")
-_LONE_CACHE_MAX = 4096
-# template -> the name when the whole template is one placeholder (``{schedule_id}``,
-# the usual key), else "" (a name is never empty: an empty one is refused at upsert).
-_lone_names: dict[str, str] = {}
-
-
-def _lone_name(text: str) -> str:
-    name = _lone_names.get(text)
-    if name is None:
-        if len(_lone_names) >= _LONE_CACHE_MAX:
-            _lone_names.clear()
-        whole = _LONE.fullmatch(text)
-        name = _lone_names[text] = whole.group(1) if whole is not None else ""
-    return name
-
-
-def render(text: str, values: Callable[[str], str]) -> str:
-    """``text`` with each placeholder replaced by ``values(name)``; ``{{``/``}}`` unbraced."""
-    if "{" not in text and "}" not in text:
-        return text
-    lone = _lone_name(text)  # rendered per fire: skip the substitution when it is all
-    if lone:
-        return values(lone)
-
-    def one(match: re.Match[str]) -> str:
-        token = match.group(0)
-        if token == "{{":
-            return "{"
-        if token == "}}":
-            return "}"
-        return values(match.group(1) or "")
-
-    return _PLACEHOLDER.sub(one, text)
-
-
-def render_json(value: Any, values: Callable[[str], str]) -> Any:
-    """Every string of a JSON value rendered (object keys are left as written)."""
-    if isinstance(value, str):
-        return render(value, values)
-    if isinstance(value, list):
-        return [render_json(item, values) for item in value]
-    if isinstance(value, dict):
-        return {name: render_json(item, values) for name, item in value.items()}
-    return value
 
 
 def _has_placeholder(value: Any) -> bool:

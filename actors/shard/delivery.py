@@ -34,8 +34,8 @@ from topics.targets import (
     SCHEDULED_AT_HEADER,
     KafkaDelivery,
     TargetTopics,
-    render,
 )
+from topics.templates import render
 
 REFUSED_ERROR = "TargetRefused"
 # A record's framing in a batch of its own, headers aside (see actors.scheduler.oversize).

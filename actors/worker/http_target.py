@@ -52,9 +52,8 @@ from topics.targets import (
     RUN_ID_HEADER,
     SCHEDULE_ID_HEADER,
     SCHEDULED_AT_HEADER,
-    render,
-    render_json,
 )
+from topics.templates import render, render_json
 from topics.timefmt import format_ms
 from topics.vocabulary import RunStatus
 
