@@ -16,6 +16,7 @@ from actors.collector import tune_for_throughput
 from actors.event_loop import add_loop_argument, chosen, loop_kind, new_event_loop
 from actors.observe.collectors import WorkerCollector
 from actors.observe.exposition import MetricsError
+from actors.observe.flow_metrics import MAX_KEY_LABELS, KeyLabels
 from actors.observe.lag import LagSampler
 from actors.worker.egress import EgressRule
 from actors.worker.http_target import HttpTargets
@@ -152,6 +153,15 @@ def register(subparsers: Any) -> None:
         metavar="N[:P]",
         help="keep N of the --concurrency slots for runs of priority P or more (P 1-9, default 5)",
     )
+    parser.add_argument(
+        "--metrics-key",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="give concurrency and rate-limit keys matching PATTERN (a glob: *, ?, [...];"
+        f" repeatable; at most {MAX_KEY_LABELS} keys) a label of their own in the metrics;"
+        ' every other key is summed under key="_other"',
+    )
     parser.add_argument("--worker-id", default=None, help="name in results (default HOST:PID)")
     add_loop_argument(parser)
     observe_args.add_arguments(parser)
@@ -243,7 +253,8 @@ def run(args: argparse.Namespace) -> int:
         runtimes += [WorkerRuntime(each, registry, options, pool) for each in (settings, *lanes)]
     tune_for_throughput()  # the process's own policy: imports and jobs loaded, now run
     try:
-        run_main(_serve(runtimes, port, targets), new_loop=lambda: new_event_loop(loop_name))
+        served = _serve(runtimes, port, targets, KeyLabels(args.metrics_key))
+        run_main(served, new_loop=lambda: new_event_loop(loop_name))
     except asyncio.CancelledError:  # a second SIGINT/SIGTERM: stopped without draining
         return 130
     except MetricsError as exc:
@@ -252,7 +263,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(
-    runtimes: list[WorkerRuntime], metrics_port: int | None, targets: HttpTargets | None = None
+    runtimes: list[WorkerRuntime],
+    metrics_port: int | None,
+    targets: HttpTargets | None = None,
+    key_labels: KeyLabels | None = None,
 ) -> None:
     runtime = runtimes[0]
     stop = asyncio.Event()
@@ -279,7 +293,9 @@ async def _serve(
         # A runtime that fails takes the others down with it (the process exits and
         # its queues' partitions go to other workers), never half a worker.
         async with (
-            observe_args.maybe_serve_metrics(metrics_port, [WorkerCollector(runtimes)], [sampler]),
+            observe_args.maybe_serve_metrics(
+                metrics_port, [WorkerCollector(runtimes, key_labels)], [sampler]
+            ),
             asyncio.TaskGroup() as group,
         ):
             for each in runtimes:

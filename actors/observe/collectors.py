@@ -20,6 +20,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from actors.observe import metrics as m
+from actors.observe.flow_metrics import KeyLabels, flow_families
 from actors.shard.lateness import LatenessWindow
 
 if TYPE_CHECKING:
@@ -230,8 +231,14 @@ class WorkerCollector(Collector):
     """Slots, queue and counters of a worker process: of its `WorkerRuntime`, or summed
     over its runtimes, one per queue it serves (``--queue``)."""
 
-    def __init__(self, runtime: WorkerRuntime | Sequence[WorkerRuntime]) -> None:
+    def __init__(
+        self,
+        runtime: WorkerRuntime | Sequence[WorkerRuntime],
+        key_labels: KeyLabels | None = None,
+    ) -> None:
         self._runtimes = (runtime,) if not isinstance(runtime, Sequence) else tuple(runtime)
+        # Per queue and per key (`flow_metrics`); keys not listed are summed as _other.
+        self._key_labels = KeyLabels() if key_labels is None else key_labels
 
     def collect(self) -> Iterable[Metric]:
         stats: dict[str, int] = {}
@@ -266,6 +273,7 @@ class WorkerCollector(Collector):
         yield CounterMetricFamily(
             m.WORKER_TRANSACTIONS, "Result transactions committed.", value=stats["transactions"]
         )
+        yield from flow_families([r.flow_view() for r in self._runtimes], self._key_labels)
 
 
 def _slots(runtimes: Sequence[WorkerRuntime]) -> int:

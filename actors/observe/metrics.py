@@ -139,6 +139,16 @@ WORKER_TRANSACTIONS = "kafkron_worker_transactions"
 # ratelimit ls` names the paused keys.
 WORKER_RATE_PAUSED = "kafkron_worker_runs_waiting_paused_key"
 WORKER_RATE_QUEUED = "kafkron_worker_runs_queued_rate_limited"
+# Per queue and lane, per key (`actors.observe.flow_metrics`: keys are label values only
+# when `kafkron worker --metrics-key` lists them, the others summed under _other).
+WORKER_QUEUE_SLOTS = "kafkron_worker_queue_slots"
+WORKER_QUEUE_BUSY = "kafkron_worker_queue_slots_busy"
+WORKER_QUEUE_WAITING = "kafkron_worker_queue_runs_waiting"
+WORKER_KEY_RUNNING = "kafkron_worker_key_runs_running"
+WORKER_KEY_WAITING = "kafkron_worker_key_runs_waiting"
+WORKER_KEY_LIMIT = "kafkron_worker_key_limit"
+WORKER_RATE_WAITING = "kafkron_worker_rate_key_runs_waiting"
+WORKER_RATE_PAUSED = "kafkron_worker_rate_key_paused"
 
 # --- recorder: figures read at scrape time ---------------------------------------
 

@@ -913,6 +913,10 @@ class WorkerCore:
         """The runs waiting for a slot, a key or a rate limit (a view, for stats)."""
         return [run for _, run in self._queue]
 
+    def running_runs(self) -> list[Run]:
+        """The runs whose jobs hold a slot (a view, for the per-key metrics)."""
+        return [running.run for running in self._running.values()]
+
     def committed_offset(self, partition: int) -> int | None:
         part = self._partitions.get(partition)
         return None if part is None else part.offsets.committed

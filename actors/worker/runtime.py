@@ -55,6 +55,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from actors.monotonic import monotonic_ms
 from actors.observe import metrics
+from actors.observe.flow_metrics import HIGH_LANE, NORMAL_LANE, LaneView
 from actors.worker.clock import BrokerFloor
 from actors.worker.committer import CommitStats, write_commit
 from actors.worker.core import (
@@ -331,6 +332,19 @@ class WorkerRuntime:
             # Above 0: the wall clock is behind the broker's; decisions use the broker's.
             "clock_behind_ms": self._floor.behind_ms(now_ms(), monotonic_ms()),
         }
+
+    def flow_view(self) -> LaneView:
+        """Its queue, lane, slots and runs now, for the per-queue and per-key metrics."""
+        return LaneView(
+            queue=self.settings.queue,
+            lane=HIGH_LANE if self.settings.lane else NORMAL_LANE,
+            slots=self.options.concurrency if self.pool is None else self.pool.concurrency,
+            slots_shared=self.pool is not None,
+            running=self.core.running_runs(),
+            waiting=self.core.queued_runs(),
+            pauses=self.core.rates.pauses(),
+            now_ms=self._now(),
+        )
 
     async def _drain(self) -> None:
         """Stop fetching and starting runs; let running jobs finish for up to

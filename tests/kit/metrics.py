@@ -8,7 +8,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
 # name (with _total/_bucket/... suffix) -> list of (labels, value)
 Samples = dict[str, list[tuple[dict[str, str], float]]]
@@ -16,7 +18,19 @@ Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 def scrape(port: int) -> Samples:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode("utf-8")
+        return parse(response.read().decode("utf-8"))
+
+
+def collected(*collectors: Collector) -> Samples:
+    """The samples of ``collectors`` as a scrape would read them (no server: pure)."""
+    registry = CollectorRegistry(auto_describe=False)
+    for collector in collectors:
+        registry.register(collector)
+    return parse(generate_latest(registry).decode("utf-8"))
+
+
+def parse(text: str) -> Samples:
+    """The samples of Prometheus exposition ``text``."""
     samples: Samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

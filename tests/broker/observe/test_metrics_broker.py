@@ -131,6 +131,12 @@ async def test_every_actor_counts_fires_failures_and_dead_letters(
         )
         assert total(w, "kafkron_worker_job_duration_seconds_count", job="test.noop") >= 2
         assert total(w, "kafkron_worker_slots") == 4
+        # Per queue and lane; per key, the keys not listed summed under _other (none here).
+        assert total(w, "kafkron_worker_queue_slots", queue="default") == 4
+        assert ({"queue": "default", "lane": "normal"}, 0.0) in w[
+            "kafkron_worker_queue_runs_waiting"
+        ]
+        assert w["kafkron_worker_key_runs_running"] == [({"key": "_other"}, 0.0)]
         assert total(w, "kafkron_worker_runs_started_total") >= 4
         assert total(w, "kafkron_worker_transaction_commit_seconds_count") >= 1
         assert total(w, "kafkron_worker_partitions_owned") >= 1
