@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from actors.cli import output
+from actors.cli.db_arg import add_db_argument
 from actors.cli.history_cmd import parse_since
 from actors.history import default_db_path
 from actors.history.store import HistoryError, HistoryStore
@@ -47,11 +48,7 @@ def register(subparsers: Any) -> None:
         "--since", metavar="T", help="decided at or after T: an RFC 3339 instant or a duration ago"
     )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    parser.add_argument(
-        "--db",
-        default=None,
-        help="history database (env KAFKRON_HISTORY_DB, default .kafkron/history.db)",
-    )
+    add_db_argument(parser)
     parser.set_defaults(func=run)
 
 

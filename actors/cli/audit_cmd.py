@@ -20,6 +20,7 @@ from typing import Any
 
 from actors.audit.walk import ACCOUNTED, GAP, PENDING, WAITING, Finding
 from actors.cli import output
+from actors.cli.db_arg import add_db_argument
 from actors.cli.history_cmd import parse_since
 from actors.history import default_db_path
 from actors.history.audit import AuditReport, AuditSource, SloReport, slo
@@ -81,11 +82,7 @@ def register(subparsers: Any) -> None:
         help=f"on time means started within S seconds (default {DEFAULT_WITHIN_S})",
     )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    parser.add_argument(
-        "--db",
-        default=None,
-        help="history database (env KAFKRON_HISTORY_DB, default .kafkron/history.db)",
-    )
+    add_db_argument(parser)
     parser.set_defaults(func=run)
 
 

@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo
 import orjson
 
 from actors.cli import EXIT_OK, EXIT_USAGE, output
+from actors.cli.db_arg import add_db_argument
 from actors.cli.submit_cmd import produce
 from actors.history import default_db_path
 from actors.history.past import SchedulePast
@@ -106,11 +107,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--reason", metavar="TEXT", help="with cancel: why, for people")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
-    parser.add_argument(
-        "--db",
-        default=None,
-        help="history database (env KAFKRON_HISTORY_DB, default .kafkron/history.db)",
-    )
+    add_db_argument(parser)
     parser.set_defaults(func=run)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from actors.cli import output
+from actors.cli.db_arg import add_db_argument
 from actors.history import default_db_path
 from actors.history.store import STATUS_RANK, AttemptView, HistoryError, HistoryStore, RunView
 from actors.timespec import SpecError, parse_duration_s
@@ -73,11 +74,7 @@ def register(subparsers: Any) -> None:
         help="only runs scheduled at or after T: an RFC 3339 instant or a duration ago (1h, 2d)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    parser.add_argument(
-        "--db",
-        default=None,
-        help="history database (env KAFKRON_HISTORY_DB, default .kafkron/history.db)",
-    )
+    add_db_argument(parser)
     parser.set_defaults(func=run)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.cli import observe_args, output
+from actors.cli.db_arg import add_db_argument
 from actors.history import default_db_path
 from actors.history.recorder import RECORDED_KINDS, Recorder, RecorderError
 from actors.history.store import HistoryError, HistoryStore
@@ -42,11 +43,7 @@ def register(subparsers: Any) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--db",
-        default=None,
-        help="database path (env KAFKRON_HISTORY_DB, default .kafkron/history.db)",
-    )
+    add_db_argument(parser)
     parser.add_argument(
         "--rebuild", action="store_true", help="empty the database and re-read the topics"
     )

@@ -19,6 +19,7 @@ from typing import Any
 
 from actors.cli import output
 from actors.cli.audit_cmd import DEFAULT_SETTLE_S, DEFAULT_WITHIN_S, slo_json, slo_text
+from actors.cli.db_arg import add_db_argument
 from actors.cli.history_cmd import parse_since
 from actors.history import default_db_path
 from actors.history.audit import AuditSource
@@ -69,11 +70,7 @@ def register(subparsers: Any) -> None:
         help=f"leave the last S seconds before now unjudged (default {DEFAULT_SETTLE_S})",
     )
     parser.add_argument("--json", action="store_true", help="print JSON for dashboards")
-    parser.add_argument(
-        "--db",
-        default=None,
-        help="history database (env KAFKRON_HISTORY_DB, default .kafkron/history.db)",
-    )
+    add_db_argument(parser)
     parser.set_defaults(func=run)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.cli import observe_args, output
+from actors.cli.db_arg import add_db_argument
 from actors.history import default_db_path
 from topics.names import Settings
 
@@ -50,11 +51,7 @@ def register(subparsers: Any) -> None:
         default="127.0.0.1",
         help="address to listen on (default 127.0.0.1; another needs a token)",
     )
-    parser.add_argument(
-        "--db",
-        default=None,
-        help="history database (env KAFKRON_HISTORY_DB, default .kafkron/history.db)",
-    )
+    add_db_argument(parser)
     parser.add_argument(
         "--token",
         default=None,
