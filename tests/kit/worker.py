@@ -54,9 +54,11 @@ def run_record(
     attempt: int = 1,
     timeout_s: float = 120,
     report_start: bool = False,
+    **job_fields: Any,
 ) -> tuple[bytes, bytes]:
     """(key, value) of one run as a shard would write it (``report_start``: as under a
-    start deadline)."""
+    start deadline; ``job_fields``: the job's other fields, ``concurrency=``,
+    ``rate_limit=``, ...)."""
     run_id = run_id_for(schedule_id, scheduled_ms)
     fired = now_ms()
     value = run_value(
@@ -66,7 +68,7 @@ def run_record(
         scheduled_ms=scheduled_ms,
         fired_ms=fired,
         attempt=attempt,
-        job=Job(job_name, dict(args or {})),
+        job=Job(job_name, dict(args or {}), **job_fields),
         idempotency_key=idempotency_key(run_id),
         deadline_ms=fired + int(timeout_s * 1000),
         report_start=report_start,
@@ -74,12 +76,18 @@ def run_record(
     return schedule_id.encode(), value
 
 
-async def produce(settings: Settings, records: list[tuple[bytes, bytes]]) -> None:
+async def produce(
+    settings: Settings, records: list[tuple[bytes, bytes]], *, partition: int | None = None
+) -> None:
+    """The records onto the runs topic, by their keys' partition or all onto ``partition``
+    (the one a concurrency or rate-limit key hashes to, as the shard places them)."""
     producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, acks="all")
     await producer.start()
     try:
         for key, value in records:
-            await producer.send(settings.topic(TopicKind.RUNS), value=value, key=key)
+            await producer.send(
+                settings.topic(TopicKind.RUNS), value=value, key=key, partition=partition
+            )
         await producer.flush()
     finally:
         await producer.stop()
@@ -245,6 +253,14 @@ def owned_partitions(worker: WorkerProcess) -> set[int]:
             text = line.rsplit("owns runs partitions", 1)[1].strip()
             owned = set() if text == "none" else {int(p) for p in text.strip("[]").split(",")}
     return owned
+
+
+def owner_of(workers: list[WorkerProcess], partition: int) -> WorkerProcess | None:
+    """The live worker whose log last said it owns ``partition``, if any."""
+    for worker in workers:
+        if worker.proc.poll() is None and partition in owned_partitions(worker):
+            return worker
+    return None
 
 
 async def wait_until_split(

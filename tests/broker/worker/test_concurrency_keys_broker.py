@@ -10,22 +10,20 @@ import signal
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from tests.kit.worker import (
     T0,
     WorkerProcess,
-    now_ms,
-    owned_partitions,
+    owner_of,
+    produce,
     results,
     run_record,
     wait_for_results,
     wait_marks,
 )
-from topics.command_types import Job
 from topics.concurrency import Concurrency
-from topics.messages import idempotency_key, parse_run, run_id_for, run_value
-from topics.names import Settings, TopicKind
+from topics.messages import run_id_for
+from topics.names import Settings
 from topics.partitioner import murmur2_partition
 
 RUNS = 200
@@ -37,46 +35,17 @@ SESSION_MS = 6_000
 
 def keyed_runs() -> list[tuple[bytes, bytes]]:
     """200 runs of 200 schedules, all naming the key, as the shard writes them."""
-    out = []
-    for i in range(RUNS):
-        key, value = run_record(f"invoice-{i}", "test.keyed_sleep", {"seconds": 0.3})
-        run = parse_run(value)
-        fired = now_ms()
-        value = run_value(
-            run_id=run.run_id,
-            schedule_id=run.schedule_id,
-            task=None,
-            scheduled_ms=run.scheduled_ms,
-            fired_ms=fired,
-            attempt=1,
-            job=Job(run.job.name, run.job.args, concurrency=Concurrency(KEY, LIMIT)),
-            idempotency_key=idempotency_key(run.run_id),
-            deadline_ms=fired + 600_000,
+    concurrency = Concurrency(KEY, LIMIT)
+    return [
+        run_record(
+            f"invoice-{i}",
+            "test.keyed_sleep",
+            {"seconds": 0.3},
+            timeout_s=600,
+            concurrency=concurrency,
         )
-        out.append((key, value))
-    return out
-
-
-async def produce_to(
-    settings: Settings, partition: int, records: list[tuple[bytes, bytes]]
-) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, acks="all")
-    await producer.start()
-    try:
-        for key, value in records:
-            await producer.send(
-                settings.topic(TopicKind.RUNS), value=value, key=key, partition=partition
-            )
-        await producer.flush()
-    finally:
-        await producer.stop()
-
-
-def owner_of(workers: list[WorkerProcess], partition: int) -> WorkerProcess | None:
-    for worker in workers:
-        if worker.proc.poll() is None and partition in owned_partitions(worker):
-            return worker
-    return None
+        for i in range(RUNS)
+    ]
 
 
 def most_at_once(log: list[str]) -> tuple[int, str]:
@@ -108,7 +77,7 @@ async def test_a_key_at_limit_2_through_two_kills_and_a_join(
         for name in ("w1", "w2")
     ]
     try:
-        await produce_to(kafka_settings, partition, keyed_runs())
+        await produce(kafka_settings, keyed_runs(), partition=partition)
         for kill in range(2):
             # Wait until the key's partition is being worked, then kill its owner.
             before = len(marks_path.read_text().splitlines()) if marks_path.exists() else 0

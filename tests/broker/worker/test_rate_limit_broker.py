@@ -11,10 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker.worker.test_concurrency_keys_broker import owner_of, produce_to
-from tests.kit.worker import T0, WorkerProcess, now_ms, results, run_record, wait_for_results
-from topics.command_types import Job
-from topics.messages import idempotency_key, parse_run, run_id_for, run_value
+from tests.kit.worker import (
+    T0,
+    WorkerProcess,
+    owner_of,
+    produce,
+    results,
+    run_record,
+    wait_for_results,
+)
+from topics.messages import run_id_for
 from topics.names import Settings
 from topics.partitioner import murmur2_partition
 from topics.ratelimits import RateLimit
@@ -27,24 +33,12 @@ SESSION_MS = 6_000
 
 def limited_runs() -> list[tuple[bytes, bytes]]:
     """1,000 runs of 1,000 schedules, all naming the key, as the shard writes them."""
-    out = []
-    for i in range(RUNS):
-        key, value = run_record(f"charge-{i}", "test.rate_mark", {"seconds": 0.1})
-        run = parse_run(value)
-        fired = now_ms()
-        value = run_value(
-            run_id=run.run_id,
-            schedule_id=run.schedule_id,
-            task=None,
-            scheduled_ms=run.scheduled_ms,
-            fired_ms=fired,
-            attempt=1,
-            job=Job(run.job.name, run.job.args, rate_limit=RATE),
-            idempotency_key=idempotency_key(run.run_id),
-            deadline_ms=fired + 900_000,
+    return [
+        run_record(
+            f"charge-{i}", "test.rate_mark", {"seconds": 0.1}, timeout_s=900, rate_limit=RATE
         )
-        out.append((key, value))
-    return out
+        for i in range(RUNS)
+    ]
 
 
 def starts(path: Path) -> list[int]:
@@ -75,7 +69,7 @@ async def test_20_a_second_over_1000_runs_through_a_kill(
         for name in ("w1", "w2")
     ]
     try:
-        await produce_to(kafka_settings, partition, limited_runs())
+        await produce(kafka_settings, limited_runs(), partition=partition)
         while len(starts(marks)) < 300:  # the key's owner at work, then killed
             for worker in workers:
                 worker.check_alive()
