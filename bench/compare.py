@@ -1,21 +1,22 @@
 """This checkout against a previous commit, in the same hour: the new/old ratio per figure.
 
-A change must cost nothing where it is not used: ``e2e_fire``, ``e2e_work`` and
-``shard_core`` with none of the new fields set should stay within 3% of the
-previous main measured in the same hour. This script checks the previous commit out
-in a git worktree of its own (a temporary directory, removed at the end), then runs
-each benchmark ``--rounds`` times on each side, alternating which side goes first
-from round to round so a machine that grows busier or quieter over the hour weighs
-on both alike. Each run's last line (``bench NAME: key=value ...``) is parsed; for
-every numeric figure both sides report, the ratio new/old of each round and their
-median are printed (above 1 is more of that figure: better for a rate, worse for a
-latency). The load average is printed before each run, and ``--max-load`` waits
-(at most ``--load-wait-s``) for it to fall below a bound first.
+A change must cost nothing where it is not used: ``e2e_fire``, ``e2e_work``,
+``shard_core`` and ``worker_core`` with none of the new fields set should stay
+within 3% of the previous main measured in the same hour (a benchmark newer than
+that commit runs as this checkout's script against its code). This script checks the
+previous commit out in a git worktree of its own (a temporary directory, removed at
+the end), then runs each benchmark ``--rounds`` times on each side, alternating
+which side goes first from round to round so a machine that grows busier or quieter
+over the hour weighs on both alike. Each run's last line (``bench NAME: key=value
+...``) is parsed; for every numeric figure both sides report, the ratio new/old of
+each round and their median are printed (above 1 is more of that figure: better for
+a rate, worse for a latency). The load average is printed before each run, and
+``--max-load`` waits (at most ``--load-wait-s``) for it to fall below a bound first.
 
 The same script measures a lever against the code without it: ``--old .`` runs
 this checkout on both sides, with ``--new-args`` given to the new side only::
 
-    python bench/compare.py main~3                       # the three benchmarks, 3 rounds
+    python bench/compare.py main~3                       # the four benchmarks, 3 rounds
     python bench/compare.py main~3 --bench shard_core --rounds 5
     python bench/compare.py . --bench e2e_work --new-args 'e2e_work=--loop uvloop'
     python bench/compare.py main~3 --args 'shard_core=--schedules 200000'
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-BENCHES = ("e2e_fire", "e2e_work", "shard_core")
+BENCHES = ("e2e_fire", "e2e_work", "shard_core", "worker_core")
 WITHIN = 0.03  # the issue's bar: a capability unused costs at most 3%
 
 
@@ -97,7 +98,10 @@ def run_bench(side: Side, bench: str, timeout_s: float) -> dict[str, float] | No
     """One run of ``bench`` on ``side``'s checkout, with that checkout's code first on
     the path; its figures, or None if it could not measure."""
     env = side_env(side)
-    command = [sys.executable, str(side.root / "bench" / f"{bench}.py"), *side.args.get(bench, [])]
+    script = side.root / "bench" / f"{bench}.py"
+    if not script.exists():  # a benchmark newer than the old commit: this checkout's
+        script = REPO / "bench" / f"{bench}.py"  # script, driving the old side's code
+    command = [sys.executable, str(script), *side.args.get(bench, [])]
     log(f"{side.name}: {' '.join(command[1:])}")
     started = time.monotonic()
     try:
@@ -160,7 +164,7 @@ def worktree_of(commit: str, into: Path) -> Path:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old", help="the previous commit (anything git takes), or . for this one")
-    parser.add_argument("--bench", action="append", choices=BENCHES, help="default: all three")
+    parser.add_argument("--bench", action="append", choices=BENCHES, help="default: all four")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--args", action="append", default=[], metavar="NAME=ARGS", help="to both sides' NAME"

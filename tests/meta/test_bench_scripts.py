@@ -28,6 +28,7 @@ TINY = {
     "metrics_overhead": ["--schedules", "2000", "--calls", "1000"],
     "audit": ["--schedules", "300"],
     "executor": ["--jobs", "200", "--repeats", "1"],
+    "worker_core": ["--runs", "600", "--repeats", "1"],
 }
 RECORDS = {"shard_core"}  # takes --record PATH (tests/meta/test_bench_record.py)
 
