@@ -132,9 +132,14 @@ def idempotency_key(run_id: str, *parts: str) -> str:
 # --- runs --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Run:
-    """One attempt of one occurrence, as a worker receives it from ``{ns}.runs``."""
+    """One attempt of one occurrence, as a worker receives it from ``{ns}.runs``.
+
+    Never changed once built, but not a frozen dataclass: a worker builds one per
+    record it reads, and a frozen class's constructor (an ``object.__setattr__`` call
+    per field) cost a sixth of the worker core's time per run (``bench/worker_core.py``).
+    """
 
     run_id: str
     schedule_id: str

@@ -970,6 +970,12 @@ class WorkerCore:
         pool = self._pool
         self.rates.due_ms = None  # set again by the runs it holds
         self._refused_past_lease_ms = None
+        self._keys_due_ms = None
+        queue = self._queue
+        if not queue:  # nothing waits (most calls, a run's exit among them): no more to do
+            if pool is not None:
+                pool.filled(self._lane, None)
+            return actions
         past_lease = now_ms > self._lease_expires_ms()
         if not self._starting or past_lease:
             # Draining; or past the lease (a process thawed after a freeze handling a
@@ -977,16 +983,14 @@ class WorkerCore:
             # partitions may be another owner's by now, so nothing starts
             # (docs/DESIGN.md §8.2, §8.5). The next `advance` (due at once) drops
             # them, or fills if a heartbeat renewed the lease meanwhile.
-            if past_lease and self._starting and self._queue:
+            if past_lease and self._starting:
                 self._refused_past_lease_ms = now_ms
             if pool is not None:
                 pool.filled(self._lane, None)
             return actions
-        queue = self._queue
         refused: int | None = None  # the priority of a run the shared slots refused
         held: list[tuple[RunKey, Run]] = []
         keys = self._keys
-        self._keys_due_ms = None
         rates = self.rates
         while queue and len(self._running) < self._concurrency:
             key, run = queue.popleft()
@@ -994,19 +998,8 @@ class WorkerCore:
             if part.catch_up_to is not None:  # adopted, not read to its end yet
                 held.append((key, run))
                 continue
-            concurrency = run.job.concurrency
-            if concurrency is not None and run.deadline_ms > now_ms:
-                if now_ms < part.keyed_from_ms:  # the previous owner's jobs may run
-                    held.append((key, run))
-                    due: int | None = self._keys_due_ms
-                    if due is None or part.keyed_from_ms < due:
-                        self._keys_due_ms = part.keyed_from_ms
-                    continue
-                if keys.count(key[0], concurrency.key) >= concurrency.limit:
-                    held.append((key, run))  # waits for a run of its key to exit
-                    self.counts["key_waits"] += 1
-                    continue
-            rate = run.job.rate_limit
+            job = run.job
+            concurrency, rate = job.concurrency, job.rate_limit
             if run.deadline_ms <= now_ms:
                 self._record(
                     part,
@@ -1020,23 +1013,37 @@ class WorkerCore:
                     else rates.timeout_error(run, now_ms),
                 )
                 continue
-            if pool is not None and not pool.may_start(self._lane, run.job.priority):
-                held.append((key, run))  # the other lane's turn, or the reserve's slots
-                refused = run.job.priority
-                break
-            if rate is not None:  # last: a run it lets through takes its token
-                wait_until_ms = rates.take(key[0], rate, now_ms)
-                if wait_until_ms is not None:
-                    held.append((key, run))
-                    rates.hold(min(wait_until_ms, run.deadline_ms))
-                    continue
+            # One test for the common run, which names no key, no rate and no lane (a
+            # per-run cost every worker pays: bench/worker_core.py).
+            if concurrency is not None or rate is not None or pool is not None:
+                if concurrency is not None:
+                    if now_ms < part.keyed_from_ms:  # the previous owner's jobs may run
+                        held.append((key, run))
+                        due: int | None = self._keys_due_ms
+                        if due is None or part.keyed_from_ms < due:
+                            self._keys_due_ms = part.keyed_from_ms
+                        continue
+                    if keys.count(key[0], concurrency.key) >= concurrency.limit:
+                        held.append((key, run))  # waits for a run of its key to exit
+                        self.counts["key_waits"] += 1
+                        continue
+                if pool is not None and not pool.may_start(self._lane, job.priority):
+                    held.append((key, run))  # the other lane's turn, or the reserve's slots
+                    refused = job.priority
+                    break
+                if rate is not None:  # last: a run it lets through takes its token
+                    wait_until_ms = rates.take(key[0], rate, now_ms)
+                    if wait_until_ms is not None:
+                        held.append((key, run))
+                        rates.hold(min(wait_until_ms, run.deadline_ms))
+                        continue
+                if concurrency is not None:
+                    keys.started(key, concurrency, run)
+                if pool is not None:
+                    pool.started(self._lane)
             self._running[key] = _Running(run, now_ms)
-            if concurrency is not None:
-                keys.started(key, concurrency, run)
             heapq.heappush(self._deadlines, (run.deadline_ms, key))
             self.counts["started"] += 1
-            if pool is not None:
-                pool.started(self._lane)
             actions.append(StartJob(key, run))
             if run.report_start:
                 self._report_start(part, run, now_ms)
