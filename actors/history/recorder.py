@@ -43,6 +43,7 @@ from aiokafka.errors import KafkaError
 from actors.audit.calendars import CalendarRow, calendar_row
 from actors.audit.versions import ChangelogTracker, DefinitionRow, VersionRow
 from actors.display import carrier_target, target_text
+from actors.history.flow_keys import flow_of
 from actors.history.store import (
     AttemptFinished,
     AttemptFired,
@@ -118,6 +119,7 @@ def to_row(
         if messages.is_cancel(value):  # a request to stop; the attempt's result tells
             return None
         run = messages.parse_run(value)
+        flow_key, flow = flow_of(run.job)
         return AttemptFired(
             run_id=run.run_id,
             attempt=run.attempt,
@@ -128,6 +130,9 @@ def to_row(
             fired_ms=run.fired_ms,
             deadline_ms=run.deadline_ms,
             job_target=target_text(carrier_target(run.job.name, run.job.args)),
+            queue=run.job.queue,
+            flow_key=flow_key,
+            flow=flow,
         )
     if kind is TopicKind.RESULTS:
         result = messages.parse_result(value)

@@ -66,6 +66,9 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("runs", "target", "TEXT"),
     ("runs", "job_target", "TEXT"),
     ("dead_letters", "job_target", "TEXT"),
+    ("attempts", "queue", "TEXT"),
+    ("attempts", "flow_key", "TEXT"),
+    ("attempts", "flow", "TEXT"),
 )
 """Columns added after version 1 was released: a database made before them gets
 them at open (``ALTER TABLE ... ADD COLUMN``). The progress columns need nothing
@@ -77,7 +80,18 @@ to. The target columns need nothing more either: ``target`` is a result's own
 ``target`` (JSON: the topic and partition a Kafka target wrote, an HTTP target's
 status), ``job_target`` where a target goes (``kafka:TOPIC``, ``POST URL``, from the
 run, the result or the dead letter: `actors.display.target_text`); both null for a
-job, and for a result recorded before targets existed (none carried one)."""
+job, and for a result recorded before targets existed (none carried one). The flow
+columns need nothing more (`actors.history.flow_keys`): ``queue`` is a run record's
+worker queue, ``flow_key`` its concurrency key (else its rate-limit key; the shard
+rendered it), ``flow`` its limit and rate (JSON); null for an attempt recorded before
+them, which the console's keys page then does not count."""
+
+# Made after the added columns exist (an older database gets them at open first).
+DDL_AFTER_COLUMNS: tuple[str, ...] = (
+    # The attempts fired and not ended, the only rows the keys page reads: few, so a
+    # partial index (a result takes its row out).
+    "CREATE INDEX IF NOT EXISTS attempts_open ON attempts (flow_key, queue) WHERE status IS NULL",
+)
 
 DDL: tuple[str, ...] = (
     """

@@ -30,7 +30,8 @@ import aiosqlite
 from actors.audit.calendars import CalendarRow
 from actors.audit.versions import DefinitionRow, Head, VersionRow
 from actors.history import alerts as alert_rows
-from actors.history.schema import ADDED_COLUMNS, DDL, PRAGMAS, SCHEMA_VERSION
+from actors.history.flow_keys import TOP_KEYS, FlowView, open_flow
+from actors.history.schema import ADDED_COLUMNS, DDL, DDL_AFTER_COLUMNS, PRAGMAS, SCHEMA_VERSION
 from topics.alerts import Alert
 from topics.vocabulary import RunStatus
 
@@ -78,6 +79,12 @@ class AttemptFired:
     deadline_ms: int | None
     job_target: str | None = None
     """Where a target goes (``POST URL``); None for a job (`actors.display.target_text`)."""
+    queue: str | None = None
+    """The run record's worker queue (`actors.history.flow_keys`)."""
+    flow_key: str | None = None
+    """Its concurrency key, else its rate-limit key, as the shard rendered it."""
+    flow: str | None = None
+    """Its limit and rate, JSON (`actors.history.flow_keys.flow_of`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +360,8 @@ class HistoryStore:
                     info = await db.execute_fetchall(f"PRAGMA table_info({table})")
                     if column not in {str(row[1]) for row in info}:
                         await db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+                for statement in DDL_AFTER_COLUMNS:
+                    await db.execute(statement)
                 await db.commit()
             store = cls(db, path, None)
             if reset and not readonly:
@@ -476,13 +485,14 @@ class HistoryStore:
         if fired:
             await db.executemany(
                 "INSERT INTO attempts (run_id, attempt, schedule_id, task, job_name, "
-                "scheduled_ms, fired_ms, deadline_ms, job_target) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "scheduled_ms, fired_ms, deadline_ms, job_target, queue, flow_key, flow) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id, attempt) DO UPDATE SET "
                 "schedule_id = excluded.schedule_id, task = excluded.task, "
                 "job_name = excluded.job_name, scheduled_ms = excluded.scheduled_ms, "
                 "fired_ms = excluded.fired_ms, deadline_ms = excluded.deadline_ms, "
-                "job_target = excluded.job_target",
+                "job_target = excluded.job_target, queue = excluded.queue, "
+                "flow_key = excluded.flow_key, flow = excluded.flow",
                 [
                     (
                         r.run_id,
@@ -494,6 +504,9 @@ class HistoryStore:
                         r.fired_ms,
                         r.deadline_ms,
                         r.job_target,
+                        r.queue,
+                        r.flow_key,
+                        r.flow,
                     )
                     for r in fired
                 ],
@@ -791,3 +804,7 @@ class HistoryStore:
         retried = await self._db.execute_fetchall("SELECT COUNT(*) FROM runs WHERE attempts > 1")
         counts["retried"] = int(next(iter(retried))[0])
         return counts
+
+    async def open_flow(self, top: int = TOP_KEYS) -> FlowView:
+        """The runs in flight by key and by queue (`actors.history.flow_keys`)."""
+        return await open_flow(self._db, top)

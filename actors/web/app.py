@@ -10,6 +10,7 @@ Pages (GET, server-rendered HTML, no JavaScript):
     /dlq                   dead letters, each with Replay
     /rejected              rejected commands and why
     /next?spec=&tz=&n=     "when will it run?": the `kafkron next` answer and its DST rule
+    /keys                  runs in flight by queue and by concurrency or rate-limit key
 
 Actions (POST ``/actions/{pause|resume|trigger|replay}``) produce the same command
 the command line would (``schedule.pause``, ..., ``dlq.replay``), validated by the
@@ -138,6 +139,7 @@ class Console:
         app.router.add_get("/dlq", self.dlq)
         app.router.add_get("/rejected", self.rejected)
         app.router.add_get("/alerts", self.alerts)
+        app.router.add_get("/keys", self.keys)
         app.router.add_get("/next", self.next)
         app.router.add_get("/login", self.login_form)
         app.router.add_post("/login", self.login)
@@ -271,6 +273,10 @@ class Console:
         except (HistoryError, sqlite3.Error):
             return None
         return one.text()
+
+    async def keys(self, request: web.Request) -> web.Response:
+        view, history_error = await data.flow_view(self.history, self.settings)
+        return self.render(request, "keys.html", view=view, history_error=history_error)
 
     async def run(self, request: web.Request) -> web.Response:
         run_id = request.match_info["run_id"]

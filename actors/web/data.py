@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 
 import orjson
 
+from actors.history.flow_keys import TOP_KEYS, FlowView, with_pauses
 from actors.history.store import AttemptView, HistoryError, HistoryStore
 from actors.shard.state import ScheduleState, decode_schedule
 from actors.timespec import UnknownCalendar, compile_spec
@@ -196,6 +197,22 @@ async def worker_queues(settings: Settings) -> list[QueueState]:
         log.debug("queues not read: %s", exc)
         return []
     return queues if any(q.queue != DEFAULT_QUEUE for q in queues) else []
+
+
+async def flow_view(
+    history: History, settings: Settings, top: int = TOP_KEYS
+) -> tuple[FlowView | None, str | None]:
+    """The keys page's figures: the runs in flight by key (the ``top`` with the most
+    waiting) and by queue, from the history; paused rate-limit keys marked from
+    ``{ns}.ratelimits``. (None, why) without a history database."""
+    try:
+        store = await history.open()
+    except HistoryError as exc:
+        return None, str(exc)
+    async with store:
+        view = await store.open_flow(top)
+    pauses = await rate_pauses(settings) if any(k.per_s is not None for k in view.keys) else {}
+    return with_pauses(view, pauses, time.time_ns() // 1_000_000), None
 
 
 class History:
