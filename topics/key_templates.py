@@ -136,10 +136,23 @@ def rendered_job(job: Job, schedule_id: str) -> Job:
         return job
     args = job.args
     if concurrency is not None and keyed:
-        concurrency = replace(concurrency, key=render_key(concurrency.key, schedule_id, args))
+        concurrency = replace(
+            concurrency, key=_rendered_or_kept(concurrency.key, schedule_id, args)
+        )
     if rate_limit is not None and rated:
-        rate_limit = replace(rate_limit, key=render_key(rate_limit.key, schedule_id, args))
+        rate_limit = replace(rate_limit, key=_rendered_or_kept(rate_limit.key, schedule_id, args))
     return replace(job, concurrency=concurrency, rate_limit=rate_limit)
+
+
+def _rendered_or_kept(key: str, schedule_id: str, args: Mapping[str, Any]) -> str:
+    """``key`` rendered; or, for a key the decoder refuses now but accepted before keys
+    had placeholders (``a{b}``, restored from an older changelog), the key as it was:
+    literal, the key its runs have always carried."""
+    try:
+        check_key_args(check_key_template(key, "key"), args, "job")
+    except FieldError:
+        return key
+    return render_key(key, schedule_id, args)
 
 
 def check_job_keys(job: Job, schedule_id: str, path: str) -> None:

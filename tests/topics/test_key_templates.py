@@ -134,3 +134,13 @@ def test_check_key_template_returns_the_args_it_reads() -> None:
     assert check_key_template("{args.a}-{schedule_id}-{args.b_2}", "k") == ["a", "b_2"]
     with pytest.raises(FieldError):
         check_key_template("{data_interval_end}", "k")
+
+
+def test_a_key_with_braces_from_before_placeholders_stays_literal() -> None:
+    # Accepted as a literal key before this release (the decoder refuses it now): a
+    # definition restored from such a changelog keeps the key its runs always carried.
+    for old in ("a{b}", "{args.missing}", "x{"):
+        job = Job("j", {}, concurrency=Concurrency(old, 1), rate_limit=RateLimit(old, 1.0))
+        run_job = rendered_job(job, "s1")
+        assert run_job.concurrency is not None and run_job.concurrency.key == old
+        assert run_job.rate_limit is not None and run_job.rate_limit.key == old
