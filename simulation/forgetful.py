@@ -25,6 +25,10 @@ BACKFILL_VARIANT = "restore-forgets-backfill"
 # A restored definition whose any spec lost the names of its calendars (a new owner
 # that fires before it knows them, as if they excluded nothing; `excluded-days`).
 CALENDAR_NAMES_VARIANT = "restore-drops-calendar-names"
+# A restore that re-arms the schedules naming a calendar from its own now, not from
+# the edit's commit: an allowed instant between the two is lost (`nothing-missed`;
+# the node tells the restoring core no timestamps, `SchedulerNode._tell_calendars`).
+REARM_FROM_NOW_VARIANT = "restore-rearms-calendars-from-now"
 # A restore that loses which deadline alerts a run's shard wrote (its watch's
 # ``alerted`` and ``done``): the new owner alerts them again (checker `deadlines`).
 ALERTS_VARIANT = "restore-forgets-alerts"

@@ -39,6 +39,7 @@ BROKEN_VARIANTS = (
     "restore-drops-exclusions",  # a restore drops the exclude of an any spec
     "restore-forgets-backfill",  # a restore drops a backfill's runs in flight, rewinds it
     "restore-drops-calendar-names",  # a restore drops the calendar names of an exclude
+    "restore-rearms-calendars-from-now",  # a restore re-arms calendar users from its now
     "restore-forgets-alerts",  # a restore drops which deadline alerts a run's shard wrote
     # The worker's fixes undone in its executor (simulation/worker_node.py):
     "adopt-no-seek",  # the Seek after adoption is ignored (finding 2)

@@ -58,7 +58,7 @@ from actors.scheduler.skew import SkewEstimator
 from actors.scheduler.warm import WarmShard
 from actors.shard import ShardCore
 from simulation.clock import NodeClock
-from simulation.forgetful import as_restored
+from simulation.forgetful import REARM_FROM_NOW_VARIANT, as_restored
 from simulation.host import Host, exact_bytes
 from simulation.kafka import BrokerUnavailable, ProducerFenced, Txn
 from simulation.targets import send_target
@@ -200,7 +200,11 @@ class SchedulerNode:
         return sorted(self.machine.live())
 
     def consumes(self, kind: TopicKind, partition: int) -> bool:
-        return kind in INPUTS and partition in self.machine.live()
+        # Every scheduler follows {ns}.calendars, whatever it owns: an edit wakes it
+        # (the runtime turns at least every second and tells each core what its
+        # follower read; without this a shard whose schedules all wait for a
+        # calendar slept until something else woke its node).
+        return kind is TopicKind.CALENDARS or (kind in INPUTS and partition in self.machine.live())
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -375,7 +379,7 @@ class SchedulerNode:
                 for record in records:
                     warm.feed(record.offset, record.key, as_restored(record.value, host.broken))
                 core = warm.core
-                self._tell_calendars(core)  # to the end, after the fence (§5.7)
+                self._tell_calendars(core, restoring=True)  # to the end, after the fence
                 return machine.restore_done(p, token, core, core.finish_restore(self.now_ms()))
             group = host.settings.scheduler_group
             producer.positions = {kind: kafka.committed(group, kind, p)[0] for kind in INPUTS}
@@ -429,13 +433,17 @@ class SchedulerNode:
         for key, value in latest.items():
             if key is not None:
                 core.restore(key, as_restored(value, self.host.broken))
-        self._tell_calendars(core)  # to the end, after the fence (§5.7)
+        self._tell_calendars(core, restoring=True)  # to the end, after the fence (§5.7)
         return core, core.finish_restore(self.now_ms())
 
-    def _tell_calendars(self, core: ShardCore) -> None:
+    def _tell_calendars(self, core: ShardCore, restoring: bool = False) -> None:
         """As `actors.scheduler.calendar_follower`: what ``{ns}.calendars`` holds past
         the core's cursor (here an offset), in order, with each record's timestamp;
-        read to its end each turn, so the calendars are fresh as of now."""
+        read to its end each turn, so the calendars are fresh as of now. The broken
+        variant ``restore-rearms-calendars-from-now`` tells a restoring core no
+        timestamps, so its restore re-arms from its own now, not from each edit's
+        commit (an allowed instant between the two is lost)."""
+        untimed = restoring and REARM_FROM_NOW_VARIANT in self.host.broken
         records, position = self.host.kafka.fetch(
             TopicKind.CALENDARS, 0, core.calendar_cursor, 1 << 62
         )
@@ -443,7 +451,8 @@ class SchedulerNode:
         for record in records:
             if record.key is not None:
                 name = record.key.decode("utf-8", "replace")
-                core.learn_calendar(name, record.value, now_ms, record.timestamp_ms or None)
+                written_ms = None if untimed else record.timestamp_ms or None
+                core.learn_calendar(name, record.value, now_ms, written_ms)
         core.calendar_cursor = position
         core.calendars_fresh(now_ms)
 

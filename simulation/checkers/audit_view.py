@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import orjson
 
+from actors.audit.calendars import parse_key, split_by_calendars
 from actors.audit.walk import (
     GAP,
     Outcome,
@@ -28,6 +29,7 @@ from actors.audit.walk import (
     tally,
 )
 from actors.timespec import CompiledSpec
+from simulation.checkers.calendar_owed import CalendarTimeline
 from simulation.checkers.evidence import Evidence, Verdict
 from topics.calendar_days import calendar_names
 from topics.timefmt import format_ms, parse_instant
@@ -59,6 +61,12 @@ def check(evidence: Evidence) -> Verdict:
     horizon_ms = evidence.end_ms - evidence.settle_ms
     outcomes = _outcomes(evidence)
     docs = {key: orjson.loads(text) for key, text in evidence.version_defs.items()}
+    timeline = CalendarTimeline(evidence.calendars)
+    history = timeline.history
+
+    def names_of(def_key: str) -> tuple[str, ...]:
+        return calendar_names(docs[def_key].get("spec") or {})
+
     for schedule_id, versions in sorted(evidence.versions.items()):
         unknown = sorted({v.def_key for v in versions if v.def_key and v.def_key not in docs})
         if unknown:
@@ -66,13 +74,17 @@ def check(evidence: Evidence) -> Verdict:
             # failure of the run (a broken restore writes such), never a crash here.
             verdict.fail(f"{schedule_id}: its changelog names {unknown[0]}, never written")
             continue
-        if any(calendar_names(docs[v.def_key].get("spec") or {}) for v in versions if v.def_key):
-            continue  # the audit does not know named calendars yet (DESIGN §5.7)
+        # Cut at the edits of the calendars they name, as the history's audit does.
+        versions = split_by_calendars(versions, names_of, history)
         state = evidence.final_state.get(schedule_id) or {}
         buffered = {parse_instant(b) for b in state.get("buffered", [])}
 
         def compiled(key: str, sid: str = schedule_id) -> CompiledSpec:
-            return compile_definition(docs[key], sid)
+            def_key, offsets = parse_key(key)
+            doc = docs[def_key]
+            names = calendar_names(doc.get("spec") or {})
+            bound = {n: timeline.days(o) for n, o in zip(names, offsets, strict=True)}
+            return compile_definition(doc, sid, bound or None)
 
         owed = expected(versions, versions[0].effective_ms, horizon_ms, spec_instants(compiled))
         counted = tally(owed, outcomes.get(schedule_id, []))

@@ -80,6 +80,10 @@ WORKER_VARIANTS = [
     # A restore that drops the calendar names of an exclude: the new owner of shard 4
     # fires on the Saturday the calendar excluded when it fired.
     ("restore-drops-calendar-names", "named-calendars-across-takeovers", "excluded-days"),
+    # A restore that re-arms the schedules naming a calendar from its own now, not from
+    # the edit's commit: cal-short's instants between the edit giving Saturday back and
+    # shard 4's restore are lost (nothing-missed judges them by the version then).
+    ("restore-rearms-calendars-from-now", "named-calendars-across-takeovers", "nothing-missed"),
     # A restore that drops a backfill's runs in flight and rewinds its cursor: the new
     # owner fires occurrences again and more than max_parallel at once.
     ("restore-forgets-backfill", "backfill-across-takeovers", "backfill"),

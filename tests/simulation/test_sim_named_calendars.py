@@ -3,7 +3,9 @@ midnight while the calendar is edited and their shards change owners (DESIGN §5
 
 The story happens, the `excluded-days` checker judges it by the version of the
 calendar in effect when each fire was appended, and it fails on evidence that
-breaks its rule.
+breaks its rule; `nothing-missed` and `audit` judge every instant of the
+calendar-naming schedules (and the DAG) by the version in effect at that instant,
+and find an allowed instant that vanished.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from functools import cache
 
-from simulation.checkers import excluded_days
+from simulation.checkers import audit_view, excluded_days, nothing_missed
 from simulation.checkers.evidence import RunRecord
 from simulation.run import Outcome, simulate
 from simulation.scenario import load
@@ -68,7 +70,39 @@ def test_an_edit_applies_on_every_shard_and_across_the_takeover() -> None:
     ]
     assert any(MIDNIGHT < ms < MIDNIGHT + MINUTE for ms in taken), taken
     (verdict,) = [v for v in done.verdicts if v.name == "excluded-days"]
-    assert verdict.ok and verdict.checked == 4
+    assert verdict.ok and verdict.checked == 5
+    # Shard 4's owner was frozen again just before the edit giving Saturday back: the
+    # new owner heard it in its restore and fired cal-short's instants from the edit's
+    # commit on (00:04:00 fired late, the next two skipped behind it: overlap skip),
+    # not from its own now.
+    assert any(GIVEN_BACK < ms < GIVEN_BACK + MINUTE for ms in taken), taken
+    short = _firsts("cal-short")
+    assert short[GIVEN_BACK] > GIVEN_BACK + 10_000, short[GIVEN_BACK]
+    skipped = {
+        r.scheduled_ms
+        for r in done.evidence.results
+        if r.schedule_id == "cal-short" and r.status == "skipped"
+    }
+    assert {GIVEN_BACK + 5_000, GIVEN_BACK + 10_000} <= skipped
+    # The DAG naming hol ran on Friday and again once Saturday was given back.
+    dag = {r.scheduled_ms for r in done.evidence.runs if r.schedule_id == "cal-dag"}
+    assert not [o for o in dag if MIDNIGHT <= o < GIVEN_BACK]
+    assert [o for o in dag if o < MIDNIGHT] and [o for o in dag if o >= GIVEN_BACK]
+
+
+def test_a_calendar_committed_wakes_every_scheduler() -> None:
+    # cal-quarter and cal-dag (shard 2) were upserted in the instant hol was created,
+    # before their shard heard it, so they waited for it, and nothing of theirs was due
+    # to wake their scheduler: the record of hol must (as the runtime turns at least
+    # every second). They fire their first instant at once, not at the next rebalance.
+    start_ms = MIDNIGHT - 10 * MINUTE
+    for schedule_id in ("cal-quarter", "cal-dag"):
+        appended = min(
+            r.append_ms
+            for r in outcome().evidence.runs
+            if r.schedule_id == schedule_id and r.scheduled_ms == start_ms
+        )
+        assert appended - start_ms < 2_000, (schedule_id, appended - start_ms)
 
 
 def test_the_checker_judges_by_the_version_in_effect_when_it_fired() -> None:
@@ -101,3 +135,26 @@ def test_the_checker_judges_by_the_version_in_effect_when_it_fired() -> None:
         append_ms=MIDNIGHT - 9 * MINUTE,
     )
     assert not excluded_days.check(dataclasses.replace(evidence, runs=[early])).ok
+
+
+def test_nothing_missed_and_the_audit_judge_calendar_schedules() -> None:
+    evidence = outcome().evidence
+    for check in (nothing_missed.check, audit_view.check):
+        verdict = check(evidence)
+        assert verdict.ok, verdict.violations
+        assert verdict.checked > 400  # cal-short alone owes about 280 instants
+    # An allowed instant that vanished (Friday 23:59:55, and 00:04:05 once Saturday was
+    # given back) is a miss to both; an instant on the excluded Saturday is owed by
+    # neither, nor is one of late-cal-ticks before it was upserted.
+    for gone in (MIDNIGHT - 5_000, GIVEN_BACK + 5_000):
+        run_id = run_id_for("cal-short", gone)
+        lost = dataclasses.replace(
+            evidence,
+            runs=[r for r in evidence.runs if r.run_id != run_id],
+            results=[r for r in evidence.results if r.run_id != run_id],
+        )
+        for check in (nothing_missed.check, audit_view.check):
+            verdict = check(lost)
+            assert not verdict.ok and run_id in verdict.violations[0], check
+    saturday = run_id_for("cal-short", MIDNIGHT + MINUTE)
+    assert saturday not in {r.run_id for r in evidence.runs}
