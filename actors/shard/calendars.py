@@ -34,7 +34,10 @@ A part of `ShardCore` (same rules: pure, no I/O). docs/DESIGN.md §5.7.
   nothing before now that was not due fires late, and an instant still allowed stays
   where it was. An edit's re-arm leaves a ``next`` that was due before the edit was
   written where it is (held until the calendars were known that fresh, it was the
-  previous version's to fire: the audit judges it so, docs/DESIGN.md §9.1). A
+  previous version's to fire: the audit judges it so, docs/DESIGN.md §9.1), and
+  binds the schedule to a spliced spec (`_Spliced`): the backlog up to the edit's
+  commit is walked by the days before it (the book keeps one previous version per
+  calendar), what follows by the new ones. A
   schedule an edit ended (``completed: "end"``: no day left) is re-armed too, from
   now, so an edit that gives days back revives it; only ``max_runs`` is final.
   Applied again with the same book and the same ``written`` it changes nothing, so a
@@ -77,6 +80,30 @@ class _Never:
 _NEVER = _Never()
 
 
+class _Spliced:
+    """A spec bound to two versions of the calendars it names: the previous one's
+    fires before ``split_ms`` (an edit's commit), the current one's from it on. A
+    backlog an edit heard late left (a ``next`` kept before ``written``) is walked by
+    the days in effect at each of its instants, as the audit judges it."""
+
+    __slots__ = ("_after", "_before", "_split_ms", "kind")
+
+    def __init__(self, before: CompiledSpec, after: CompiledSpec, split_ms: int) -> None:
+        self._before = before
+        self._after = after
+        self._split_ms = split_ms
+        self.kind = after.kind
+
+    def next_after(self, after_ms: int) -> int | None:
+        split_ms = self._split_ms
+        if after_ms < split_ms - 1:
+            found = self._before.next_after(after_ms)
+            if found is not None and found < split_ms:
+                return found
+            after_ms = split_ms - 1
+        return self._after.next_after(after_ms)
+
+
 class ShardCalendars:
     """The named calendars of one shard (see the module docstring)."""
 
@@ -94,10 +121,15 @@ class ShardCalendars:
         # name -> the latest record's timestamp (its commit), when told: a restore
         # re-arms by it, as the live owner did when it heard that record.
         self._written_ms: dict[str, int] = {}
+        # name -> the days before its latest record (None: unknown then) and their
+        # version: one previous version per calendar, so the backlog an edit heard
+        # late left is walked by the days in effect before it (`_Spliced`). Kept, not
+        # dropped once walked: one per calendar, never per schedule.
+        self._previous: dict[str, CalendarDays | None] = {}
         self._users: dict[str, dict[str, None]] = {}  # name -> ids (ordered: deterministic)
         self._names_by_id: dict[str, tuple[str, ...]] = {}
         self._names_of_def: dict[bytes, tuple[str, ...]] = {}
-        self._bound: dict[tuple[bytes, str | None, tuple[int, ...]], Definition] = {}
+        self._bound: dict[tuple[Any, ...], Definition] = {}
         self._docs: dict[bytes, tuple[Mapping[str, Any], bool]] = {}
         # Everything committed to {ns}.calendars before this instant was learnt (the
         # runtime says so every turn, `ShardCore.calendars_fresh`); None: not told,
@@ -116,6 +148,7 @@ class ShardCalendars:
         since_ms = now_ms if written_ms is None else min(now_ms, written_ms)
         if written_ms is not None:
             self._written_ms[name] = written_ms
+        self._previous[name] = self.book.get(name)
         if days is None:
             if self.book.pop(name, None) is None:
                 return 0
@@ -227,15 +260,22 @@ class ShardCalendars:
         changed (a restore that finds every ``next`` right writes nothing)."""
         aside = state._aside
         before = (state.next_ms, state.completed, state.passed_ms, aside and aside.waiting)
-        self._bind(state, names)
+        old_next = state.next_ms
+        split_ms = None
+        if written_ms is not None and old_next is not None and old_next < written_ms:
+            split_ms = written_ms  # a backlog before the edit: by the days then
+        self._bind(state, names, split_ms)
         self._rearm(state, now_ms, written_ms)
         aside = state._aside
         if (state.next_ms, state.completed, state.passed_ms, aside and aside.waiting) != before:
             self._dirty[state.id] = state
 
-    def _bind(self, state: ScheduleState, names: tuple[str, ...]) -> bool:
+    def _bind(
+        self, state: ScheduleState, names: tuple[str, ...], split_ms: int | None = None
+    ) -> bool:
         """Give ``state`` a definition compiled with the book; False (and a
-        definition that fires nothing) when a calendar it names is unknown."""
+        definition that fires nothing) when a calendar it names is unknown.
+        ``split_ms``: an edit's commit with a backlog before it (`_Spliced`)."""
         missing = next((name for name in names if name not in self.book), None)
         shared = state.definition
         if missing is not None:
@@ -248,20 +288,78 @@ class ShardCalendars:
             return False
         doc, by_id = self._doc_of(state.def_bytes)
         owner = state.id if by_id else None
-        key = (state.def_bytes, owner, tuple(self._versions.get(n, 0) for n in names))
-        bound = self._bound.get(key)
-        if bound is None:
-            bound = copy.copy(shared)
-            bound.compiled = self._compile(state.id, doc)
-            if isinstance(bound, DagDefinition):  # its data intervals walk the days too
-                bound.unbounded = self._compile(state.id, doc, bounded=False)
-            if len(self._bound) >= _CACHE_MAX:
-                self._bound.clear()
-            self._bound[key] = bound
+        versions = tuple(self._versions.get(n, 0) for n in names)
+        days = {n: self.book[n] for n in names}
+        bound = self._bound_to(state, doc, owner, versions, days)
+        if split_ms is not None:
+            bound = self._spliced(state, doc, owner, names, versions, bound, split_ms)
         state._definition = bound
         if state._aside is not None:
             state._aside.waiting = None
         return True
+
+    def _bound_to(
+        self,
+        state: ScheduleState,
+        doc: Mapping[str, Any],
+        owner: str | None,
+        versions: tuple[int, ...],
+        days: Mapping[str, CalendarDays],
+    ) -> Definition:
+        """The shared definition compiled with ``days`` (cached by its versions)."""
+        key = (state.def_bytes, owner, versions)
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = copy.copy(state.definition)
+            bound.compiled = self._compile(state.id, doc, days)
+            if isinstance(bound, DagDefinition):  # its data intervals walk the days too
+                bound.unbounded = self._compile(state.id, doc, days, bounded=False)
+            self._keep(key, bound)
+        return bound
+
+    def _spliced(
+        self,
+        state: ScheduleState,
+        doc: Mapping[str, Any],
+        owner: str | None,
+        names: tuple[str, ...],
+        versions: tuple[int, ...],
+        bound: Definition,
+        split_ms: int,
+    ) -> Definition:
+        """``bound`` from ``split_ms`` on, the previous version of the calendars edited
+        then (those whose latest record is that commit) before it; ``bound`` itself
+        when that version is not known (unknown before the edit: the schedule waited;
+        or a record compaction removed, on a new owner)."""
+        previous: dict[str, CalendarDays] = {}
+        for n in names:
+            if self._written_ms.get(n) == split_ms:
+                days = self._previous.get(n)
+                if days is None:
+                    return bound
+                previous[n] = days
+        if not previous:
+            return bound
+        before_days = {n: previous.get(n, self.book[n]) for n in names}
+        before_versions = tuple(
+            v - 1 if n in previous else v for n, v in zip(names, versions, strict=True)
+        )
+        before = self._bound_to(state, doc, owner, before_versions, before_days)
+        key = (state.def_bytes, owner, versions, before_versions, split_ms)
+        spliced = self._bound.get(key)
+        if spliced is None:
+            spliced = copy.copy(bound)
+            spliced.compiled = _Spliced(before.compiled, bound.compiled, split_ms)
+            if isinstance(spliced, DagDefinition):
+                assert isinstance(before, DagDefinition) and isinstance(bound, DagDefinition)
+                spliced.unbounded = _Spliced(before.unbounded, bound.unbounded, split_ms)
+            self._keep(key, spliced)
+        return spliced
+
+    def _keep(self, key: tuple[Any, ...], bound: Definition) -> None:
+        if len(self._bound) >= _CACHE_MAX:
+            self._bound.clear()
+        self._bound[key] = bound
 
     def _doc_of(self, def_bytes: bytes) -> tuple[Mapping[str, Any], bool]:
         """A definition's JSON and whether its spec depends on the schedule's id
@@ -276,7 +374,11 @@ class ShardCalendars:
         return found
 
     def _compile(
-        self, schedule_id: str, doc: Mapping[str, Any], bounded: bool = True
+        self,
+        schedule_id: str,
+        doc: Mapping[str, Any],
+        days: Mapping[str, CalendarDays],
+        bounded: bool = True,
     ) -> CompiledSpec:
         start, end = (doc["start"], doc["end"]) if bounded else (None, None)
         try:
@@ -287,7 +389,7 @@ class ShardCalendars:
                 spread_window_s=doc["spread_window_s"],
                 start_ms=None if start is None else parse_instant(start),
                 end_ms=None if end is None else parse_instant(end),
-                calendars=self.book,
+                calendars=days,
             )
         except UnknownCalendar:  # checked by the caller: cannot happen
             raise AssertionError("a named calendar vanished while binding") from None

@@ -113,11 +113,16 @@ class CalendarVersions:
 
     def held(self, name: str, instant_ms: int, decided_ms: int) -> bool:
         """Was a fire at ``instant_ms`` decided by ``decided_ms`` surely excluded: its
-        day held by the version in effect then and by the one a turn before (or the
-        calendar unknown at both, when the schedule must wait)?"""
+        day held by the version in effect then, by the one a turn before, and by the
+        one in effect at the instant (the backlog of an edit heard late is fired by
+        the days before it, DESIGN §5.7), or the calendar unknown at all three?"""
         return all(
             rule is None or rule(instant_ms)
-            for rule in (self.at(name, decided_ms), self.at(name, decided_ms - EDIT_SLACK_MS))
+            for rule in (
+                self.at(name, decided_ms),
+                self.at(name, decided_ms - EDIT_SLACK_MS),
+                self.at(name, instant_ms),
+            )
         )
 
 

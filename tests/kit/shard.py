@@ -243,18 +243,19 @@ class Shard:
     def restored(
         self,
         now_ms: int | None = None,
-        calendars: Sequence[tuple[str, bytes | None]] = (),
+        calendars: Sequence[tuple[str, bytes | None] | tuple[str, bytes | None, int]] = (),
         written_ms: int | None = None,
     ) -> tuple[Shard, Out]:
         """A new shard rebuilt from this one's changelog (as a new owner would);
         ``calendars``: the ``{ns}.calendars`` records it is told before it finishes,
-        each with the record timestamp ``written_ms`` (None: not known)."""
+        in order, each with its own record timestamp (a third item) or
+        ``written_ms`` (None: not known)."""
         at_ms = self.now_ms if now_ms is None else now_ms
         core = ShardCore(partition=self.partition, partitions=self.partitions, now_ms=at_ms)
         for key, value in self.changelog.items():
             core.restore(key, value)
-        for name, calendar in calendars:
-            core.learn_calendar(name, calendar, at_ms, written_ms)
+        for name, calendar, *stamp in calendars:
+            core.learn_calendar(name, calendar, at_ms, stamp[0] if stamp else written_ms)
         shard = Shard(partition=self.partition, partitions=self.partitions, now_ms=at_ms, core=core)
         shard.changelog = dict(self.changelog)
         shard.offsets = dict(self.offsets)

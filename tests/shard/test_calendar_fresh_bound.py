@@ -192,3 +192,62 @@ def test_a_restore_never_reaches_back_before_a_never_fired_schedule_without_a_fl
     new.core.calendars_fresh(T0 + 70 * MINUTE)
     later = new.run_until(T0 + 70 * MINUTE)
     assert _instants(restored) + _instants(later) == [T0 + 65 * MINUTE]
+
+
+HOUR = 60 * MINUTE
+TODAY = calendar_value({"tz": "UTC", "dates": ["2026-10-10"]})
+
+
+def _accounted(out: Out) -> list[int]:
+    """The instants a batch accounted for: first attempts fired, and the occurrences
+    its missed/skipped results stand for (the hour's runs' timeouts left out)."""
+    handled = [r.scheduled_ms for r in out.runs if r.attempt == 1]
+    for result in out.results:
+        if result.status not in ("missed", "skipped"):
+            continue
+        covers = result.covers
+        if covers is None:
+            handled.append(result.scheduled_ms)
+        else:
+            handled.extend(range(covers.from_ms, covers.to_ms + 1, MINUTE))
+    return sorted(handled)
+
+
+def _held_until_eleven() -> Shard:
+    """Every minute; the calendars known fresh as of 11:00, so 11:01 onwards is held."""
+    shard = Shard()
+    shard.learn_calendar("hol", HOL, at_ms=T0, written_ms=T0)
+    shard.send(upsert(spec=SPEC, overlap="allow"), at_ms=T0 + 10 * HOUR)
+    shard.core.calendars_fresh(T0 + 11 * HOUR)
+    shard.run_until(T0 + 11 * HOUR)
+    assert _accounted(shard.advance(T0 + 11 * HOUR + 40 * MINUTE)) == []  # held
+    return shard
+
+
+def test_the_backlog_of_an_edit_heard_late_is_walked_by_the_days_in_effect_then() -> None:
+    # An edit excluding today is written at 11:20 and heard at 11:40. 11:01..11:19 were
+    # allowed by the version in effect at each (the audit owes them): fired or reported
+    # through the misfire policy, none skipped as excluded; 11:20 onwards is excluded.
+    shard = _held_until_eleven()
+    heard_ms = T0 + 11 * HOUR + 40 * MINUTE
+    shard.learn_calendar("hol", TODAY, at_ms=heard_ms, written_ms=T0 + 11 * HOUR + 20 * MINUTE)
+    shard.core.calendars_fresh(heard_ms)
+    later = shard.run_until(T0 + 12 * HOUR)
+    assert _accounted(later) == [T0 + 11 * HOUR + m * MINUTE for m in range(1, 20)]
+
+
+def test_a_new_owner_walks_the_backlog_of_an_edit_heard_late_the_same_way() -> None:
+    # The live owner kept 11:01 (nothing to write) and died before firing: the new
+    # owner, told both records of hol, splits the backlog at the edit's commit too.
+    shard = _held_until_eleven()
+    written_ms = T0 + 11 * HOUR + 20 * MINUTE
+    heard_ms = T0 + 11 * HOUR + 40 * MINUTE
+    shard.learn_calendar("hol", TODAY, at_ms=heard_ms, written_ms=written_ms)
+    assert shard.advance(heard_ms).changelog == []  # held still: nothing changed
+    records = [("hol", HOL, T0), ("hol", TODAY, written_ms)]
+    new, restored = shard.restored(heard_ms + MINUTE, calendars=records)
+    assert restored.changelog == []  # the rule, applied again, changes nothing
+    new.core.calendars_fresh(heard_ms + MINUTE)
+    later = new.run_until(T0 + 12 * HOUR)
+    expected = [T0 + 11 * HOUR + m * MINUTE for m in range(1, 20)]
+    assert _accounted(restored) + _accounted(later) == expected
