@@ -11,7 +11,10 @@ The ordering a failover needs: a new owner's core is told the topic *to its end*
 its end read after the shard's fence, before ``finish_restore`` (`tell_to_end`).
 Whatever the previous owner had learnt was committed before it could read it, so it
 is below that end: the new owner knows every calendar version the old one fired by,
-or a later one, before it arms anything that names a calendar.
+or a later one, before it arms anything that names a calendar. A follower that
+cannot get there within `RESTORE_WAIT_S` (refused, offline) does not keep the shard
+from going live (`tell_for_restore`): the freshness rule below holds what names a
+calendar, the rest fires.
 
 Firing by what was read (§5.7): a live shard fires by what its process's follower
 has read, so the follower says how fresh that is. `fresh_ms` is the wall time taken
@@ -44,6 +47,10 @@ from topics.refusals import from_error
 log = logging.getLogger("kafkron.scheduler.calendars")
 
 POLL_MS = 500
+# How long a new owner whose schedules name calendars waits for the follower to
+# reach the topic's end before it goes live anyway (a healthy follower gets there in
+# a poll or two; a refused one never would, and the shard's other schedules must fire).
+RESTORE_WAIT_S = 5.0
 
 
 @runtime_checkable
@@ -169,3 +176,21 @@ class CalendarFollower:
         await self.reach(await self.end_offset(), timeout_s)
         self.fresh_ms = max(self.fresh_ms, asked_ms)
         self.tell(core, now_ms)
+
+    async def tell_for_restore(
+        self, core: CalendarLearner, now_ms: int, timeout_s: float = RESTORE_WAIT_S
+    ) -> Exception | None:
+        """A new owner's core whose restored schedules name calendars: told the topic
+        to its end (`tell_to_end`) if the follower gets there within ``timeout_s``;
+        else told what was read so far and how fresh that is, and the shard goes live
+        anyway (None: told to the end; else why not). Safe: a schedule naming a
+        calendar fires no instant later than `fresh_ms`, and every edit committed
+        before that was read, so it waits for the follower; the shard's other
+        schedules fire at once. What it re-arms by a book that lacks a later edit is
+        re-armed again when the edit is heard, by the edit's commit (§5.7)."""
+        try:
+            await within(self.tell_to_end(core, now_ms, timeout_s), timeout_s)
+        except Exception as exc:  # refused, offline, too slow: go live on what was read
+            self.tell(core, now_ms)
+            return exc
+        return None

@@ -714,7 +714,7 @@ class SchedulerRuntime:
     ) -> tuple[Any, list[Any]]:
         """The calendars (§5.7), then ``finish_restore``: a restored or caught-up core
         made live."""
-        await self._tell_calendars(core)
+        await self._tell_calendars(runner.partition, core)
         unwritten = list(core.finish_restore(self.machine.now_ms(self.clock.now_ms())))
         gc.freeze()  # the restored state is long-lived: keep it out of every collection
         runner.restore_ms = (time.monotonic() - started) * 1000.0
@@ -728,20 +728,30 @@ class SchedulerRuntime:
         )
         return core, unwritten
 
-    async def _tell_calendars(self, core: Any) -> None:
+    async def _tell_calendars(self, partition: int, core: Any) -> None:
         """Before ``finish_restore``: the calendars to the topic's end (read after the
         fence), so nothing that names one is armed before it is known (§5.7). A shard
         whose restored schedules name no calendar does not wait for the follower (a
         refused or lagging one must not keep it from firing): it is told what was read
         so far, and a schedule upserted later that names one is held by the freshness
-        rule like any other."""
+        rule like any other. One whose schedules name one waits a few seconds at most
+        (`tell_for_restore`), then goes live the same way: its calendar-naming
+        schedules held by freshness, its plain ones firing."""
         calendars = self._calendars
         assert calendars is not None
         now_ms = self.machine.now_ms(self.clock.now_ms())
         if not core.restored_names_calendars():
             calendars.tell(core, now_ms)
             return
-        await calendars.tell_to_end(core, now_ms, BUILD_TIMEOUT_S / 2)
+        failure = await calendars.tell_for_restore(core, now_ms)
+        if failure is not None:
+            log.warning(
+                "shard %d: the calendars could not be read to their end (%s): live anyway,"
+                " its schedules naming a calendar held until they are (fresh as of %d)",
+                partition,
+                read_failure(failure, self.settings.namespace),
+                calendars.fresh_ms,
+            )
 
     async def _catch_up(self, runner: ShardRunner, warm: WarmShard) -> float:
         """Feed a standby's core from its position to the end (after the fence: final).

@@ -245,17 +245,21 @@ class Shard:
         now_ms: int | None = None,
         calendars: Sequence[tuple[str, bytes | None] | tuple[str, bytes | None, int]] = (),
         written_ms: int | None = None,
+        fresh_ms: int | None = None,
     ) -> tuple[Shard, Out]:
         """A new shard rebuilt from this one's changelog (as a new owner would);
         ``calendars``: the ``{ns}.calendars`` records it is told before it finishes,
         in order, each with its own record timestamp (a third item) or
-        ``written_ms`` (None: not known)."""
+        ``written_ms`` (None: not known); ``fresh_ms``: how fresh the follower says
+        they are (None: not told, the book taken as complete)."""
         at_ms = self.now_ms if now_ms is None else now_ms
         core = ShardCore(partition=self.partition, partitions=self.partitions, now_ms=at_ms)
         for key, value in self.changelog.items():
             core.restore(key, value)
         for name, calendar, *stamp in calendars:
             core.learn_calendar(name, calendar, at_ms, stamp[0] if stamp else written_ms)
+        if fresh_ms is not None:
+            core.calendars_fresh(fresh_ms)
         shard = Shard(partition=self.partition, partitions=self.partitions, now_ms=at_ms, core=core)
         shard.changelog = dict(self.changelog)
         shard.offsets = dict(self.offsets)

@@ -198,12 +198,12 @@ HOUR = 60 * MINUTE
 TODAY = calendar_value({"tz": "UTC", "dates": ["2026-10-10"]})
 
 
-def _accounted(out: Out) -> list[int]:
+def _accounted(out: Out, schedule_id: str = "s") -> list[int]:
     """The instants a batch accounted for: first attempts fired, and the occurrences
     its missed/skipped results stand for (the hour's runs' timeouts left out)."""
-    handled = [r.scheduled_ms for r in out.runs if r.attempt == 1]
+    handled = [r.scheduled_ms for r in out.runs if r.attempt == 1 and r.schedule_id == schedule_id]
     for result in out.results:
-        if result.status not in ("missed", "skipped"):
+        if result.status not in ("missed", "skipped") or result.schedule_id != schedule_id:
             continue
         covers = result.covers
         if covers is None:
@@ -251,3 +251,34 @@ def test_a_new_owner_walks_the_backlog_of_an_edit_heard_late_the_same_way() -> N
     later = new.run_until(T0 + 12 * HOUR)
     expected = [T0 + 11 * HOUR + m * MINUTE for m in range(1, 20)]
     assert _accounted(restored) + _accounted(later) == expected
+
+
+def test_a_new_owner_live_on_a_stale_book_fires_its_plain_schedules_and_holds_the_rest() -> None:
+    # hol excludes today; an edit written at 00:10:30 gives it back, and the live owner
+    # re-arms "s" to 00:11. The new owner's follower is refused since 00:10 (fresh as
+    # of then, the edit unread): the shard goes live all the same (DESIGN §5.7). The
+    # plain schedule fires at once; "s", re-armed by the stale book, fires nothing
+    # until the follower catches up, then 00:11..00:13 by the edit, from its commit.
+    shard = Shard()
+    shard.learn_calendar("hol", TODAY, at_ms=T0, written_ms=T0)
+    shard.core.calendars_fresh(T0 + 10 * MINUTE)
+    shard.send(upsert(spec=SPEC, overlap="allow"), at_ms=T0)
+    shard.send(upsert("plain", spec={"cron": "* * * * *"}, overlap="allow"), at_ms=T0)
+    shard.run_until(T0 + 10 * MINUTE)
+    written_ms = T0 + 10 * MINUTE + 30 * SECOND
+    shard.learn_calendar("hol", HOL, at_ms=written_ms + SECOND, written_ms=written_ms)
+    shard.advance(written_ms + SECOND)
+    assert shard.state_doc()["next"] == format_ms(T0 + 11 * MINUTE)
+    taken_ms = T0 + 12 * MINUTE + 5 * SECOND
+    new, restored = shard.restored(
+        taken_ms, calendars=[("hol", TODAY, T0)], fresh_ms=T0 + 10 * MINUTE
+    )
+    live = new.run_until(T0 + 13 * MINUTE)
+    plain = _accounted(restored, "plain") + _accounted(live, "plain")
+    assert plain == [T0 + m * MINUTE for m in (11, 12, 13)]
+    assert _accounted(restored) + _accounted(live) == []  # held: not known fresh
+    caught_up_ms = T0 + 13 * MINUTE + 10 * SECOND
+    new.learn_calendar("hol", HOL, at_ms=caught_up_ms, written_ms=written_ms)
+    new.core.calendars_fresh(caught_up_ms)
+    later = new.run_until(caught_up_ms)
+    assert _accounted(later) == [T0 + m * MINUTE for m in (11, 12, 13)]
