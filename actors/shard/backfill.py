@@ -45,6 +45,8 @@ resume backfills); `due` tells `ShardCore.next_due_ms` when one can fire now.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from actors.shard.backfill_state import BackfillState
 from actors.shard.batch import Batch
 from actors.shard.cancel import RunCancels
@@ -115,6 +117,9 @@ class Backfills:
         # Schedules whose backfill has something left or running (few: a backfill is
         # an operator's act); the core pumps only these.
         self.going: dict[str, ScheduleState] = {}
+        # How fresh the calendars a schedule names are known (`ShardCalendars.
+        # fire_limit_ms`; None: it names none, or no follower): wired by the core.
+        self.fire_limit: Callable[[ScheduleState], int | None] = lambda state: None
 
     # --- commands ---------------------------------------------------------------
 
@@ -244,7 +249,9 @@ class Backfills:
         if running and not all(self._in_flight(state, run_id) for run_id in running):
             backfill.running = running = [r for r in running if self._in_flight(state, r)]
             self._dirty[state.id] = state
-        if not state.paused and _waiting_for(state) is None:
+        if self._stale(state, backfill):
+            self._counts["calendar_held_total"] += 1
+        elif not state.paused and _waiting_for(state) is None:
             # A schedule waiting for a calendar (deleted since the command) holds its
             # backfill as a pause does: its spec has no days to check an instant by.
             # At most max_parallel occurrences per call, also when they do not stay in
@@ -325,9 +332,18 @@ class Backfills:
                 and not state.paused
                 and _waiting_for(state) is None
                 and len(backfill.running) < backfill.max_parallel
+                and not self._stale(state, backfill)
             ):
                 return True
         return False
+
+    def _stale(self, state: ScheduleState, backfill: BackfillState) -> bool:
+        """Are the calendars ``state`` names known less fresh than the backfill's
+        command? Its instants are checked by the calendars as the topic holds them
+        when it was asked for (DESIGN §6.9), so it waits for the follower (the core
+        pumps again every turn; the runtime turns at least every second)."""
+        limit_ms = self.fire_limit(state)
+        return limit_ms is not None and limit_ms < backfill.started_ms
 
     def in_flight(self) -> int:
         """The backfills' runs in flight (for metrics)."""

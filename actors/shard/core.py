@@ -273,6 +273,7 @@ class ShardCore:
         self._backfills = Backfills(batch, schedules, runs, cancels, dags)
         self._retired = retired = Retired(batch.out, partition)  # deleted ids' floors
         self._calendars = calendars = ShardCalendars(batch, schedules, wheel)
+        self._backfills.fire_limit = calendars.fire_limit_ms
         # How many records of the runtime's ``{ns}.calendars`` log this core was told
         # (the runtime's cursor; the core itself never reads it).
         self.calendar_cursor = 0

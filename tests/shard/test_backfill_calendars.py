@@ -78,3 +78,23 @@ def test_a_calendar_deleted_mid_backfill_holds_it_until_it_comes_back() -> None:
         (nine(3), 2),
         (nine(4), 2),
     ]  # none lost while it waited
+
+
+def test_a_backfill_waits_for_the_calendars_to_be_known_as_fresh_as_its_command() -> None:
+    # The follower lags: the calendars are known as of nine(5) only, and an edit
+    # excluding the 11th, written before the backfill was asked for, is not heard yet.
+    # Its instants are checked by the calendars as the topic holds them when it was
+    # asked for (§6.9), so it fires nothing by the stale book, and once the edit is
+    # heard the 11th is not an occurrence any more: only the 13th fires.
+    shard = ran()
+    shard.core.calendars_fresh(nine(5))
+    asked_ms = nine(5) + HOUR
+    out = shard.send(backfill([(nine(1), nine(3), 2)], max_parallel=5), at_ms=asked_ms)
+    assert out.runs == [] and not out.rejected
+    assert shard.run_until(asked_ms + MINUTE).runs == []
+    assert shard.core.stats["calendar_held_total"] > 0
+    edited = calendar_value({"tz": "UTC", "dates": ["2026-10-11", "2026-10-12"]})
+    shard.learn_calendar("hol", edited, at_ms=asked_ms + 2 * MINUTE, written_ms=asked_ms - MINUTE)
+    shard.core.calendars_fresh(asked_ms + 2 * MINUTE)
+    later = shard.advance(asked_ms + 2 * MINUTE)
+    assert [(r.scheduled_ms, r.attempt) for r in later.runs] == [(nine(3), 2)]
