@@ -121,10 +121,11 @@ class ShardCalendars:
         # name -> the latest record's timestamp (its commit), when told: a restore
         # re-arms by it, as the live owner did when it heard that record.
         self._written_ms: dict[str, int] = {}
-        # name -> the days before its latest record (None: unknown then) and their
-        # version: one previous version per calendar, so the backlog an edit heard
-        # late left is walked by the days in effect before it (`_Spliced`). Kept, not
-        # dropped once walked: one per calendar, never per schedule.
+        # name -> the days before its latest record (None: unknown then; their
+        # version is one less than `_versions`'): one previous version per calendar,
+        # so the backlog an edit heard late left is walked by the days in effect
+        # before it (`_Spliced`). Kept, not dropped once walked: one per calendar,
+        # never per schedule.
         self._previous: dict[str, CalendarDays | None] = {}
         self._users: dict[str, dict[str, None]] = {}  # name -> ids (ordered: deterministic)
         self._names_by_id: dict[str, tuple[str, ...]] = {}
