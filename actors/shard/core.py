@@ -632,6 +632,14 @@ class ShardCore:
         # None but for a schedule naming a calendar: then every instant it fires, not
         # only the first, is bounded by how fresh the calendars are known.
         until_ms = self._calendars.fire_limit_ms(state)
+        pause = state.pause if state.paused else None
+        if pause is not None and pause.resumed and pause.until_ms is not None:
+            # A resume kept until the calendars are known as of it (§5.7).
+            if until_ms is not None and until_ms < pause.until_ms:
+                counts["calendar_held_total"] += 1
+                self._wheel.arm(state, now_ms + CALENDAR_HOLD_MS)
+                return 1
+            self._commands.finish_resume(state, pause.until_ms, now_ms)
         if until_ms is not None:
             next_ms = state.next_ms
             if next_ms is not None and until_ms < next_ms <= now_ms:

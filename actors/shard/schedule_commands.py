@@ -169,11 +169,30 @@ class ScheduleCommands:
     def resume(self, state: ScheduleState, now_ms: int) -> None:
         if not state.paused:
             return
+        pause = state.pause
+        if pause is not None and pause.resumed:
+            return  # resuming already, as of an earlier instant
         self._wheel.cancel(state)  # its ``until``, if armed
+        limit_ms = self._calendars.fire_limit_ms(state)
+        if limit_ms is not None and limit_ms < now_ms:
+            # What came due while paused is reported skipped by the calendars in
+            # effect, and they are known only as of ``limit_ms``: the resume is kept
+            # (paused still, firing nothing) and completed once they are known as of
+            # now (`ShardCore._fire_counted`, `finish_resume`; DESIGN §5.7).
+            state.pause = PauseInfo(at_ms=now_ms, until_ms=now_ms, resumed=True)
+            self._wheel.arm(state, now_ms)
+            self._dirty[state.id] = state
+            return
+        self.finish_resume(state, now_ms, now_ms)
+
+    def finish_resume(self, state: ScheduleState, resumed_ms: int, now_ms: int) -> None:
+        """Resume as of ``resumed_ms``: what came due while paused up to it is reported
+        skipped, the schedule fires again."""
+        self._wheel.cancel(state)
         state.pause = None
-        self._report_paused(state, now_ms)
+        self._report_paused(state, resumed_ms)
         state.paused = False
-        if not state.paused and state.next_ms is not None:  # armed again
+        if state.next_ms is not None:  # armed again
             self._wheel.arm(state, state.next_ms)
         self._runs.drain_buffer(state, now_ms)
         self._dirty[state.id] = state

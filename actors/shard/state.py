@@ -315,7 +315,7 @@ class PauseInfo:
     """What a ``schedule.pause`` said beyond stopping: shown by ``ls``, and ``until``
     armed on the wheel so the schedule resumes by itself exactly once."""
 
-    __slots__ = ("at_ms", "by", "note", "pending", "until_ms")
+    __slots__ = ("at_ms", "by", "note", "pending", "resumed", "until_ms")
 
     def __init__(
         self,
@@ -325,12 +325,17 @@ class PauseInfo:
         until_ms: int | None = None,
         by: str | None = None,
         pending: bool = False,
+        resumed: bool = False,
     ) -> None:
         self.at_ms = at_ms  # when the command was applied
         self.note = note
         self.until_ms = until_ms
         self.by = by
         self.pending = pending  # after_current: waits for the run in flight to end
+        # A ``schedule.resume`` applied at ``until_ms`` while the calendars the
+        # schedule names were known only as of earlier: it completes (what came due
+        # while paused reported skipped) once they are known as of then (§5.7).
+        self.resumed = resumed
 
     def json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"at": instant_text(self.at_ms)}
@@ -342,6 +347,8 @@ class PauseInfo:
             doc["by"] = self.by
         if self.pending:
             doc["pending"] = True
+        if self.resumed:
+            doc["resumed"] = True
         return doc
 
     @classmethod
@@ -353,6 +360,7 @@ class PauseInfo:
             until_ms=None if until is None else instant_ms(until),
             by=doc.get("by"),
             pending=bool(doc.get("pending", False)),
+            resumed=bool(doc.get("resumed", False)),
         )
 
 

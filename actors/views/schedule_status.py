@@ -15,6 +15,9 @@ words, from here:
     completed (end)             its spec has nothing more (an end, a one-off)
     waiting for calendar 'uk'   it names a calendar the namespace does not have
                                 (docs/DESIGN.md §5.7): it fires nothing until it comes
+    resuming as of 2026-12-03 14:00 UTC, once its calendars are known that fresh
+                                a resume whose report of what came due while paused
+                                waits for the calendars (§5.7): it fires nothing yet
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ def when_text(at_ms: int) -> str:
 
 
 def pause_json(state: ScheduleState) -> dict[str, Any] | None:
-    """What the pause said (``at``, ``note``, ``until``, ``by``, ``pending``), or None."""
+    """What the pause said (``at``, ``note``, ``until``, ``by``, ``pending``,
+    ``resumed``), or None."""
     pause = state.pause
     return None if pause is None else pause.json()
 
@@ -66,6 +70,10 @@ def status_text(state: ScheduleState) -> str:
     if pause is not None and pause.pending:  # paused; its runs in flight not all ended
         said = _said(pause.note, pause.until_ms, pause.by)
         return "pausing after the current run" + (f", then paused{said}" if said else "")
+    if state.paused and pause is not None and pause.resumed and pause.until_ms is not None:
+        return (
+            f"resuming as of {when_text(pause.until_ms)}, once its calendars are known that fresh"
+        )
     if state.paused:
         return "paused" + ("" if pause is None else _said(pause.note, pause.until_ms, pause.by))
     if state.waiting is not None:
