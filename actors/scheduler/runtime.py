@@ -91,7 +91,7 @@ from actors.scheduler.standby import StandbyTailer
 from actors.scheduler.target_table import INF, TargetTable, refused_target
 from actors.scheduler.target_table import REFRESH_S as TARGETS_REFRESH_S
 from actors.scheduler.warm import WarmShard
-from actors.scheduler.writer import Partitioner, TargetDest
+from actors.scheduler.writer import Partitioner, TargetDest, shard_partitioner
 from topics.clients import admin_kwargs, consumer_kwargs
 from topics.closing import bounded, within
 from topics.committed import CommittedUnknown, fetch_committed
@@ -305,7 +305,8 @@ class SchedulerRuntime:
             )
             tailing = asyncio.ensure_future(self._tail(stop))
         try:
-            self._partitioner = Partitioner(await self._partition_counts())
+            counts = await self._partition_counts()
+            self._partitioner = shard_partitioner(self.settings, counts)
             consumer.subscribe(list(self._kinds), listener=_Listener(self))
             await consumer.start()
             self.started.set()
@@ -404,6 +405,9 @@ class SchedulerRuntime:
             self._limits = {}
         for kind, limit in limits.items():  # in place: the shards' runners hold this dict
             self._limits[kind] = limit
+        if TopicKind.RATELIMITS in limits:  # its batches are planned as a target's
+            ratelimits = TargetDest(self.settings.topic(TopicKind.RATELIMITS))
+            self._limits[ratelimits] = limits[TopicKind.RATELIMITS]
         self.machine.runs_limit_bytes = limits[TopicKind.RUNS]
 
     async def _refresh_targets(self) -> None:

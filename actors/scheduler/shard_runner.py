@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import KafkaError, ProducerFenced, TopicAuthorizationFailedError
 
 from actors.monotonic import monotonic_ms
 from actors.observe import metrics
@@ -43,6 +43,7 @@ from actors.scheduler.lifecycle import ClockSample
 from actors.scheduler.probe import CLOCK_PROBE_KEY, CLOCK_PROBE_VALUE
 from actors.scheduler.writer import (
     MAX_BATCH_BYTES,
+    METADATA_REFRESH_TIMEOUT_S,
     BatchRefused,
     Partitioner,
     SentBatch,
@@ -177,15 +178,19 @@ class ShardRunner:
         if not plan.records and not offsets:
             return []
         cluster = producer.client.cluster
-        stuck = (
-            None
-            if self._target_ack_timeout_s is None
-            else await leaderless_after_refresh(
+        # kafkron's own topics written as targets ({ns}.ratelimits) are always checked:
+        # a pause that cannot be written is rejected with its reason, which costs far
+        # less than the occurrences a target's check fails (off unless a deadline is set).
+        guarded = [name for name in self._partitioner.guarded if _in_plan(plan, name)]
+        stuck = None
+        if guarded or self._target_ack_timeout_s is not None:
+            await _learn_topics(producer, guarded)
+            stuck = await leaderless_after_refresh(
                 plan,
                 lambda topic, p: cluster.leader_for_partition(TopicPartition(topic, p)),
                 producer.client.force_metadata_update,
+                only=guarded if self._target_ack_timeout_s is None else None,
             )
-        )
         if stuck is not None:
             # Kept out of the transaction (see `leaderless`); the topic is refused and the
             # rebuilt shard fails its occurrences visibly (`target_table.refused_target`).
@@ -301,6 +306,40 @@ class ShardRunner:
             "transactions_per_s": round(self.transactions.per_s(now_s), 2),
             "records_written": self.records_written,
         }
+
+
+def _in_plan(plan: WritePlan, name: str) -> bool:
+    return any(type(k) is TargetDest and k.name == name for k, _ in plan.groups)
+
+
+async def _learn_topics(producer: AIOKafkaProducer, names: list[str]) -> None:
+    """Make the producer's metadata know ``names`` (own topics written as targets), so
+    `leaderless` can judge them: a producer asks only for the topics it was given, and
+    a new one (every rebuilt shard's) knows none. A topic the broker's fresh answer
+    does not list was deleted since the scheduler last read the topics: raised as
+    `TargetUnacknowledged`, which marks it (`target_table.refused_target`), instead of
+    a transaction that waits for it until its commit timeout and marks nothing."""
+    client = producer.client
+    unknown = [n for n in names if client.cluster.partitions_for_topic(n) is None]
+    if not unknown:
+        return
+    for name in unknown:
+        client.add_topic(name)
+    try:
+        updated = await within(client.force_metadata_update(), METADATA_REFRESH_TIMEOUT_S)
+    except (TimeoutError, KafkaError, OSError):
+        updated = False
+    if not updated:
+        return  # no answer: the broker is away, which the commit timeout judges
+    for name in unknown:
+        if client.cluster.partitions_for_topic(name) is None:
+            if name in client.cluster.unauthorized_topics:
+                raise ShardWriteFailed(f"{name}: not authorized") from (
+                    TopicAuthorizationFailedError(name)
+                )
+            raise ShardWriteFailed(f"{name}: not written") from TargetUnacknowledged(
+                name, 0, "not in the broker's metadata (the topic was deleted?)"
+            )
 
 
 async def _abort(producer: AIOKafkaProducer) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -80,8 +80,18 @@ class WritePlan:
 class Partitioner:
     """Chooses the partition of each out record; holds the round-robin cursor."""
 
-    def __init__(self, partition_counts: Mapping[TopicKind, int]) -> None:
+    def __init__(
+        self,
+        partition_counts: Mapping[TopicKind, int],
+        as_targets: Mapping[TopicKind, str] | None = None,
+    ) -> None:
         self._counts = dict(partition_counts)
+        # kafkron's own topics written as a target's (by name, under its protection:
+        # `leaderless`, the acknowledgement deadline, a refusal marking the topic):
+        # ``{ns}.ratelimits``, whose record is a command's effect, not the shard's state.
+        self._as_targets = {kind: TargetDest(name) for kind, name in (as_targets or {}).items()}
+        self.guarded = frozenset(name for name in (as_targets or {}).values())
+        """The names of the own topics written as targets."""
         self._cursor = 0
         # murmur2 in Python costs ~15 µs; a schedule's id is hashed at every fire,
         # so remember it (one entry per id and topic, dropped wholesale past a cap).
@@ -126,7 +136,8 @@ class Partitioner:
                 continue
             kind = record.topic
             if isinstance(kind, TopicKind):
-                dest: Destination = (kind, partition_for(record))
+                guarded = self._as_targets.get(kind)
+                dest: Destination = (guarded or kind, partition_for(record))
             else:  # a target's topic: one TargetDest per name, hashed once
                 target = dests.get(kind)
                 if target is None:
@@ -140,6 +151,13 @@ class Partitioner:
             n += 1
         plan.records = n
         return plan
+
+
+def shard_partitioner(settings: Settings, counts: Mapping[TopicKind, int]) -> Partitioner:
+    """A scheduler's `Partitioner`: ``{ns}.ratelimits`` written as a target is, so a
+    pause its partition cannot take (no leader, the topic gone or refusing) is kept out
+    of the transaction and rejected, never holding the shard (docs/DESIGN.md §8.5)."""
+    return Partitioner(counts, {TopicKind.RATELIMITS: settings.topic(TopicKind.RATELIMITS)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,17 +276,22 @@ class TargetUnacknowledged(Exception):
 
 
 def leaderless(
-    plan: WritePlan, leader_of: Callable[[str, int], int | None]
+    plan: WritePlan,
+    leader_of: Callable[[str, int], int | None],
+    only: Collection[str] | None = None,
 ) -> tuple[str, int] | None:
     """The first target (topic, partition) of ``plan`` that ``leader_of`` (the producer's
-    metadata: a node id, -1 for no leader, None if not known yet) says has no leader.
+    metadata: a node id, -1 for no leader, None if not known yet) says has no leader;
+    with ``only``, among the targets so named.
 
     Such a partition must not join a transaction: the broker ends a transaction only
     once its markers are written to every partition in it, so one without a leader
     would hold the shard's transactional id, aborted or not, until a leader returns.
     """
     for kind, partition in plan.groups:
-        if type(kind) is TargetDest and leader_of(kind.name, partition) == -1:
+        if type(kind) is not TargetDest or (only is not None and kind.name not in only):
+            continue
+        if leader_of(kind.name, partition) == -1:
             return kind.name, partition
     return None
 
@@ -282,6 +305,7 @@ async def leaderless_after_refresh(
     plan: WritePlan,
     leader_of: Callable[[str, int], int | None],
     refresh: Callable[[], Awaitable[Any]],
+    only: Collection[str] | None = None,
 ) -> tuple[str, int] | None:
     """`leaderless`, asked again after ``refresh`` (the producer's metadata update) when
     the cached metadata names a partition without a leader.
@@ -292,14 +316,14 @@ async def leaderless_after_refresh(
     minutes by default) would keep the topic refused long after its leader is back.
     One refresh per suspected partition costs a metadata request only on this path.
     """
-    stuck = leaderless(plan, leader_of)
+    stuck = leaderless(plan, leader_of, only)
     if stuck is None:
         return None
     try:
         await within(refresh(), METADATA_REFRESH_TIMEOUT_S)
     except (TimeoutError, KafkaError, OSError):
         return stuck  # no fresher answer: the cached one stands
-    return leaderless(plan, leader_of)
+    return leaderless(plan, leader_of, only)
 
 
 def _state(future: asyncio.Future[Any]) -> int:
