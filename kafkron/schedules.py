@@ -30,7 +30,7 @@ from topics.command_parts import Dst, Instant, Spec, instant_text
 from topics.command_types import Rejection, ScheduleUpsert
 from topics.commands import decode_object
 from topics.concurrency import Concurrency, concurrency_of
-from topics.key_templates import rendered_key_of
+from topics.key_templates import rendered_key_of, renders_keys
 from topics.queues import DEFAULT_QUEUE
 from topics.ratelimits import RateLimit, rate_limit_of
 from topics.spec_compiler import CompiledSpec
@@ -119,7 +119,8 @@ class Schedule:
             return None
         for wire in (job.get("concurrency"), job.get("rate_limit")):
             if isinstance(wire, Mapping):
-                rendered = rendered_key_of(wire, self.id, job.get("args"))
+                templates = renders_keys(self.definition)
+                rendered = rendered_key_of(wire, self.id, job.get("args"), templates)
                 return wire.get("key") if rendered is None else rendered
         return None
 

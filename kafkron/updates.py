@@ -24,6 +24,7 @@ from topics.command_parts import (
     Spec,
     instant_text,
 )
+from topics.key_templates import RENDERED_MARK
 from topics.priority import PRIORITY_WITH_TARGET
 from topics.schedule_fields import ScheduleFields, unknown_fields
 from topics.targets import HTTP_JOB, KAFKA_JOB
@@ -52,6 +53,7 @@ def updated(
             f"id: {current.id!r} is a DAG; change it with upsert_dag (the whole DAG)"
         )
     body = dict(current.definition)
+    body.pop(RENDERED_MARK, None)  # the changelog's, not a field of an upsert
     body["spread"] = {"window_s": body.pop("spread_window_s", 0)}
     start, end = fields.get("start"), fields.get("end")
     misfire, dst, retry = fields.get("misfire"), fields.get("dst"), fields.get("retry")

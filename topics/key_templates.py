@@ -19,7 +19,9 @@ field, is refused naming the field.
 The shard renders the key once per definition (`rendered_job`, kept on the shard's
 `Definition`, never per fire), and the run record carries the rendered key: a worker
 (Python or Go) sees a literal key, as before templates existed. The changelog and
-``schedule show`` keep the template; the views show the rendered key beside it.
+``schedule show`` keep the template; the views show the rendered key beside it. Only
+a definition written with `RENDERED_MARK` has templates for keys: one from before keys
+had placeholders keeps its braced keys literal (docs/DESIGN.md §8.2).
 """
 
 from __future__ import annotations
@@ -41,6 +43,26 @@ ARGS_PREFIX = "args."
 KEY_PLACEHOLDERS = ("{schedule_id}", "{args.NAME}")
 # A field of the args a key may name: what the placeholder parser reads as one name.
 _ARG_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+
+
+RENDERED_MARK = "key_templates"
+"""The field of a definition's changelog doc saying its keys are templates: written by
+`definition_doc` and `dag_definition_doc` when a key holds a brace (so every other
+definition keeps its bytes). A doc without it was written before keys had placeholders,
+when ``{schedule_id}``, ``a{{b}}`` or ``x-{args.c}`` were literal keys; its keys stay
+literal, as its runs have always carried them."""
+
+
+def job_marks_templates(job: Job) -> bool:
+    """Does a key of ``job`` hold a brace (its definition's doc gets `RENDERED_MARK`)?"""
+    return any(
+        found is not None and is_template(found.key) for found in (job.concurrency, job.rate_limit)
+    )
+
+
+def renders_keys(doc: Any) -> bool:
+    """Are the keys of the definition's changelog doc ``doc`` templates (`RENDERED_MARK`)?"""
+    return isinstance(doc, Mapping) and doc.get(RENDERED_MARK) is True
 
 
 def is_template(key: str) -> bool:
@@ -123,12 +145,13 @@ def render_key(key: str, schedule_id: str, args: Mapping[str, Any]) -> str:
     return render(key, value)
 
 
-def rendered_job(job: Job, schedule_id: str) -> Job:
+def rendered_job(job: Job, schedule_id: str, templates: bool = True) -> Job:
     """``job`` as its run records carry it: its concurrency and rate-limit keys rendered
     for ``schedule_id``; ``job`` itself when neither key is a template (the herd's case:
-    nothing is built)."""
+    nothing is built), or when its definition was written before keys were templates
+    (``templates`` False: a doc without `RENDERED_MARK`)."""
     concurrency, rate_limit = job.concurrency, job.rate_limit
-    if concurrency is None and rate_limit is None:
+    if not templates or (concurrency is None and rate_limit is None):
         return job
     keyed = concurrency is not None and is_template(concurrency.key)
     rated = rate_limit is not None and is_template(rate_limit.key)
@@ -136,23 +159,37 @@ def rendered_job(job: Job, schedule_id: str) -> Job:
         return job
     args = job.args
     if concurrency is not None and keyed:
-        concurrency = replace(
-            concurrency, key=_rendered_or_kept(concurrency.key, schedule_id, args)
-        )
+        key = _rendered_or_kept(concurrency.key, schedule_id, args, rate=False)
+        concurrency = replace(concurrency, key=key)
     if rate_limit is not None and rated:
-        rate_limit = replace(rate_limit, key=_rendered_or_kept(rate_limit.key, schedule_id, args))
+        key = _rendered_or_kept(rate_limit.key, schedule_id, args, rate=True)
+        rate_limit = replace(rate_limit, key=key)
     return replace(job, concurrency=concurrency, rate_limit=rate_limit)
 
 
-def _rendered_or_kept(key: str, schedule_id: str, args: Mapping[str, Any]) -> str:
-    """``key`` rendered; or, for a key the decoder refuses now but accepted before keys
-    had placeholders (``a{b}``, restored from an older changelog), the key as it was:
-    literal, the key its runs have always carried."""
+def _rendered_or_kept(key: str, schedule_id: str, args: Mapping[str, Any], *, rate: bool) -> str:
+    """``key`` rendered; or the key as it was (literal) when it does not render to a
+    key a worker takes: the upsert refused such a key, so only a changelog of another
+    version can hold one, and a literal key is one its runs could always carry."""
     try:
-        check_key_args(check_key_template(key, "key"), args, "job")
+        rendered = _rendered(key, schedule_id, args, "key", "job")
+        check_rendered_key(rendered, "key", rate=rate)
     except FieldError:
         return key
-    return render_key(key, schedule_id, args)
+    return rendered
+
+
+def check_rendered_key(key: str, field: str, *, rate: bool) -> None:
+    """`FieldError` naming ``field`` unless ``key``, rendered, is a key a worker's
+    decoder takes: at most `MAX_KEY_CHARS` printable characters; for a rate-limit key
+    no ``@`` or ``/`` either (`topics.ratelimits.check_key`)."""
+    if rate:
+        check_key(key, field)
+    elif len(key) > MAX_KEY_CHARS or not key.isprintable():
+        raise FieldError(
+            f"{field}: renders to {describe(key)}, which is not a key: at most"
+            f" {MAX_KEY_CHARS} printable characters (look at the args it names)"
+        )
 
 
 def check_job_keys(job: Job, schedule_id: str, path: str) -> None:
@@ -162,16 +199,12 @@ def check_job_keys(job: Job, schedule_id: str, path: str) -> None:
     if job.concurrency is not None and is_template(job.concurrency.key):
         field = f"{path}.concurrency.key"
         key = _rendered(job.concurrency.key, schedule_id, job.args, field, path)
-        if len(key) > MAX_KEY_CHARS or not key.isprintable():
-            raise FieldError(
-                f"{field}: renders to {describe(key)}, which is not a key: at most"
-                f" {MAX_KEY_CHARS} printable characters (look at the args it names)"
-            )
+        check_rendered_key(key, field, rate=False)
     if job.rate_limit is not None and is_template(job.rate_limit.key):
         field = f"{path}.rate_limit.key"
         key = _rendered(job.rate_limit.key, schedule_id, job.args, field, path)
         try:
-            check_key(key, field)
+            check_rendered_key(key, field, rate=True)
         except FieldError as error:
             raise FieldError(f"{error} (rendered from {describe(job.rate_limit.key)})") from None
 
@@ -181,18 +214,16 @@ def _rendered(key: str, schedule_id: str, args: Mapping[str, Any], field: str, p
     return render_key(key, schedule_id, args)
 
 
-def rendered_key_of(wire: Any, schedule_id: str, args: Any) -> str | None:
+def rendered_key_of(wire: Any, schedule_id: str, args: Any, templates: bool) -> str | None:
     """The rendered key of a concurrency or rate-limit object as a changelog keeps it
-    (``{"key": TEMPLATE, ...}``), for the views; None when its key is no template (or
-    the object is not one)."""
-    if not isinstance(wire, Mapping):
+    (``{"key": TEMPLATE, ...}``), for the views, as `rendered_job` renders it; None when
+    its key is no template, its definition's doc has no `RENDERED_MARK` (``templates``
+    False: the key is literal), or it renders to no key (kept literal too)."""
+    if not templates or not isinstance(wire, Mapping):
         return None
     key = wire.get("key")
     if not isinstance(key, str) or not is_template(key):
         return None
-    try:
-        names = check_key_template(key, "key")
-        check_key_args(names, args if isinstance(args, Mapping) else {}, "job")
-    except FieldError:
-        return None
-    return render_key(key, schedule_id, args if isinstance(args, Mapping) else {})
+    given = args if isinstance(args, Mapping) else {}
+    rendered = _rendered_or_kept(key, schedule_id, given, rate="per_s" in wire)
+    return None if rendered == key else rendered

@@ -34,6 +34,7 @@ from topics.command_fields import (
     obj,
     string,
 )
+from topics.templates import template_names
 from topics.timefmt import format_ms, parse_instant
 
 MAX_KEY_CHARS = 200
@@ -216,9 +217,25 @@ def decode_pause_value(value: bytes, key: str) -> PauseState:
     )
 
 
+def check_not_template(key: str, path: str) -> None:
+    """`FieldError` for a pause naming a key with a key's placeholders
+    (``invoice-{args.customer}``): no run carries it, the runs carry the rendered key
+    (docs/DESIGN.md §8.2), so the pause would hold nothing."""
+    if "{" not in key:
+        return
+    for token, name in template_names(key):
+        if name is not None and (name == "schedule_id" or name.startswith("args.")):
+            raise FieldError(
+                f"{path}: {key!r} names the placeholder {token}, but the runs carry the"
+                " key it renders to: pause the rendered key (kafkron ls shows it beside"
+                " the template, e.g. invoice-c-42)"
+            )
+
+
 def decode_rate_pause(body: dict[str, Any], key: str, now_ms: int | None) -> RatePause:
     check_keys(body, "", (*_ENVELOPE, "until", "note", "by"))
     check_key(key, "id")
+    check_not_template(key, "id")
     until, note, by = body.get("until"), body.get("note"), body.get("by")
     until_ms = None if until is None else instant(until, "until")
     if until_ms is not None and now_ms is not None and until_ms <= now_ms:

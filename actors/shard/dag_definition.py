@@ -50,7 +50,7 @@ from topics.commands import (
 )
 from topics.concurrency import concurrency_of
 from topics.dag_graph import topological_order
-from topics.key_templates import rendered_job
+from topics.key_templates import RENDERED_MARK, job_marks_templates, rendered_job, renders_keys
 from topics.priority import DEFAULT_PRIORITY
 from topics.queues import DEFAULT_QUEUE
 from topics.ratelimits import rate_limit_of
@@ -84,6 +84,7 @@ class DagDefinition(Definition):
         is_at: bool,
         deadline: Deadline | None = None,
         schedule_id: str = "",
+        templates: bool = True,
     ) -> None:
         super().__init__(
             compiled=compiled,
@@ -98,8 +99,11 @@ class DagDefinition(Definition):
         self.unbounded = unbounded
         self.tasks = tasks
         # Each task's job as its run records carry it: keys rendered once, here, with
-        # ``{schedule_id}`` the DAG's id (`topics.key_templates`).
-        self.run_jobs = {name: rendered_job(task.job, schedule_id) for name, task in tasks.items()}
+        # ``{schedule_id}`` the DAG's id (`topics.key_templates`); literal in a changelog
+        # written before keys had placeholders (``templates`` False).
+        self.run_jobs = {
+            name: rendered_job(task.job, schedule_id, templates) for name, task in tasks.items()
+        }
         self.topo_order = topo_order
         self.max_active_runs = max_active_runs
         self.graph = Graph.build({name: task.after for name, task in tasks.items()}, topo_order)
@@ -197,6 +201,8 @@ def dag_definition_doc(command: DagUpsert) -> dict[str, Any]:
     }
     if command.deadline is not None:  # only when given: other DAGs keep their bytes
         doc["deadline"] = command.deadline.wire()
+    if any(job_marks_templates(task.job) for task in command.tasks.values()):  # likewise
+        doc[RENDERED_MARK] = True
     return doc
 
 
@@ -264,6 +270,7 @@ def restored_dag_definition(schedule_id: str, doc: Mapping[str, Any]) -> DagDefi
         is_at="at" in spec,
         deadline=deadline_of(doc.get("deadline")),
         schedule_id=schedule_id,
+        templates=renders_keys(doc),
     )
 
 

@@ -26,7 +26,13 @@ from actors.timespec import CompiledSpec, compile_spec
 from topics.alerts import Deadline
 from topics.commands import Job, MisfirePolicy, RetryPolicy, ScheduleUpsert
 from topics.concurrency import concurrency_of
-from topics.key_templates import names_schedule_id, rendered_job
+from topics.key_templates import (
+    RENDERED_MARK,
+    job_marks_templates,
+    names_schedule_id,
+    rendered_job,
+    renders_keys,
+)
 from topics.priority import DEFAULT_PRIORITY, in_lane, placement_of
 from topics.queues import DEFAULT_QUEUE
 from topics.ratelimits import rate_limit_of
@@ -74,6 +80,7 @@ class Definition:
         max_runs: int | None = None,
         deadline: Deadline | None = None,
         schedule_id: str = "",
+        templates: bool = True,
     ) -> None:
         self.compiled = compiled
         # Each run's start and end deadlines after its instant, in ms (`deadlines`).
@@ -90,8 +97,9 @@ class Definition:
         # As its run records carry it: keys rendered (`topics.key_templates`), once here,
         # never per fire; ``job`` itself without a templated key. ``schedule_id`` matters
         # only when a key names it, and then the definition is the schedule's own
-        # (`_depends_on_id`).
-        self.run_job = rendered_job(job, schedule_id)
+        # (`_depends_on_id`). ``templates`` False: a changelog written before keys had
+        # placeholders, whose keys are literal (`key_templates.RENDERED_MARK`).
+        self.run_job = rendered_job(job, schedule_id, templates)
         self.misfire = misfire
         self.overlap = overlap
         self.retry = retry
@@ -215,6 +223,8 @@ def definition_doc(command: ScheduleUpsert) -> dict[str, Any]:
         doc["max_runs"] = command.max_runs
     if command.deadline is not None:  # likewise
         doc["deadline"] = command.deadline.wire()
+    if job_marks_templates(command.job):  # likewise: its keys are templates, not literal
+        doc[RENDERED_MARK] = True
     return doc
 
 
@@ -302,7 +312,8 @@ def restored_schedule_definition(
     spec = doc["spec"]
     spec_owner = schedule_id if _depends_on_id(spec, doc["spread_window_s"]) else None
     job = doc["job"]
-    keyed = any(names_schedule_id(found.get("key")) for found in _keys_of(job))
+    templates = renders_keys(doc)
+    keyed = templates and any(names_schedule_id(found.get("key")) for found in _keys_of(job))
     owner = schedule_id if keyed else spec_owner
     found = _definitions.get(_definition_key(def_bytes, owner))
     if found is not None:
@@ -346,6 +357,7 @@ def restored_schedule_definition(
         max_runs=doc.get("max_runs"),
         deadline=deadline_of(doc.get("deadline")),
         schedule_id=schedule_id,
+        templates=templates,
     )
     _remember(_definitions, _definition_key(def_bytes, owner), definition)
     return definition

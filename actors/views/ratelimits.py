@@ -14,7 +14,7 @@ import orjson
 
 from actors.shard.state import ScheduleState
 from actors.views.tail import Record, read_to_end
-from topics.key_templates import rendered_key_of
+from topics.key_templates import rendered_key_of, renders_keys
 from topics.names import Settings, TopicKind
 from topics.ratelimits import PauseState, decode_pause_value
 from topics.timefmt import format_ms
@@ -58,6 +58,8 @@ def rate_note(
     pauses: Mapping[str, PauseState],
     now_ms: int,
     schedule_id: str = "",
+    *,
+    templates: bool,
 ) -> str | None:
     """Why a job's runs wait, when its rate-limit key (a template rendered for
     ``schedule_id``: pauses name the key the runs carry) is paused now; None otherwise."""
@@ -67,7 +69,8 @@ def rate_note(
     key = limit.get("key")
     if not isinstance(key, str):
         return None
-    key = rendered_key_of(limit, schedule_id, job.get("args") if job else None) or key
+    args = job.get("args") if job else None
+    key = rendered_key_of(limit, schedule_id, args, templates) or key
     pause = pauses.get(key)
     if pause is None or not pause.holds(now_ms):
         return None
@@ -96,10 +99,14 @@ def rate_waiting_note(
     if not runs:
         return None
     try:
-        job = orjson.loads(state.def_bytes).get("job")
+        doc = orjson.loads(state.def_bytes)
     except ValueError:
         return None
-    note = rate_note(job if isinstance(job, Mapping) else None, pauses, now_ms, state.id)
+    job = doc.get("job")
+    templates = renders_keys(doc)
+    note = rate_note(
+        job if isinstance(job, Mapping) else None, pauses, now_ms, state.id, templates=templates
+    )
     if note is None:
         return None
     latest = max(runs, key=lambda r: r.scheduled_ms)

@@ -27,7 +27,7 @@ from actors.shard.state import (
 from actors.views.ratelimits import with_rate
 from actors.views.schedule_status import status_json
 from actors.views.tail import Record
-from topics.key_templates import rendered_key_of
+from topics.key_templates import rendered_key_of, renders_keys
 from topics.queues import DEFAULT_QUEUE
 
 
@@ -134,7 +134,7 @@ def shown_job(definition: dict[str, Any], schedule_id: str = "") -> str:
     queue = job.get("queue")
     if queue not in (None, DEFAULT_QUEUE):
         text = f"{text} (queue {queue})"
-    rendered = run_key_of(job, schedule_id)
+    rendered = run_key_of(job, schedule_id, renders_keys(definition))
     return with_rate(
         with_priority(with_key(text, job.get("concurrency"), rendered), job.get("priority")),
         job.get("rate_limit"),
@@ -142,15 +142,16 @@ def shown_job(definition: dict[str, Any], schedule_id: str = "") -> str:
     )
 
 
-def run_key_of(job: Any, schedule_id: str) -> str | None:
+def run_key_of(job: Any, schedule_id: str, templates: bool) -> str | None:
     """The key a changelog job's runs carry when its key is a template (its concurrency
     key, else its rate-limit key: the two are one key when both are given); None for a
-    literal key or none (`topics.key_templates`)."""
+    literal key or none (`topics.key_templates`; ``templates``: its definition's doc has
+    `RENDERED_MARK`, else a key with braces is literal)."""
     if not isinstance(job, dict):
         return None
     for wire in (job.get("concurrency"), job.get("rate_limit")):
         if wire is not None:
-            return rendered_key_of(wire, schedule_id, job.get("args"))
+            return rendered_key_of(wire, schedule_id, job.get("args"), templates)
     return None
 
 
@@ -199,7 +200,11 @@ def schedule_json(state: ScheduleState) -> dict[str, Any]:
         "priority": None if job is None else definition["job"].get("priority"),
         "rate_limit": None if job is None else definition["job"].get("rate_limit"),
         # The key its runs carry, a template rendered (None: the key is literal, or none).
-        "run_key": None if job is None else run_key_of(definition["job"], state.id),
+        "run_key": (
+            None
+            if job is None
+            else run_key_of(definition["job"], state.id, renders_keys(definition))
+        ),
         "next_fire": None if state.next_ms is None else instant(state.next_ms),
         "paused": state.paused,
         **status_json(state),

@@ -15,6 +15,7 @@ from actors.web.data import row_of
 from kafkron.schedules import Schedule, schedule_of
 from tests.kit.cli import cli
 from tests.kit.shard import MINUTE, T0, Shard, upsert
+from topics.key_templates import RENDERED_MARK
 from topics.ratelimits import PauseState
 from topics.targets import TargetTopic, TargetTopics
 
@@ -67,8 +68,12 @@ def _state() -> tuple[Shard, ScheduleState]:
 
 
 def test_ls_the_console_and_the_client_show_the_rendered_key_beside_the_template() -> None:
-    assert shown_job({"job": JOB}, "inv") == (
+    assert shown_job({"job": JOB, RENDERED_MARK: True}, "inv") == (
         "billing.invoice [key invoice-{args.customer} → invoice-c-42 ≤ 1, queue]"
+    )
+    # A doc without the mark was written before keys had placeholders: literal.
+    assert (
+        shown_job({"job": JOB}, "inv") == "billing.invoice [key invoice-{args.customer} ≤ 1, queue]"
     )
     literal = {**JOB, "concurrency": {**KEY, "key": "c-42"}}
     assert shown_job({"job": literal}, "inv") == "billing.invoice [key c-42 ≤ 1, queue]"

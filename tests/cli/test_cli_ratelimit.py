@@ -76,6 +76,29 @@ def test_ratelimit_pause_and_resume_print_their_commands(
     assert code == 2 and "KEY: id" in err
 
 
+def test_a_pause_of_a_keys_template_is_refused_saying_to_pause_the_rendered_key(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = cli(capsys, "ratelimit", "pause", "invoice-{args.customer}", "--print")
+    assert code == 2 and "KEY: id" in err and "pause the rendered key" in err
+    code, out, _ = cli(capsys, "ratelimit", "pause", "invoice-c-42", "--print")
+    assert code == 0 and json.loads(out)["id"] == "invoice-c-42"
+
+
+def test_an_update_of_a_templated_key_sends_no_changelog_field() -> None:
+    rate = {"key": "inv-{args.c}", "per_s": 10, "burst": 5}
+    job = {"name": "j", "args": {"c": "7"}, "rate_limit": rate}
+    definition = {"spec": {"every": "1m"}, "job": job, "key_templates": True}
+    current = Schedule("s", "schedule", definition, False, (), None, "", (), ())
+    assert current.run_key == "inv-7"
+    sent = json.loads(updated(current, timeout_s=60).value)
+    assert "key_templates" not in sent and sent["job"]["rate_limit"] == rate
+    older = Schedule(
+        "s", "schedule", {**definition, "key_templates": None}, False, (), None, "", (), ()
+    )
+    assert older.run_key == "inv-{args.c}"  # written before keys had placeholders: literal
+
+
 def test_an_update_keeps_the_rate_limit_unless_one_is_given() -> None:
     rate = {"key": "payments", "per_s": 10, "burst": 5}
     definition = {"spec": {"every": "1m"}, "job": {"name": "j", "args": {}, "rate_limit": rate}}

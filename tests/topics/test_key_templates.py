@@ -125,8 +125,8 @@ def test_rendered_job_renders_both_keys_and_keeps_a_literal_job_as_is() -> None:
 
 def test_the_views_render_a_changelogs_key_and_say_nothing_for_a_literal_one() -> None:
     wire = {"key": "inv-{args.c}-{schedule_id}", "limit": 1}
-    assert rendered_key_of(wire, "s1", {"c": 7}) == "inv-7-s1"
-    assert rendered_key_of({"key": "customer-42", "limit": 1}, "s1", {}) is None
+    assert rendered_key_of(wire, "s1", {"c": 7}, True) == "inv-7-s1"
+    assert rendered_key_of({"key": "customer-42", "limit": 1}, "s1", {}, True) is None
     assert names_schedule_id("x-{schedule_id}") and not names_schedule_id("{{schedule_id}}")
 
 
