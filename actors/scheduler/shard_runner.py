@@ -313,25 +313,25 @@ def _in_plan(plan: WritePlan, name: str) -> bool:
 
 
 async def _learn_topics(producer: AIOKafkaProducer, names: list[str]) -> None:
-    """Make the producer's metadata know ``names`` (own topics written as targets), so
-    `leaderless` can judge them: a producer asks only for the topics it was given, and
-    a new one (every rebuilt shard's) knows none. A topic the broker's fresh answer
-    does not list was deleted since the scheduler last read the topics: raised as
-    `TargetUnacknowledged`, which marks it (`target_table.refused_target`), instead of
-    a transaction that waits for it until its commit timeout and marks nothing."""
-    client = producer.client
-    unknown = [n for n in names if client.cluster.partitions_for_topic(n) is None]
-    if not unknown:
+    """Ask the broker afresh about ``names`` (own topics written as targets, in this
+    transaction), so `leaderless` judges them by its answer, not by a cache: a new
+    producer (every rebuilt shard's) knows none of them, and an old one's cache still
+    lists a topic deleted since (its transaction would then wait for the topic until
+    the commit timeout and mark nothing). A topic the answer does not list is gone:
+    raised as `TargetUnacknowledged`, which marks it (`target_table.refused_target`).
+    One metadata request per transaction holding a pause: pauses are rare."""
+    if not names:
         return
-    for name in unknown:
-        client.add_topic(name)
+    client = producer.client
+    for name in names:
+        client.add_topic(name)  # tracked from now on; answered by the update below
     try:
         updated = await within(client.force_metadata_update(), METADATA_REFRESH_TIMEOUT_S)
     except (TimeoutError, KafkaError, OSError):
         updated = False
     if not updated:
         return  # no answer: the broker is away, which the commit timeout judges
-    for name in unknown:
+    for name in names:
         if client.cluster.partitions_for_topic(name) is None:
             if name in client.cluster.unauthorized_topics:
                 raise ShardWriteFailed(f"{name}: not authorized") from (

@@ -45,8 +45,15 @@ class _Cluster:
 class _Producer:
     """What the runner asks of aiokafka before a transaction: the metadata."""
 
-    def __init__(self, leaders: dict[str, int], unauthorized: frozenset[str] = frozenset()):
+    def __init__(
+        self,
+        leaders: dict[str, int],
+        unauthorized: frozenset[str] = frozenset(),
+        fresh: dict[str, int] | None = None,
+    ) -> None:
+        self.fresh = fresh  # the broker's answer to a metadata update (None: ``leaders``)
         self.begun = 0
+        self.updates = 0
         self.asked: list[str] = []
         cluster = _Cluster(leaders, unauthorized)
         self.client = SimpleNamespace(
@@ -54,6 +61,9 @@ class _Producer:
         )
 
     async def _update(self) -> bool:
+        self.updates += 1
+        if self.fresh is not None:
+            self.client.cluster.leaders = self.fresh
         return True
 
     async def begin_transaction(self) -> None:
@@ -98,6 +108,15 @@ async def test_a_pauses_topic_deleted_since_the_last_read_is_marked_at_once() ->
     assert marked is not None and marked[0] == PAUSES and "deleted" in marked[1]
 
 
+async def test_a_cached_pauses_topic_the_broker_no_longer_lists_is_marked() -> None:
+    producer = _Producer({PAUSES: 1}, fresh={})  # the cache predates the deletion
+    with pytest.raises(ShardWriteFailed) as failed:
+        await _runner(producer).write([RUN, PAUSE], {})
+    assert producer.begun == 0 and producer.updates == 1
+    marked = refused_target(failed.value, "kafkron")
+    assert marked is not None and marked[0] == PAUSES
+
+
 async def test_a_pauses_topic_this_principal_may_not_see_is_marked_too() -> None:
     producer = _Producer({}, unauthorized=frozenset({PAUSES}))
     with pytest.raises(ShardWriteFailed) as failed:
@@ -117,7 +136,7 @@ async def test_a_turn_without_a_pause_asks_nothing_of_the_metadata() -> None:
     producer = _Producer({})  # the pauses topic gone: no matter, nothing goes to it
     with pytest.raises(RuntimeError, match="the transaction began"):
         await _runner(producer).write([RUN], {})
-    assert producer.asked == []
+    assert producer.asked == [] and producer.updates == 0
 
 
 def test_the_rebuilt_shard_rejects_the_pause_with_the_reason() -> None:
