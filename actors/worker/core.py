@@ -775,6 +775,10 @@ class WorkerCore:
         joined: the group cannot give our partitions away before then); 0 ends a hold."""
         self._lease_held_until_ms = until_ms
 
+    def lease_holds(self, now_ms: int) -> bool:
+        """The lease still holds at ``now_ms`` (the last instant included)."""
+        return now_ms <= self._lease_expires_ms()
+
     def _lease_expires_ms(self) -> int:
         return max(self._lease_renewed_ms + self._lease_loss_ms, self._lease_held_until_ms)
 

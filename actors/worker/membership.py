@@ -420,11 +420,25 @@ class WorkerMachine:
         self.core.hold_lease_until(self._last_heartbeat_ms + self.rules.rebalance_hold_ms)
         return self._wake([])
 
-    def assigned(self, partitions: Iterable[int], now_ms: int, *, rejoined: bool) -> list[Action]:
-        """The group's new assignment for us (a rebalance ended; we are heard)."""
-        self._last_heartbeat_ms = max(self._last_heartbeat_ms, now_ms)
-        self.core.lease_renewed(now_ms)
+    def assigned(
+        self,
+        partitions: Iterable[int],
+        now_ms: int,
+        *,
+        rejoined: bool,
+        sent_ms: int | None = None,
+    ) -> list[Action]:
+        """The group's new assignment for us (a rebalance ended; we are heard).
+
+        ``sent_ms``: when the SyncGroup request this answers was sent (default
+        ``now_ms``). The group had us when the broker handled it, which may be long
+        before the answer is read: a process frozen in between would otherwise renew
+        a lease the group has ended. An answer read when even that renewal has run
+        out (``now_ms`` past the lease) adopts nothing: the partitions wait, lost,
+        for a heartbeat sent after now (`_heard`)."""
+        heard_ms = self._heard(now_ms, sent_ms)
         self.core.hold_lease_until(0)  # heartbeats count again from here
+        fresh = self.core.lease_holds(now_ms)
         wanted = set(partitions)
         # A new assignment means new partition states in the consumer: unpaused,
         # fetching from the committed offset.
@@ -439,26 +453,43 @@ class WorkerMachine:
         for p in sorted(wanted):
             slot = self._slots.get(p)
             if slot is None:
-                self._slots[p] = slot = _Slot(LOST)
-                actions.extend(self._adopt(p, slot))
+                self._slots[p] = slot = _Slot(LOST, since_ms=now_ms)
+                if fresh:
+                    actions.extend(self._adopt(p, slot))
             elif slot.state == LIVE:
                 position = self.core.fetch_position(p)
                 if position is not None:
                     actions.append(Seek(p, position))
-            elif slot.state == LOST:
+            elif slot.state == LOST and fresh and slot.since_ms < heard_ms:
+                # Lost (fenced, the lease) after this request went out: the answer
+                # says nothing of the group since, and a fence now could be the
+                # partition's new owner's.
                 actions.extend(self._adopt(p, slot))
         return self._settle(actions, now_ms)
 
-    def heartbeat(self, now_ms: int) -> list[Action]:
-        """A group heartbeat succeeded: the group still has us with this assignment."""
-        self._last_heartbeat_ms = max(self._last_heartbeat_ms, now_ms)
-        self.core.lease_renewed(now_ms)
+    def heartbeat(self, now_ms: int, *, sent_ms: int | None = None) -> list[Action]:
+        """A group heartbeat succeeded: the group still has us with this assignment.
+
+        ``sent_ms``: when its request was sent (default ``now_ms``), the instant
+        the lease is renewed from, as for `assigned`. A lost partition is adopted
+        again only by an answer to a request sent after it was lost, and read while
+        the lease that answer renews still holds."""
+        heard_ms = self._heard(now_ms, sent_ms)
+        if not self.core.lease_holds(now_ms):
+            return []  # stale: the next tick finds the lease lost
         actions: list[Action] = []
         for p, slot in sorted(self._slots.items()):
-            if slot.state == LOST and slot.since_ms < now_ms:
+            if slot.state == LOST and slot.since_ms < heard_ms:
                 actions.append(Note(f"runs partition {p}: the group still assigns it here"))
                 actions.extend(self._adopt(p, slot))
         return self._settle(actions, now_ms) if actions else []
+
+    def _heard(self, now_ms: int, sent_ms: int | None) -> int:
+        """Renew the lease from when the answered request was sent."""
+        heard_ms = now_ms if sent_ms is None else min(sent_ms, now_ms)
+        self._last_heartbeat_ms = max(self._last_heartbeat_ms, heard_ms)
+        self.core.lease_renewed(heard_ms)
+        return heard_ms
 
     # --- adoption -------------------------------------------------------------------
 

@@ -31,8 +31,9 @@ What this relies on in aiokafka 0.14 (read in its source):
 - Heartbeats run in a background task (``_heartbeat_routine``) and the main loop
   calls ``getmany`` at least every ``POLL_MS``, even when every partition is
   paused, so neither the session nor ``max_poll_interval_ms`` expires while a job
-  runs for hours. aiokafka has no public hook for heartbeats, so
-  ``_do_heartbeat`` is wrapped to report each success to the machine.
+  runs for hours. aiokafka has no public hook for heartbeats, so the
+  coordinator's ``_send_req`` is wrapped to report each successful Heartbeat and
+  SyncGroup answer with its request's send time (``group_answers``).
 - Every client ``stop()`` is bounded and the client abandoned after it
   (``topics.closing``): aiokafka's stop can wait without end on an
   unanswered fetch.
@@ -69,6 +70,7 @@ from actors.worker.core import (
     WorkerCore,
 )
 from actors.worker.executor import Executor
+from actors.worker.group_answers import HEARTBEAT, watch_group_answers
 from actors.worker.lanes import Lane, SlotPool
 from actors.worker.membership import (
     LEASE_LOSS_HEARTBEATS,
@@ -218,6 +220,7 @@ class WorkerRuntime:
         self._admin: AIOKafkaAdminClient | None = None
         self._producers: dict[tuple[int, int], AIOKafkaProducer] = {}
         self._member: str | None = None
+        self._synced_ms: int | None = None  # the last SyncGroup request answered: sent when
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due_ms: int | None = None
         self._background: set[asyncio.Task[Any]] = set()
@@ -485,7 +488,10 @@ class WorkerRuntime:
         rejoined = self._member is not None and member_id != self._member
         self._member = member_id
         partitions = {tp.partition for tp in assigned if tp.topic == self._runs_topic}
-        self._apply(self.machine.assigned(partitions, self._now(), rejoined=rejoined))
+        sent_ms, self._synced_ms = self._synced_ms, None
+        self._apply(
+            self.machine.assigned(partitions, self._now(), rejoined=rejoined, sent_ms=sent_ms)
+        )
 
     def _member_id(self) -> str | None:
         consumer = self._consumer
@@ -494,17 +500,15 @@ class WorkerRuntime:
         return member if isinstance(member, str) else None
 
     def _watch_heartbeats(self, consumer: AIOKafkaConsumer) -> None:
-        """Tell the machine about every successful group heartbeat (see the module doc)."""
-        coordinator = consumer._coordinator
-        original: Callable[[], Awaitable[bool]] = coordinator._do_heartbeat
+        """Tell the machine about every successful Heartbeat and SyncGroup answer,
+        stamped with its request's send time (``group_answers``)."""
+        watch_group_answers(consumer._coordinator, self._now, self._heard)
 
-        async def watched() -> bool:
-            ok = await original()
-            if ok:
-                self._apply(self.machine.heartbeat(self._now()))
-            return ok
-
-        coordinator._do_heartbeat = watched
+    def _heard(self, kind: str, sent_ms: int) -> None:
+        if kind == HEARTBEAT:
+            self._apply(self.machine.heartbeat(self._now(), sent_ms=sent_ms))
+        else:  # the assignment it carries reaches `rebalanced` next, from the listener
+            self._synced_ms = sent_ms
 
     # --- actions -----------------------------------------------------------------------
 
