@@ -83,7 +83,11 @@ Rules:
   rebalance we joined (``rebalance_started`` until ``assigned``) aiokafka sends no
   heartbeats at all, and the group cannot give our partitions to anyone before the
   rebalance ends or its timeout passes: the lease then holds until
-  ``last heartbeat + rebalance_timeout_ms - heartbeat_interval_ms``.
+  ``last heartbeat + rebalance_timeout_ms - heartbeat_interval_ms``. A heartbeat
+  counts from when its request was *sent* (``heartbeat``/``assigned``'s ``sent_ms``):
+  a process frozen between the broker's answer and reading it must not renew a
+  lease the group has ended; a lost or newly assigned partition is adopted only by
+  an answer sent after it was lost and read while the lease it renews holds.
 - **Writes.** ``Write(commit)`` carries results and the offset of one partition for
   one transaction; one is in flight per partition. A failed one (aborted, nothing
   visible) is taken again after ``COMMIT_RETRY_MS`` doubling to
