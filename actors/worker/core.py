@@ -295,7 +295,8 @@ class WorkerCore:
         self._running: dict[RunKey, _Running] = {}
         self._deadlines: list[tuple[int, RunKey]] = []
         self._keys = KeySlots()
-        # When a keyed run held back by an adoption may start (`advance` fills then).
+        # When a keyed run held back (by an adoption or its key's limit) may start, or
+        # reaches its deadline (`advance` fills then).
         self._keys_due_ms: int | None = None
         # When a fill found the time past the lease and started nothing (`advance`
         # fills again then, unless it finds the lease lost).
@@ -1021,14 +1022,15 @@ class WorkerCore:
             # per-run cost every worker pays: bench/worker_core.py).
             if concurrency is not None or rate is not None or pool is not None:
                 if concurrency is not None:
+                    # A held run is woken at its deadline too, and ended `timed_out`
+                    # then (above), not left open until its key's slot frees.
                     if now_ms < part.keyed_from_ms:  # the previous owner's jobs may run
                         held.append((key, run))
-                        due: int | None = self._keys_due_ms
-                        if due is None or part.keyed_from_ms < due:
-                            self._keys_due_ms = part.keyed_from_ms
+                        self._keys_due(min(part.keyed_from_ms, run.deadline_ms))
                         continue
                     if keys.count(key[0], concurrency.key) >= concurrency.limit:
                         held.append((key, run))  # waits for a run of its key to exit
+                        self._keys_due(run.deadline_ms)
                         self.counts["key_waits"] += 1
                         continue
                 if pool is not None and not pool.may_start(self._lane, job.priority):
@@ -1056,6 +1058,11 @@ class WorkerCore:
         if pool is not None:
             pool.filled(self._lane, refused)
         return actions
+
+    def _keys_due(self, at_ms: int) -> None:
+        due = self._keys_due_ms
+        if due is None or at_ms < due:
+            self._keys_due_ms = at_ms
 
     def _record(
         self,
@@ -1154,6 +1161,13 @@ def _timeout_error(run: Run, *, started: bool = True) -> dict[str, str]:
     if started:
         message = (
             f"run {run.run_id} attempt {run.attempt} was still running at its deadline {deadline}"
+        )
+    elif run.job.concurrency is not None:
+        key = run.job.concurrency
+        message = (
+            f"run {run.run_id} attempt {run.attempt} reached its deadline {deadline} "
+            f"before it started: waiting for a worker slot or for its concurrency key "
+            f"{key.key!r} (limit {key.limit})"
         )
     else:
         message = (
