@@ -172,7 +172,9 @@ class WorkerNode:
             rebalance_hold_ms=self.rules.rebalance_hold_ms,
             # The fix undone: an adopted partition's keyed runs start at once, beside
             # the previous owner's jobs that may still run.
-            key_adoption_wait_ms=0 if "key-no-adoption-wait" in self.host.broken else None,
+            key_adoption_wait_ms=(
+                0 if "key-no-adoption-wait" in self.host.broken else self.rules.adoption_wait_ms
+            ),
             # The fix undone: a new owner's rate-limit buckets start full, so its first
             # burst adds to the previous owner's last one (docs/DESIGN.md §8.5).
             rate_adoption_full="rate-adoption-full" in self.host.broken,

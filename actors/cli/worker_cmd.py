@@ -132,7 +132,12 @@ def register(subparsers: Any) -> None:
         default=3,
         metavar="N",
         help="cancel all jobs after N heartbeat intervals without reaching the group "
-        "coordinator (default 3; 0: never, rely on fencing alone)",
+        "coordinator (default 3; 0: never, rely on fencing alone: a worker cut off from "
+        "the group then runs on until its next commit is fenced, so concurrency keys and "
+        "rate limits may be exceeded across a failover; an adopted partition's keyed and "
+        "rate-limited runs still wait a rebalance's hold, the rebalance timeout less a "
+        "heartbeat interval). Every worker of a queue must use the same session, "
+        "rebalance and lease settings: the adoption wait is computed from a worker's own",
     )
     parser.add_argument(
         "--queue",

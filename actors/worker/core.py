@@ -268,8 +268,9 @@ class WorkerCore:
         # may hold its lease, by its lease rule (`lease_loss_ms` after its last
         # heartbeat) or, in a rebalance it joined whose SyncGroup answer it never
         # got, by the rebalance's hold (`LeaseRules.rebalance_hold_ms` after it,
-        # `hold_lease_until`); docs/DESIGN.md §8.2. Only a broken variant sets
-        # ``key_adoption_wait_ms``.
+        # `hold_lease_until`); docs/DESIGN.md §8.2. The executors pass
+        # ``LeaseRules.adoption_wait_ms`` (finite with the lease rule off too); a
+        # broken variant of the simulation passes 0.
         adoption_wait_ms = max(lease_loss_ms, rebalance_hold_ms)
         self._key_wait_ms = (
             adoption_wait_ms if key_adoption_wait_ms is None else key_adoption_wait_ms

@@ -229,6 +229,22 @@ class LeaseRules:
             return NEVER_MS
         return self.rebalance_ms - self.heartbeat_interval_ms
 
+    @property
+    def adoption_wait_ms(self) -> int:
+        """How long an adopted partition's keyed and rate-limited runs wait for the
+        previous owner to stop (docs/DESIGN.md §8.2): the longest it may hold its
+        lease, by the lease rule or by a rebalance's hold. Computed from this
+        worker's own timeouts: every worker of a queue must use the same ones.
+
+        With the lease rule off (``lease_loss_heartbeats`` 0) a previous owner cut
+        off from the group never stops by it (only its fence, at its next commit,
+        stops it), so no wait covers it, and the rule's infinite wait meant keyed
+        and rate-limited runs never started. The wait is then the hold the rule
+        would give a rebalance: it covers an owner still heard by the group."""
+        if self.lease_loss_heartbeats <= 0:
+            return self.rebalance_ms - self.heartbeat_interval_ms
+        return max(self.lease_loss_ms, self.rebalance_hold_ms)
+
 
 NEVER_MS = 1 << 62
 

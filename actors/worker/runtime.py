@@ -200,6 +200,7 @@ class WorkerRuntime:
             now_ms=start,
             lease_loss_ms=rules.lease_loss_ms,
             rebalance_hold_ms=rules.rebalance_hold_ms,
+            key_adoption_wait_ms=rules.adoption_wait_ms,
             max_open_per_partition=options.max_open_per_partition,
             pool=pool,
             lane=Lane.HIGH if settings.lane else Lane.NORMAL,
@@ -281,6 +282,14 @@ class WorkerRuntime:
                 opts.concurrency,
                 self.settings.worker_group,
             )
+            if opts.lease_loss_heartbeats <= 0:
+                log.warning(
+                    "worker %s: --lease-loss-heartbeats 0: the lease rule is off; a worker"
+                    " cut off from the group keeps running until its fence at its next"
+                    " commit, so concurrency keys and rate limits may be exceeded across"
+                    " a failover (docs/DESIGN.md §8.2)",
+                    opts.worker_id,
+                )
             await self._consume(consumer, stop)
             stopping = time.monotonic()
             log.info(

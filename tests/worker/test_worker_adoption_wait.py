@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from actors.worker.core import LeaseLost, StartJob, WorkerCore
 from actors.worker.membership import LeaseRules, WorkerMachine
-from tests.kit.worker import heard
+from actors.worker.registry import Registry
+from actors.worker.runtime import WorkerOptions, WorkerRuntime
+from tests.kit.worker import heard, now_ms
 from tests.worker.test_worker_keys import keyed
 from tests.worker.test_worker_membership import adopt
 from tests.worker.test_worker_ratelimit import limited
+from topics.names import Settings
 
 T0 = 1_790_000_000_000
 RULES = LeaseRules(session_timeout_ms=10_000)  # lease 6 s, a rebalance's hold 18 s
@@ -95,3 +98,44 @@ def test_without_a_longer_hold_the_wait_is_the_lease_rule() -> None:
     core.assign(0, 0, None, T0)
     assert starts(core.receive(keyed(0), T0)) == []
     assert core.next_due_ms(lease=False) == T0 + 6_000
+
+
+async def _noop() -> None:
+    pass
+
+
+def _runtime(options: WorkerOptions) -> WorkerRuntime:
+    registry = Registry()
+    registry.register("noop", _noop)
+    runtime = WorkerRuntime(Settings(bootstrap="127.0.0.1:1", namespace="t"), registry, options)
+    runtime.core.rates.known = True
+    return runtime
+
+
+def test_with_the_lease_rule_off_keyed_and_rate_limited_runs_wait_a_rebalances_hold() -> None:
+    # Off, the lease rule's wait was infinite: such runs never started. The worker
+    # now waits the hold the rule would give a rebalance (docs/DESIGN.md §8.2).
+    options = WorkerOptions(session_timeout_ms=10_000, lease_loss_heartbeats=0)
+    core = _runtime(options).core
+    t = now_ms()
+    core.assign(0, 0, None, t)
+    out = core.receive(keyed(0, deadline_ms=t + 3_600_000), t)
+    out += core.receive(limited(1, deadline_ms=t + 3_600_000), t)
+    assert starts(out) == []
+    wait_ms = 20_000 - 2_000  # the rebalance timeout (twice the session) less an interval
+    assert options.lease_rules.adoption_wait_ms == wait_ms
+    assert core.next_due_ms(lease=False) == t + wait_ms
+    assert starts(core.advance(heard(core, t + wait_ms))) == [0]
+    assert starts(core.advance(heard(core, t + wait_ms + 250))) == [1]  # `limited`: 4 a second
+
+
+def test_with_the_lease_rule_on_the_runtime_waits_as_the_rule_says() -> None:
+    for session_ms, rebalance_ms in ((10_000, None), (6_000, 30_000), (30_000, None)):
+        options = WorkerOptions(session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms)
+        rules = options.lease_rules
+        assert rules.adoption_wait_ms == max(rules.lease_loss_ms, rules.rebalance_hold_ms)
+        core = _runtime(options).core
+        t = now_ms()
+        core.assign(0, 0, None, t)
+        assert starts(core.receive(keyed(0, deadline_ms=t + 3_600_000), t)) == []
+        assert core.next_due_ms(lease=False) == t + rules.adoption_wait_ms
