@@ -29,6 +29,7 @@ from actors.worker.registry import Registry
 from actors.worker.runtime import WorkerOptions, WorkerRuntime
 from tests.kit.worker import now_ms
 from tests.worker.test_worker_keys import keyed
+from tests.worker.test_worker_membership import RULES, T0, live_machine
 from topics.names import Settings
 
 FREEZE_MS = 40_000  # frozen between the broker's answer and reading it: past the session
@@ -207,3 +208,20 @@ async def test_an_answer_read_at_once_renews_the_lease_as_before() -> None:
         assert await coordinator._do_heartbeat()
         assert not [a for a in runtime.machine.tick(clock[0]) if isinstance(a, LeaseLost)]
     assert [a for a in _keyed_batch(runtime, clock[0]) if isinstance(a, StartJob)]
+
+
+def test_a_fenced_partition_is_not_re_adopted_by_a_stale_heartbeat_read_first() -> None:
+    # The machine alone: fenced before the freeze (someone else adopted it), then a
+    # heartbeat sent before the freeze is read after it, before the turn that finds
+    # the lease lost. Sent after the fence, it would have re-adopted the partition.
+    machine = live_machine(0)
+    lease = machine.lease(0)
+    assert lease is not None
+    machine.fenced(0, lease, T0 + 1)
+    sent = T0 + 2
+    thawed = sent + FREEZE_MS
+    assert not machine.heartbeat(thawed, sent_ms=sent)
+    assert machine.state(0) == "lost"
+    # A heartbeat read at once after the thaw adopts it again.
+    later = thawed + RULES.heartbeat_interval_ms
+    assert [a for a in machine.heartbeat(later, sent_ms=later) if isinstance(a, StartProducer)]
