@@ -53,6 +53,7 @@ from actors.shard.cancel import RunCancels
 from actors.shard.dag_definition import DagDefinition
 from actors.shard.dag_shard import DagRuns
 from actors.shard.runs import RunBook
+from actors.shard.spliced import current_spec
 from actors.shard.state import RunState, ScheduleState
 from topics.backfill_commands import BackfillCancel, ScheduleBackfill
 from topics.messages import run_id_for
@@ -188,7 +189,7 @@ class Backfills:
                 f"handled {'none' if handled_ms is None else format_ms(handled_ms)}); the "
                 "schedule fires its own future: plan again with `kafkron backfill`"
             )
-        next_after = state.definition.compiled.next_after
+        next_after = current_spec(state.definition.compiled).next_after
         for index, (first_ms, last, _) in enumerate(command.ranges):
             for end, at in (("first", first_ms), ("last", last)):
                 if next_after(at - 1) != at:
@@ -269,7 +270,7 @@ class Backfills:
     def _fire_next(self, state: ScheduleState, backfill: BackfillState, now_ms: int) -> None:
         head = backfill.ranges[0]
         at, last_ms, attempt = head
-        following = state.definition.compiled.next_after(at)
+        following = current_spec(state.definition.compiled).next_after(at)
         run_id = run_id_for(state.id, at)
         if self._passes(state, run_id, at, attempt) is not None:
             backfill.passed += 1
@@ -309,7 +310,7 @@ class Backfills:
             return "its run is in flight"
         if state.dag is not None and run_id in state.dag.runs:
             return "its DAG run is running or ended since the plan: dag.clear reruns its tasks"
-        if state.definition.compiled.next_after(at - 1) != at:
+        if current_spec(state.definition.compiled).next_after(at - 1) != at:
             return "not an occurrence of the schedule any more (it was changed since the plan)"
         dead = state.dead_or_none
         if dead is not None and dead.get(run_id, 0) >= attempt:

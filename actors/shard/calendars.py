@@ -35,7 +35,7 @@ A part of `ShardCore` (same rules: pure, no I/O). docs/DESIGN.md §5.7.
   where it was. An edit's re-arm leaves a ``next`` that was due before the edit was
   written where it is (held until the calendars were known that fresh, it was the
   previous version's to fire: the audit judges it so, docs/DESIGN.md §9.1), and
-  binds the schedule to a spliced spec (`_Spliced`): the backlog up to the edit's
+  binds the schedule to a spliced spec (`Spliced`): the backlog up to the edit's
   commit is walked by the days before it (the book keeps one previous version per
   calendar), what follows by the new ones. A
   schedule an edit ended (``completed: "end"``: no day left) is re-armed too, from
@@ -59,6 +59,7 @@ import orjson
 from actors.shard.batch import Batch
 from actors.shard.dag_definition import DagDefinition
 from actors.shard.definition import Definition, depends_on_id
+from actors.shard.spliced import Spliced
 from actors.shard.state import RunState, ScheduleState
 from actors.timespec import CompiledSpec, UnknownCalendar, compile_spec
 from actors.wheel import TimingWheel
@@ -78,30 +79,6 @@ class _Never:
 
 
 _NEVER = _Never()
-
-
-class _Spliced:
-    """A spec bound to two versions of the calendars it names: the previous one's
-    fires before ``split_ms`` (an edit's commit), the current one's from it on. A
-    backlog an edit heard late left (a ``next`` kept before ``written``) is walked by
-    the days in effect at each of its instants, as the audit judges it."""
-
-    __slots__ = ("_after", "_before", "_split_ms", "kind")
-
-    def __init__(self, before: CompiledSpec, after: CompiledSpec, split_ms: int) -> None:
-        self._before = before
-        self._after = after
-        self._split_ms = split_ms
-        self.kind = after.kind
-
-    def next_after(self, after_ms: int) -> int | None:
-        split_ms = self._split_ms
-        if after_ms < split_ms - 1:
-            found = self._before.next_after(after_ms)
-            if found is not None and found < split_ms:
-                return found
-            after_ms = split_ms - 1
-        return self._after.next_after(after_ms)
 
 
 class ShardCalendars:
@@ -124,7 +101,7 @@ class ShardCalendars:
         # name -> the days before its latest record (None: unknown then; their
         # version is one less than `_versions`'): one previous version per calendar,
         # so the backlog an edit heard late left is walked by the days in effect
-        # before it (`_Spliced`). Kept, not dropped once walked: one per calendar,
+        # before it (`Spliced`). Kept, not dropped once walked: one per calendar,
         # never per schedule.
         self._previous: dict[str, CalendarDays | None] = {}
         self._users: dict[str, dict[str, None]] = {}  # name -> ids (ordered: deterministic)
@@ -185,6 +162,21 @@ class ShardCalendars:
             return True
         self._index(state.id, names)
         return self._bind(state, names)
+
+    def walked(self, state: ScheduleState) -> None:
+        """After a live fire: a schedule whose ``next`` is past its splice (the backlog
+        before the edit walked) is bound without it, as a new owner binds it, so the
+        two agree on every instant (a DAG's data intervals included)."""
+        definition = state._definition
+        if definition is None:
+            return
+        compiled = definition.compiled
+        if not isinstance(compiled, Spliced):
+            return
+        names = self._names_by_id.get(state.id)
+        next_ms = state.next_ms
+        if names is not None and (next_ms is None or next_ms >= compiled.split_ms):
+            self._bind(state, names)
 
     def fire_limit_ms(self, state: ScheduleState) -> int | None:
         """The latest instant this schedule may fire now: `fresh_ms` when it names a
@@ -276,7 +268,7 @@ class ShardCalendars:
     ) -> bool:
         """Give ``state`` a definition compiled with the book; False (and a
         definition that fires nothing) when a calendar it names is unknown.
-        ``split_ms``: an edit's commit with a backlog before it (`_Spliced`)."""
+        ``split_ms``: an edit's commit with a backlog before it (`Spliced`)."""
         missing = next((name for name in names if name not in self.book), None)
         shared = state.definition
         if missing is not None:
@@ -350,10 +342,10 @@ class ShardCalendars:
         spliced = self._bound.get(key)
         if spliced is None:
             spliced = copy.copy(bound)
-            spliced.compiled = _Spliced(before.compiled, bound.compiled, split_ms)
+            spliced.compiled = Spliced(before.compiled, bound.compiled, split_ms)
             if isinstance(spliced, DagDefinition):
                 assert isinstance(before, DagDefinition) and isinstance(bound, DagDefinition)
-                spliced.unbounded = _Spliced(before.unbounded, bound.unbounded, split_ms)
+                spliced.unbounded = Spliced(before.unbounded, bound.unbounded, split_ms)
             self._keep(key, spliced)
         return spliced
 

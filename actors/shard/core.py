@@ -640,6 +640,7 @@ class ShardCore:
                 self._wheel.arm(state, now_ms + CALENDAR_HOLD_MS)
                 return 1
             self._commands.finish_resume(state, pause.until_ms, now_ms)
+            self._calendars.walked(state)
         if until_ms is not None:
             next_ms = state.next_ms
             if next_ms is not None and until_ms < next_ms <= now_ms:
@@ -652,6 +653,7 @@ class ShardCore:
             self._runs.fire_due(state, now_ms, until_ms)
         except Exception as error:  # one broken schedule must not stop the shard
             self._failed(error)
+        self._calendars.walked(state)  # past an edit's backlog: bound as a new owner binds
         next_ms = state.next_ms
         if until_ms is not None and next_ms is not None and next_ms <= now_ms and not state.paused:
             # Due, but later than the calendars are known: held as above.
@@ -768,6 +770,7 @@ class ShardCore:
                 commands.pause(record, state, command, now_ms)
             elif isinstance(command, ScheduleResume):
                 commands.resume(state, now_ms)
+                self._calendars.walked(state)  # a resume may skip past an edit's backlog
             elif isinstance(command, ScheduleTrigger):
                 commands.trigger(record, state, now_ms)
             elif isinstance(command, DlqReplay):

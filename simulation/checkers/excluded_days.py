@@ -111,19 +111,16 @@ class CalendarVersions:
             found = rule
         return found
 
-    def held(self, name: str, instant_ms: int, decided_ms: int) -> bool:
+    def held(self, name: str, instant_ms: int, decided_ms: int, live: bool = True) -> bool:
         """Was a fire at ``instant_ms`` decided by ``decided_ms`` surely excluded: its
-        day held by the version in effect then, by the one a turn before, and by the
-        one in effect at the instant (the backlog of an edit heard late is fired by
-        the days before it, DESIGN §5.7), or the calendar unknown at all three?"""
-        return all(
-            rule is None or rule(instant_ms)
-            for rule in (
-                self.at(name, decided_ms),
-                self.at(name, decided_ms - EDIT_SLACK_MS),
-                self.at(name, instant_ms),
-            )
-        )
+        day held by the version in effect then, by the one a turn before, and (a live
+        fire only: the backlog of an edit heard late is fired by the days before it,
+        DESIGN §5.7; a backfill goes by the current book) by the one in effect at the
+        instant, or the calendar unknown at all of them?"""
+        rules = [self.at(name, decided_ms), self.at(name, decided_ms - EDIT_SLACK_MS)]
+        if live:
+            rules.append(self.at(name, instant_ms))
+        return all(rule is None or rule(instant_ms) for rule in rules)
 
 
 def check(evidence: Evidence) -> Verdict:
@@ -131,6 +128,11 @@ def check(evidence: Evidence) -> Verdict:
     fired = first_attempts(evidence)
     appended = {r.run_id: r.append_ms for r in evidence.runs if r.attempt == 1}
     versions = CalendarVersions(evidence.calendars)
+    # Instants a backfill may have fired: judged without the live backlog's relaxation.
+    backfilled: dict[str, list[tuple[int, int]]] = {}
+    for seen in evidence.backfills.values():
+        spans = backfilled.setdefault(seen.schedule_id, [])
+        spans.extend((first_ms, last_ms) for first_ms, last_ms, _ in seen.ranges)
     for schedule_id, command in sorted(evidence.definitions.items()):
         rules = exclusion_rules(command.spec)
         names = calendar_names(command.spec)
@@ -143,8 +145,10 @@ def check(evidence: Evidence) -> Verdict:
             if any(rule(nominal_ms) for rule in rules):
                 verdict.fail(f"{run_id} fired on an excluded day ({format_ms(nominal_ms)})")
             decided_ms = appended.get(run_id, scheduled_ms)
+            spans = backfilled.get(schedule_id, [])
+            live = not any(a <= scheduled_ms <= b for a, b in spans)
             for name in names:
-                if versions.held(name, nominal_ms, decided_ms):
+                if versions.held(name, nominal_ms, decided_ms, live):
                     verdict.fail(
                         f"{run_id} fired on a day calendar {name!r} excluded (or before it"
                         f" existed) when it fired ({format_ms(decided_ms)})"

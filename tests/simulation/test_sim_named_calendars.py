@@ -14,7 +14,7 @@ import dataclasses
 from functools import cache
 
 from simulation.checkers import audit_view, excluded_days, nothing_missed
-from simulation.checkers.evidence import RunRecord
+from simulation.checkers.evidence import BackfillSeen, RunRecord
 from simulation.run import Outcome, simulate
 from simulation.scenario import load
 from tests.kit.paths import REPO
@@ -144,6 +144,27 @@ def test_the_checker_judges_by_the_version_in_effect_when_it_fired() -> None:
         append_ms=MIDNIGHT - 9 * MINUTE,
     )
     assert not excluded_days.check(dataclasses.replace(evidence, runs=[early])).ok
+
+
+def test_the_checker_relaxes_only_a_live_fire_to_the_version_at_its_instant() -> None:
+    # 00:05:20, allowed by the version in effect then, appended after the edit that
+    # excluded Saturday again (00:05:28): a live backlog's fire, accepted; the same
+    # fire from a backfill, which goes by the current book, is not.
+    evidence = outcome().evidence
+    instant_ms = MIDNIGHT + 5 * MINUTE + 20_000
+    late = RunRecord(
+        run_id=run_id_for("cal-ticks", instant_ms),
+        schedule_id="cal-ticks",
+        scheduled_ms=instant_ms,
+        attempt=1,
+        append_ms=MIDNIGHT + 5 * MINUTE + 40_000,
+        partition=4,
+        offset=10**6,
+    )
+    assert excluded_days.check(dataclasses.replace(evidence, runs=[late])).ok
+    plan = BackfillSeen("cal-ticks", "b1", 1, [(instant_ms, instant_ms, 1)])
+    backfilled = dataclasses.replace(evidence, runs=[late], backfills={"b1": plan})
+    assert not excluded_days.check(backfilled).ok
 
 
 def test_nothing_missed_and_the_audit_judge_calendar_schedules() -> None:
