@@ -84,3 +84,29 @@ def test_the_live_and_a_new_owner_backfill_alike_and_bind_alike_past_the_edit() 
     plan = backfill([(nine(0), nine(3), 2)])
     fired = [[r.scheduled_ms for r in o.send(plan, at_ms=nine(6) + HOUR).runs] for o in (live, new)]
     assert fired[0] == fired[1] == [nine(0), nine(3)]
+
+
+def test_a_backfill_while_the_backlog_before_the_edit_is_held_walks_by_the_current_book() -> None:
+    # Not paused: the calendars known as of the 13th 10:00 hold the 14th; the edit
+    # (written the 15th 10:00) is heard an hour later with the backlog still held, so
+    # the schedule is spliced when the backfill comes in the same turn.
+    shard = Shard()
+    shard.learn_calendar("hol", E0, at_ms=T0 - HOUR, written_ms=T0 - HOUR)
+    shard.send(upsert(spec=SPEC, timeout_s=600), at_ms=T0)
+    for d in (0, 1, 2, 3):
+        shard.core.calendars_fresh(nine(d) + HOUR)
+        for run in shard.run_until(nine(d)).runs:
+            shard.report(run, "succeeded", at_ms=nine(d) + MINUTE)
+    shard.advance(nine(5))
+    heard_ms = EDIT_MS + HOUR
+    shard.learn_calendar("hol", E1, at_ms=heard_ms, written_ms=EDIT_MS)
+    shard.core.calendars_fresh(heard_ms)
+    assert isinstance(shard.core._schedules["s"].definition.compiled, Spliced)
+    out = shard.send(backfill([(nine(0), nine(3), 2)], max_parallel=5), at_ms=heard_ms)
+    out.records += shard.advance(heard_ms).records
+    backfilled = sorted(r.scheduled_ms for r in out.runs if r.attempt == 2)
+    assert backfilled == [nine(0), nine(3)]
+    # The backlog itself went by the days then: the 15th 09:00 fired (the 14th, past
+    # its grace, reported missed).
+    assert [r.scheduled_ms for r in out.runs if r.attempt == 1] == [nine(5)]
+    assert [r.scheduled_ms for r in out.results if r.status == "missed"] == [nine(4)]
