@@ -149,10 +149,15 @@ class ShardCalendars:
 
     # --- schedules -------------------------------------------------------------------
 
-    def upserted(self, state: ScheduleState, names: tuple[str, ...]) -> bool:
+    def upserted(
+        self, state: ScheduleState, names: tuple[str, ...], kept_ms: int | None = None
+    ) -> bool:
         """A schedule was upserted whose spec names ``names`` (maybe none). Binds its
         definition and keeps the index; False when it must wait for a calendar (its
-        definition's spec then fires nothing)."""
+        definition's spec then fires nothing). ``kept_ms``: a due ``next`` the upsert
+        keeps; older than the latest edit of those calendars, it is that edit's backlog
+        and is bound with the split, as `_refresh` binds it (else an identical re-upsert
+        while the backlog is held would walk it by the new days and lose it)."""
         old = self._names_by_id.get(state.id)
         if old is not None and old != names:
             self.forget(state.id)
@@ -161,7 +166,11 @@ class ShardCalendars:
                 state._aside.waiting = None  # it waits for nothing any more
             return True
         self._index(state.id, names)
-        return self._bind(state, names)
+        written = [self._written_ms[n] for n in names if n in self._written_ms]
+        split_ms = None
+        if kept_ms is not None and written and kept_ms < max(written):
+            split_ms = max(written)
+        return self._bind(state, names, split_ms)
 
     def walked(self, state: ScheduleState) -> None:
         """After a live fire: a schedule whose ``next`` is past its splice (the backlog

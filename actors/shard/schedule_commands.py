@@ -65,6 +65,7 @@ class ScheduleCommands:
             definition = shared_definition(command, def_bytes)
         floor_ms = now_ms - 1 - (definition.grace_ms if definition.is_at else 0)
         state = self._schedules.get(command.id)
+        kept_ms = None  # a due ``next`` it keeps (maybe a backlog an edit heard late left)
         if state is None:
             state = self._schedules[command.id] = ScheduleState(command.id, def_bytes, definition)
             self._definitions.use(def_bytes)
@@ -82,7 +83,8 @@ class ScheduleCommands:
             if state.paused:  # account for the pause so far under the old definition
                 self._report_paused(state, now_ms)
             elif state.next_ms is not None and state.next_ms <= now_ms:
-                floor_ms = min(floor_ms, state.next_ms - 1)  # due, not yet fired: keep it
+                kept_ms = state.next_ms
+                floor_ms = min(floor_ms, kept_ms - 1)  # due, not yet fired: keep it
             elif state.next_ms is None and state.waiting is not None:
                 # It waited for a calendar: what came due meanwhile is still owed.
                 floor_ms = min(floor_ms, state.handled_ms() or floor_ms)
@@ -95,7 +97,9 @@ class ScheduleCommands:
             state.set_definition(def_bytes, definition)
         names = calendar_names(command.spec)  # a schedule's or a DAG's: bound alike
         if names or self._calendars.named(state.id):  # bound to the shard's calendars
-            if not self._calendars.upserted(state, names):  # waits for one (visibly)
+            # A kept ``next`` older than an edit's commit: its backlog is walked by the
+            # days before the edit, as the edit's re-arm bound it (`upserted`).
+            if not self._calendars.upserted(state, names, kept_ms):  # waits (visibly)
                 self._wait(state, anchor_ms)
                 return
             if names:

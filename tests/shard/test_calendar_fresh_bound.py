@@ -236,6 +236,20 @@ def test_the_backlog_of_an_edit_heard_late_is_walked_by_the_days_in_effect_then(
     assert _accounted(later) == [T0 + 11 * HOUR + m * MINUTE for m in range(1, 20)]
 
 
+def test_an_identical_re_upsert_while_the_backlog_is_held_keeps_the_split() -> None:
+    # As above, but an identical schedule.upsert (a re-apply) lands in the same turn
+    # as the edit, before the advance: it keeps the due 11:01 and binds with the
+    # edit's split too, so 11:01..11:19 are owed still (before, lost unreported).
+    shard = _held_until_eleven()
+    heard_ms = T0 + 11 * HOUR + 40 * MINUTE
+    shard.learn_calendar("hol", TODAY, at_ms=heard_ms, written_ms=T0 + 11 * HOUR + 20 * MINUTE)
+    shard.core.calendars_fresh(heard_ms)
+    again = shard.send(upsert(spec=SPEC, overlap="allow"), at_ms=heard_ms)
+    later = shard.run_until(T0 + 12 * HOUR)
+    expected = [T0 + 11 * HOUR + m * MINUTE for m in range(1, 20)]
+    assert _accounted(again) + _accounted(later) == expected
+
+
 def test_a_new_owner_walks_the_backlog_of_an_edit_heard_late_the_same_way() -> None:
     # The live owner kept 11:01 (nothing to write) and died before firing: the new
     # owner, told both records of hol, splits the backlog at the edit's commit too.
