@@ -84,10 +84,12 @@ type Worker struct {
 	floor     BrokerFloor
 	start     time.Time
 	lastHeard atomic.Int64 // monotonic ms of the last answer of the group coordinator
-	rebalance bool
-	holdUntil int64
-	lostAt    int64
-	live      string
+	// monotonic ms the last answered SyncGroup request was sent (its assignment's lease)
+	lastSyncSent atomic.Int64
+	rebalance    bool
+	holdUntil    int64
+	lostAt       int64
+	live         string
 }
 
 // NewWorker makes a worker; Run starts it.
@@ -127,10 +129,33 @@ func (w *Worker) post(f func()) {
 
 type heard struct{ w *Worker }
 
-// OnBrokerE2E: every answer to a group request is the coordinator heard (the lease).
+// OnBrokerE2E: every answer to a group request is the coordinator heard (the lease),
+// as of when its request was sent (WORKER-PROTOCOL 10.1): a process frozen while it
+// waited for the answer reads it late, and must not count the freeze as heard.
 func (h heard) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
 	if (key == 11 || key == 12 || key == 14) && e2e.Err() == nil {
-		h.w.lastHeard.Store(h.w.mono())
+		sent := sentMs(h.w.mono(), e2e)
+		storeLater(&h.w.lastHeard, sent)
+		if key == 14 { // SyncGroup: the assignment onAssigned applies next
+			storeLater(&h.w.lastSyncSent, sent)
+		}
+	}
+}
+
+// sentMs: when the request of an answer read at nowMs was written, on the same clock
+// (the wait for the answer and its read, a freeze within them included, taken off).
+func sentMs(nowMs int64, e2e kgo.BrokerE2E) int64 {
+	return nowMs - e2e.DurationE2E().Milliseconds()
+}
+
+// storeLater keeps the later of the stored instant and at (answers may be read out of
+// the order their requests were sent).
+func storeLater(v *atomic.Int64, at int64) {
+	for {
+		old := v.Load()
+		if at <= old || v.CompareAndSwap(old, at) {
+			return
+		}
 	}
 }
 
@@ -285,7 +310,9 @@ func (w *Worker) onRebalanceStarted() {
 
 func (w *Worker) onAssigned(partitions []int32) {
 	w.rebalance = false
-	w.lastHeard.Store(w.mono())
+	// The assignment renews the lease from when its SyncGroup request was sent, not
+	// from when it was applied: a stale answer re-adopts nothing lost after it was sent.
+	storeLater(&w.lastHeard, w.lastSyncSent.Load())
 	wanted := map[int32]bool{}
 	for _, p := range partitions {
 		wanted[p] = true
