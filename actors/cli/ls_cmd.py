@@ -54,7 +54,8 @@ worker queue shows it: "media.render (queue gpu)", and a table of the queues fol
   completed (end)            its spec has nothing more (an --end, an --at)
 --json gives a target as "target" ({"kafka": {...}} or {"http": {...}}, its fields)
 and "job" null, and the state as "state" (the text), "paused", "pause" ({"at", "note",
-"until", "by", "pending", "resumed"} or null), "completed", "fired_count" and "max_runs".
+"until", "by", "pending", "resumed", "resumed_as_of"} or null), "completed", "fired_count"
+and "max_runs".
 """
 
 

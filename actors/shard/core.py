@@ -641,6 +641,17 @@ class ShardCore:
                 return 1
             self._commands.finish_resume(state, pause.until_ms, now_ms)
             self._calendars.walked(state)
+        elif pause is not None and pause.resumed_as_of_ms is not None:
+            as_of_ms = pause.resumed_as_of_ms
+            if pause.until_ms is not None and pause.until_ms <= now_ms:
+                # A pause that replaced a kept resume ends: the resume's report first,
+                # by calendars known as of its instant (§5.7).
+                if until_ms is not None and until_ms < as_of_ms:
+                    counts["calendar_held_total"] += 1
+                    self._wheel.arm(state, now_ms + CALENDAR_HOLD_MS)
+                    return 1
+                self._commands.settle_resumed(state, as_of_ms)
+                self._calendars.walked(state)
         if until_ms is not None:
             next_ms = state.next_ms
             if next_ms is not None and until_ms < next_ms <= now_ms:

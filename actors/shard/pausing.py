@@ -34,7 +34,7 @@ def pause_now(
     record is as it always was."""
     if info is not None:
         info.pending = pending
-        if info.note is None and info.until_ms is None and info.by is None and not pending:
+        if not info.says_more():
             info = None
     state.pause = info
     state.paused = True
@@ -50,7 +50,7 @@ def runs_ended(state: ScheduleState) -> bool:
     if info is None or not info.pending or state._runs:
         return False
     info.pending = False
-    if info.note is None and info.until_ms is None and info.by is None:
+    if not info.says_more():
         state.pause = None
     return True
 

@@ -165,6 +165,10 @@ class ScheduleCommands:
         if state.paused and now_said == said:
             return  # paused already, as this says: nothing changes
         info = PauseInfo(at_ms=now_ms, note=command.note, until_ms=command.until_ms, by=command.by)
+        if known is not None and state.paused:
+            # Replacing a kept resume: its effect (what came due up to it reported
+            # skipped) is carried, and applied when this pause ends (§5.7).
+            info.resumed_as_of_ms = known.until_ms if known.resumed else known.resumed_as_of_ms
         # after_current with runs in flight: paused now, and said to be pausing until
         # the run book ends the last of them (`pausing.runs_ended`).
         pause_now(state, info, self._wheel, pending=command.after_current and bool(state._runs))
@@ -188,6 +192,18 @@ class ScheduleCommands:
             self._dirty[state.id] = state
             return
         self.finish_resume(state, now_ms, now_ms)
+
+    def settle_resumed(self, state: ScheduleState, resumed_ms: int) -> None:
+        """A pause that replaced a kept resume ends: what came due up to the resume's
+        instant is reported skipped first, as the resume would have (the rest goes
+        through the misfire policy, as after any pause ``until``)."""
+        pause = state.pause
+        if pause is not None:
+            pause.resumed_as_of_ms = None
+        next_ms = state.next_ms
+        if next_ms is not None and next_ms <= resumed_ms:
+            self._report_paused(state, resumed_ms)
+        self._dirty[state.id] = state
 
     def finish_resume(self, state: ScheduleState, resumed_ms: int, now_ms: int) -> None:
         """Resume as of ``resumed_ms``: what came due while paused up to it is reported

@@ -315,7 +315,7 @@ class PauseInfo:
     """What a ``schedule.pause`` said beyond stopping: shown by ``ls``, and ``until``
     armed on the wheel so the schedule resumes by itself exactly once."""
 
-    __slots__ = ("at_ms", "by", "note", "pending", "resumed", "until_ms")
+    __slots__ = ("at_ms", "by", "note", "pending", "resumed", "resumed_as_of_ms", "until_ms")
 
     def __init__(
         self,
@@ -326,6 +326,7 @@ class PauseInfo:
         by: str | None = None,
         pending: bool = False,
         resumed: bool = False,
+        resumed_as_of_ms: int | None = None,
     ) -> None:
         self.at_ms = at_ms  # when the command was applied
         self.note = note
@@ -336,6 +337,20 @@ class PauseInfo:
         # schedule names were known only as of earlier: it completes (what came due
         # while paused reported skipped) once they are known as of then (§5.7).
         self.resumed = resumed
+        # A kept resume this pause replaced: its instant. What came due while paused
+        # up to it was the resume's to report skipped, so when this pause ends it is
+        # reported so first (never fired by the misfire policy of a pause's end).
+        self.resumed_as_of_ms = resumed_as_of_ms
+
+    def says_more(self) -> bool:
+        """Anything beyond a bare pause (else no `PauseInfo` is kept)."""
+        return (
+            self.note is not None
+            or self.until_ms is not None
+            or self.by is not None
+            or self.pending
+            or self.resumed_as_of_ms is not None
+        )
 
     def json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"at": instant_text(self.at_ms)}
@@ -349,11 +364,14 @@ class PauseInfo:
             doc["pending"] = True
         if self.resumed:
             doc["resumed"] = True
+        if self.resumed_as_of_ms is not None:
+            doc["resumed_as_of"] = instant_text(self.resumed_as_of_ms)
         return doc
 
     @classmethod
     def of(cls, doc: Mapping[str, Any]) -> PauseInfo:
         until = doc.get("until")
+        as_of = doc.get("resumed_as_of")
         return cls(
             at_ms=instant_ms(doc["at"]),
             note=doc.get("note"),
@@ -361,6 +379,7 @@ class PauseInfo:
             by=doc.get("by"),
             pending=bool(doc.get("pending", False)),
             resumed=bool(doc.get("resumed", False)),
+            resumed_as_of_ms=None if as_of is None else instant_ms(as_of),
         )
 
 

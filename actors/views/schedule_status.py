@@ -45,7 +45,7 @@ def when_text(at_ms: int) -> str:
 
 def pause_json(state: ScheduleState) -> dict[str, Any] | None:
     """What the pause said (``at``, ``note``, ``until``, ``by``, ``pending``,
-    ``resumed``), or None."""
+    ``resumed``, ``resumed_as_of``), or None."""
     pause = state.pause
     return None if pause is None else pause.json()
 
