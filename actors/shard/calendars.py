@@ -36,8 +36,9 @@ A part of `ShardCore` (same rules: pure, no I/O). docs/DESIGN.md §5.7.
   written where it is (held until the calendars were known that fresh, it was the
   previous version's to fire: the audit judges it so, docs/DESIGN.md §9.1), and
   binds the schedule to a spliced spec (`Spliced`): the backlog up to the edit's
-  commit is walked by the days before it (the book keeps one previous version per
-  calendar), what follows by the new ones. A
+  commit is walked by the days in effect at each of its instants (the book keeps
+  the latest `HISTORY_MAX` versions of each calendar, with when each holds from, so
+  a backlog spanning several edits splits at each), what follows by the new ones. A
   schedule an edit ended (``completed: "end"``: no day left) is re-armed too, from
   now, so an edit that gives days back revives it; only ``max_runs`` is final.
   Applied again with the same book and the same ``written`` it changes nothing, so a
@@ -57,6 +58,7 @@ from typing import Any
 import orjson
 
 from actors.shard.batch import Batch
+from actors.shard.calendar_history import CalendarHistory
 from actors.shard.dag_definition import DagDefinition
 from actors.shard.definition import Definition, depends_on_id
 from actors.shard.spliced import Spliced
@@ -98,12 +100,9 @@ class ShardCalendars:
         # name -> the latest record's timestamp (its commit), when told: a restore
         # re-arms by it, as the live owner did when it heard that record.
         self._written_ms: dict[str, int] = {}
-        # name -> the days before its latest record (None: unknown then; their
-        # version is one less than `_versions`'): one previous version per calendar,
-        # so the backlog an edit heard late left is walked by the days in effect
-        # before it (`Spliced`). Kept, not dropped once walked: one per calendar,
-        # never per schedule.
-        self._previous: dict[str, CalendarDays | None] = {}
+        # The latest versions of each calendar: the backlog edits heard late left is
+        # walked by the days in effect at each of its instants (`Spliced`).
+        self._history = CalendarHistory()
         self._users: dict[str, dict[str, None]] = {}  # name -> ids (ordered: deterministic)
         self._names_by_id: dict[str, tuple[str, ...]] = {}
         self._names_of_def: dict[bytes, tuple[str, ...]] = {}
@@ -126,13 +125,13 @@ class ShardCalendars:
         since_ms = now_ms if written_ms is None else min(now_ms, written_ms)
         if written_ms is not None:
             self._written_ms[name] = written_ms
-        self._previous[name] = self.book.get(name)
         if days is None:
             if self.book.pop(name, None) is None:
                 return 0
         else:
             self.book[name] = days
-        self._versions[name] = self._versions.get(name, 0) + 1
+        version = self._versions[name] = self._versions.get(name, 0) + 1
+        self._history.record(name, version, since_ms, days)
         users = self._users.get(name)
         if not users:
             return 0
@@ -167,10 +166,9 @@ class ShardCalendars:
             return True
         self._index(state.id, names)
         written = [self._written_ms[n] for n in names if n in self._written_ms]
-        split_ms = None
         if kept_ms is not None and written and kept_ms < max(written):
-            split_ms = max(written)
-        return self._bind(state, names, split_ms)
+            return self._bind(state, names, kept_ms)
+        return self._bind(state, names)
 
     def walked(self, state: ScheduleState) -> None:
         """After a live fire: a schedule whose ``next`` is past its splice (the backlog
@@ -263,21 +261,21 @@ class ShardCalendars:
         aside = state._aside
         before = (state.next_ms, state.completed, state.passed_ms, aside and aside.waiting)
         old_next = state.next_ms
-        split_ms = None
+        kept_ms = None
         if written_ms is not None and old_next is not None and old_next < written_ms:
-            split_ms = written_ms  # a backlog before the edit: by the days then
-        self._bind(state, names, split_ms)
+            kept_ms = old_next  # a backlog before the edit: by the days then
+        self._bind(state, names, kept_ms)
         self._rearm(state, now_ms, written_ms)
         aside = state._aside
         if (state.next_ms, state.completed, state.passed_ms, aside and aside.waiting) != before:
             self._dirty[state.id] = state
 
     def _bind(
-        self, state: ScheduleState, names: tuple[str, ...], split_ms: int | None = None
+        self, state: ScheduleState, names: tuple[str, ...], kept_ms: int | None = None
     ) -> bool:
         """Give ``state`` a definition compiled with the book; False (and a
         definition that fires nothing) when a calendar it names is unknown.
-        ``split_ms``: an edit's commit with a backlog before it (`Spliced`)."""
+        ``kept_ms``: a kept ``next`` older than an edit's commit (`Spliced`)."""
         missing = next((name for name in names if name not in self.book), None)
         shared = state.definition
         if missing is not None:
@@ -293,8 +291,8 @@ class ShardCalendars:
         versions = tuple(self._versions.get(n, 0) for n in names)
         days = {n: self.book[n] for n in names}
         bound = self._bound_to(state, doc, owner, versions, days)
-        if split_ms is not None:
-            bound = self._spliced(state, doc, owner, names, versions, bound, split_ms)
+        if kept_ms is not None:
+            bound = self._spliced(state, doc, owner, names, versions, bound, kept_ms)
         state._definition = bound
         if state._aside is not None:
             state._aside.waiting = None
@@ -327,34 +325,29 @@ class ShardCalendars:
         names: tuple[str, ...],
         versions: tuple[int, ...],
         bound: Definition,
-        split_ms: int,
+        kept_ms: int,
     ) -> Definition:
-        """``bound`` from ``split_ms`` on, the previous version of the calendars edited
-        then (those whose latest record is that commit) before it; ``bound`` itself
-        when that version is not known (unknown before the edit: the schedule waited;
-        or a record compaction removed, on a new owner)."""
-        previous: dict[str, CalendarDays] = {}
-        for n in names:
-            if self._written_ms.get(n) == split_ms:
-                days = self._previous.get(n)
-                if days is None:
-                    return bound
-                previous[n] = days
-        if not previous:
+        """``bound`` from the latest edit after ``kept_ms`` on; before it, each stretch
+        between two edits by the versions in effect then. ``bound`` itself when no
+        version before the edits is known (the schedule waited for a calendar then;
+        or a record compaction removed, on a new owner, or one `HISTORY_MAX` dropped):
+        the stretches before the latest unknown one go by the one after it."""
+        parts = self._history.stretches(names, kept_ms)
+        if not parts:
             return bound
-        before_days = {n: previous.get(n, self.book[n]) for n in names}
-        before_versions = tuple(
-            v - 1 if n in previous else v for n, v in zip(names, versions, strict=True)
-        )
-        before = self._bound_to(state, doc, owner, before_versions, before_days)
-        key = (state.def_bytes, owner, versions, before_versions, split_ms)
+        key = (state.def_bytes, owner, versions, tuple((p[0], p[1]) for p in parts))
         spliced = self._bound.get(key)
         if spliced is None:
+            befores = [(e, self._bound_to(state, doc, owner, v, d)) for e, v, d in parts]
             spliced = copy.copy(bound)
-            spliced.compiled = Spliced(before.compiled, bound.compiled, split_ms)
+            spliced.compiled = Spliced([(e, d.compiled) for e, d in befores], bound.compiled)
             if isinstance(spliced, DagDefinition):
-                assert isinstance(before, DagDefinition) and isinstance(bound, DagDefinition)
-                spliced.unbounded = Spliced(before.unbounded, bound.unbounded, split_ms)
+                assert isinstance(bound, DagDefinition)
+                unbounded = []
+                for end_ms, before in befores:
+                    assert isinstance(before, DagDefinition)
+                    unbounded.append((end_ms, before.unbounded))
+                spliced.unbounded = Spliced(unbounded, bound.unbounded)
             self._keep(key, spliced)
         return spliced
 

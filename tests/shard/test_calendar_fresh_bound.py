@@ -296,3 +296,48 @@ def test_a_new_owner_live_on_a_stale_book_fires_its_plain_schedules_and_holds_th
     new.core.calendars_fresh(caught_up_ms)
     later = new.run_until(caught_up_ms)
     assert _accounted(later) == [T0 + m * MINUTE for m in (11, 12, 13)]
+
+
+TODAY_AND_13 = calendar_value({"tz": "UTC", "dates": ["2026-10-10", "2026-10-13"]})
+
+
+def _paused_across_two_edits() -> tuple[Shard, Out]:
+    """hol excludes the 12th (today, the 10th, allowed). Paused at 00:10 (next 00:11);
+    E1, written and heard at 00:15, excludes today; E2, at 00:20, adds the 13th."""
+    shard = Shard()
+    shard.learn_calendar("hol", HOL, at_ms=T0, written_ms=T0)
+    shard.send(upsert(spec=SPEC, overlap="allow"), at_ms=T0)
+    shard.run_until(T0 + 10 * MINUTE)
+    shard.send(command("schedule.pause"), at_ms=T0 + 10 * MINUTE + 1)
+    shard.learn_calendar("hol", TODAY, at_ms=T0 + 15 * MINUTE, written_ms=T0 + 15 * MINUTE)
+    shard.core.calendars_fresh(T0 + 15 * MINUTE)
+    out = shard.advance(T0 + 15 * MINUTE)
+    shard.learn_calendar("hol", TODAY_AND_13, at_ms=T0 + 20 * MINUTE, written_ms=T0 + 20 * MINUTE)
+    out.records += shard.advance(T0 + 20 * MINUTE).records
+    return shard, out
+
+
+def test_a_backlog_across_two_edits_is_walked_by_the_days_before_each() -> None:
+    # Resumed at 00:30: 11..14 were allowed (by the days before E1) and are reported
+    # skipped; 15.. were excluded (E1, then E2). Before, 11..14 were walked by E2's
+    # previous days (E1's): excluded, neither fired nor reported.
+    shard, out = _paused_across_two_edits()
+    shard.core.calendars_fresh(T0 + 30 * MINUTE)
+    out.records += shard.send(command("schedule.resume"), at_ms=T0 + 30 * MINUTE).records
+    out.records += shard.run_until(T0 + 31 * MINUTE).records
+    assert _accounted(out) == [T0 + m * MINUTE for m in (11, 12, 13, 14)]
+
+
+def test_a_new_owner_walks_a_backlog_across_two_edits_the_same_way() -> None:
+    shard, out = _paused_across_two_edits()
+    records = [
+        ("hol", HOL, T0),
+        ("hol", TODAY, T0 + 15 * MINUTE),
+        ("hol", TODAY_AND_13, T0 + 20 * MINUTE),
+    ]
+    new, restored = shard.restored(T0 + 25 * MINUTE, calendars=records, fresh_ms=T0 + 30 * MINUTE)
+    assert restored.changelog == []  # the rule, applied again, changes nothing
+    out.records += restored.records
+    out.records += new.send(command("schedule.resume"), at_ms=T0 + 30 * MINUTE).records
+    out.records += new.run_until(T0 + 31 * MINUTE).records
+    assert _accounted(out) == [T0 + m * MINUTE for m in (11, 12, 13, 14)]
