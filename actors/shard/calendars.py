@@ -105,6 +105,9 @@ class ShardCalendars:
         self._history = CalendarHistory()
         self._users: dict[str, dict[str, None]] = {}  # name -> ids (ordered: deterministic)
         self._names_by_id: dict[str, tuple[str, ...]] = {}
+        # Ids bound to a spliced spec now (an edit's backlog not yet walked): empty but
+        # for a moment after an edit heard late, so a fire asks `walked` only then.
+        self.spliced: set[str] = set()
         self._names_of_def: dict[bytes, tuple[str, ...]] = {}
         self._bound: dict[tuple[Any, ...], Definition] = {}
         self._docs: dict[bytes, tuple[Mapping[str, Any], bool]] = {}
@@ -201,6 +204,7 @@ class ShardCalendars:
     def forget(self, schedule_id: str) -> None:
         """A schedule deleted, or no longer naming calendars."""
         names = self._names_by_id.pop(schedule_id, None)
+        self.spliced.discard(schedule_id)
         for name in names or ():
             users = self._users.get(name)
             if users is not None:
@@ -285,6 +289,7 @@ class ShardCalendars:
                 waiting.unbounded = _NEVER
             state._definition = waiting
             state._aside_made().waiting = missing
+            self.spliced.discard(state.id)
             return False
         doc, by_id = self._doc_of(state.def_bytes)
         owner = state.id if by_id else None
@@ -294,6 +299,10 @@ class ShardCalendars:
         if kept_ms is not None:
             bound = self._spliced(state, doc, owner, names, versions, bound, kept_ms)
         state._definition = bound
+        if isinstance(bound.compiled, Spliced):
+            self.spliced.add(state.id)
+        else:
+            self.spliced.discard(state.id)
         if state._aside is not None:
             state._aside.waiting = None
         return True

@@ -664,7 +664,8 @@ class ShardCore:
             self._runs.fire_due(state, now_ms, until_ms)
         except Exception as error:  # one broken schedule must not stop the shard
             self._failed(error)
-        self._calendars.walked(state)  # past an edit's backlog: bound as a new owner binds
+        if self._calendars.spliced:  # past an edit's backlog: bound as a new owner binds
+            self._calendars.walked(state)
         next_ms = state.next_ms
         if until_ms is not None and next_ms is not None and next_ms <= now_ms and not state.paused:
             # Due, but later than the calendars are known: held as above.
