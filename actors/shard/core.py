@@ -169,6 +169,7 @@ from actors.shard.schedule_commands import ScheduleCommands
 from actors.shard.state import (
     DEF_KEY_PREFIX,
     FireMiddles,
+    PauseInfo,
     RunState,
     ScheduleState,
     decode_definition,
@@ -626,32 +627,45 @@ class ShardCore:
         self._wheel.arm(run, alerts.timer_ms(run))
         return True
 
-    def _fire_counted(self, state: ScheduleState, now_ms: int) -> int:
-        """`RunBook.fire_due` of one schedule; the budget it costs (its fires, at least 1)."""
-        counts = self._counts
-        # None but for a schedule naming a calendar: then every instant it fires, not
-        # only the first, is bounded by how fresh the calendars are known.
-        until_ms = self._calendars.fire_limit_ms(state)
-        pause = state.pause if state.paused else None
-        if pause is not None and pause.resumed and pause.until_ms is not None:
-            # A resume kept until the calendars are known as of it (§5.7).
+    def _resume_held(
+        self, state: ScheduleState, pause: PauseInfo, until_ms: int | None, now_ms: int
+    ) -> bool:
+        """A paused schedule come due: a kept resume completed, or a pause that replaced
+        one ended with the resume's report, each once its calendars are known as of it
+        (§5.7); True while that waits (re-armed for a later look)."""
+        calendars = self._calendars
+        if pause.resumed and pause.until_ms is not None:
+            # A resume kept until the calendars are known as of it.
             if until_ms is not None and until_ms < pause.until_ms:
-                counts["calendar_held_total"] += 1
+                self._counts["calendar_held_total"] += 1
                 self._wheel.arm(state, now_ms + CALENDAR_HOLD_MS)
-                return 1
+                return True
             self._commands.finish_resume(state, pause.until_ms, now_ms)
-            self._calendars.walked(state)
-        elif pause is not None and pause.resumed_as_of_ms is not None:
+            calendars.walked(state)
+        elif pause.resumed_as_of_ms is not None:
             as_of_ms = pause.resumed_as_of_ms
             if pause.until_ms is not None and pause.until_ms <= now_ms:
                 # A pause that replaced a kept resume ends: the resume's report first,
-                # by calendars known as of its instant (§5.7).
+                # by calendars known as of its instant.
                 if until_ms is not None and until_ms < as_of_ms:
-                    counts["calendar_held_total"] += 1
+                    self._counts["calendar_held_total"] += 1
                     self._wheel.arm(state, now_ms + CALENDAR_HOLD_MS)
-                    return 1
+                    return True
                 self._commands.settle_resumed(state, as_of_ms)
-                self._calendars.walked(state)
+                calendars.walked(state)
+        return False
+
+    def _fire_counted(self, state: ScheduleState, now_ms: int) -> int:
+        """`RunBook.fire_due` of one schedule; the budget it costs (its fires, at least 1)."""
+        counts = self._counts
+        calendars = self._calendars
+        # None but for a schedule naming a calendar: then every instant it fires, not
+        # only the first, is bounded by how fresh the calendars are known.
+        until_ms = None if calendars.fresh_ms is None else calendars.fire_limit_ms(state)
+        if state.paused:  # (a herd's schedules are not: one test)
+            pause = state.pause
+            if pause is not None and self._resume_held(state, pause, until_ms, now_ms):
+                return 1
         if until_ms is not None:
             next_ms = state.next_ms
             if next_ms is not None and until_ms < next_ms <= now_ms:
@@ -664,8 +678,8 @@ class ShardCore:
             self._runs.fire_due(state, now_ms, until_ms)
         except Exception as error:  # one broken schedule must not stop the shard
             self._failed(error)
-        if self._calendars.spliced:  # past an edit's backlog: bound as a new owner binds
-            self._calendars.walked(state)
+        if calendars.spliced:  # past an edit's backlog: bound as a new owner binds
+            calendars.walked(state)
         next_ms = state.next_ms
         if until_ms is not None and next_ms is not None and next_ms <= now_ms and not state.paused:
             # Due, but later than the calendars are known: held as above.
