@@ -313,6 +313,11 @@ func (w *Worker) onAssigned(partitions []int32) {
 	// The assignment renews the lease from when its SyncGroup request was sent, not
 	// from when it was applied: a stale answer re-adopts nothing lost after it was sent.
 	storeLater(&w.lastHeard, w.lastSyncSent.Load())
+	// An answer read after the lease it renews ran out (a freeze between its send and
+	// its read) adopts nothing: the group may have given those partitions away since.
+	// They wait, lost, for a heartbeat sent from now on (checkLease's tick adopts them).
+	expired := w.opts.LeaseLossBeats > 0 &&
+		w.mono() > w.lastHeard.Load()+int64(w.opts.LeaseLossBeats)*w.heartbeatInterval().Milliseconds()
 	wanted := map[int32]bool{}
 	for _, p := range partitions {
 		wanted[p] = true
@@ -326,11 +331,15 @@ func (w *Worker) onAssigned(partitions []int32) {
 	for _, p := range partitions {
 		s, ok := w.slots[p]
 		switch {
+		case !ok && expired:
+			w.slots[p] = &slot{state: slotLost, since: w.mono()}
 		case !ok:
 			w.slots[p] = &slot{}
 			w.adopt(p)
 		case s.state == slotLive:
 			w.seek(p, w.core.FetchPosition(p)) // eager rebalancing restarted its fetch
+		case s.state == slotLost && expired:
+			s.since = w.mono()
 		case s.state == slotLost:
 			w.adopt(p)
 		}
@@ -589,7 +598,9 @@ func (w *Worker) checkLease() {
 		if s.state != slotLost {
 			lost = append(lost, p)
 			w.drop(p, "lease lost")
-			s.state, s.since, s.writing = slotLost, w.lastHeard.Load(), false
+			// Lost as of now, not of the last answer: only a request sent after this
+			// (a heartbeat answered) adopts it again, never one in flight across a freeze.
+			s.state, s.since, s.writing = slotLost, mono, false
 		}
 	}
 	if len(lost) > 0 {
@@ -615,7 +626,7 @@ func (w *Worker) onCommitOutcome(commit *Commit, outcome WriteOutcome) {
 		if current {
 			w.opts.Logger.Printf("producer of runs partition %d was fenced: another worker adopted it; its runs here are cancelled and not reported", commit.Partition)
 			w.drop(commit.Partition, "fenced")
-			s.state, s.since = slotLost, w.lastHeard.Load()
+			s.state, s.since = slotLost, w.mono() // adopted again by a later request only
 		}
 	case writeRefused:
 		// Writing the same records again would fail forever: they are replaced

@@ -1,0 +1,67 @@
+package kafkron
+
+import (
+	"io"
+	"log"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A SyncGroup answered, then the process frozen 40 s (past the session) before the
+// assignment is applied: onAssigned must not adopt (fence) partitions the group has
+// since given to another member.
+func TestStaleSyncGroupAnswerDoesNotAdopt(t *testing.T) {
+	w := NewWorker(Options{Namespace: "kafkron-test", WorkerID: "w", Concurrency: 1,
+		SessionTimeout: 10 * time.Second, LeaseLossBeats: 3, Registry: NewRegistry(),
+		Bootstrap: []string{"127.0.0.1:1"}, Logger: log.New(io.Discard, "", 0)})
+	var err error
+	if w.consumer, err = kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1")); err != nil {
+		t.Fatal(err)
+	}
+	defer w.consumer.Close()
+	w.start = time.Now().Add(-100 * time.Second)
+	w.lastHeard.Store(w.mono())
+	w.onRebalanceStarted()
+	w.start = w.start.Add(-40 * time.Second) // frozen with the SyncGroup answer unread
+	heard{w}.OnBrokerE2E(kgo.BrokerMetadata{}, 14, kgo.BrokerE2E{TimeToWrite: time.Millisecond,
+		ReadWait: 40 * time.Second, TimeToRead: time.Millisecond})
+	w.onAssigned([]int32{0})
+	if s := w.slots[0]; s != nil && s.state == slotAdopting {
+		t.Fatalf("adopted partition 0 on a SyncGroup answer whose lease ran out %d ms ago",
+			w.mono()-w.lastHeard.Load()-3*w.heartbeatInterval().Milliseconds())
+	}
+}
+
+// A heartbeat sent before a freeze and
+// read after the turn that found the lease lost must not re-adopt (fence) the
+// partitions the group gave away during the freeze.
+func TestStaleHeartbeatAfterLeaseLossDoesNotReadopt(t *testing.T) {
+	w := NewWorker(Options{Namespace: "kafkron-test", WorkerID: "w", Concurrency: 1,
+		SessionTimeout: 10 * time.Second, LeaseLossBeats: 3, Registry: NewRegistry(),
+		Bootstrap: []string{"127.0.0.1:1"}, Logger: log.New(io.Discard, "", 0)})
+	var err error
+	if w.consumer, err = kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1")); err != nil {
+		t.Fatal(err)
+	}
+	defer w.consumer.Close()
+	w.start = time.Now().Add(-100 * time.Second)
+	w.slots[0] = &slot{state: slotLive, lease: 1}
+	w.lastHeard.Store(w.mono()) // s1: last answer read before the freeze
+	// 2 s later a heartbeat goes out (s2), the broker answers it at once (NoError),
+	// and the process is frozen 40 s before reading it.
+	w.start = w.start.Add(-2 * time.Second)
+	w.start = w.start.Add(-40 * time.Second)
+	w.tick() // first turn after the thaw: the lease is lost
+	if w.slots[0].state != slotLost {
+		t.Fatalf("state %d, want lost", w.slots[0].state)
+	}
+	// the stale answer is read now: written 40 s ago
+	heard{w}.OnBrokerE2E(kgo.BrokerMetadata{}, 12, kgo.BrokerE2E{TimeToWrite: time.Millisecond,
+		ReadWait: 40 * time.Second, TimeToRead: time.Millisecond})
+	w.tick()
+	if w.slots[0].state == slotAdopting {
+		t.Fatalf("re-adopted (fencing the new owner) on a heartbeat sent before the freeze")
+	}
+}
