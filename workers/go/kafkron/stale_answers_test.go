@@ -13,15 +13,8 @@ import (
 // assignment is applied: onAssigned must not adopt (fence) partitions the group has
 // since given to another member.
 func TestStaleSyncGroupAnswerDoesNotAdopt(t *testing.T) {
-	w := NewWorker(Options{Namespace: "kafkron-test", WorkerID: "w", Concurrency: 1,
-		SessionTimeout: 10 * time.Second, LeaseLossBeats: 3, Registry: NewRegistry(),
-		Bootstrap: []string{"127.0.0.1:1"}, Logger: log.New(io.Discard, "", 0)})
-	var err error
-	if w.consumer, err = kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1")); err != nil {
-		t.Fatal(err)
-	}
+	w := leaseTestWorker(t)
 	defer w.consumer.Close()
-	w.start = time.Now().Add(-100 * time.Second)
 	w.lastHeard.Store(w.mono())
 	w.onRebalanceStarted()
 	w.start = w.start.Add(-40 * time.Second) // frozen with the SyncGroup answer unread
@@ -38,15 +31,8 @@ func TestStaleSyncGroupAnswerDoesNotAdopt(t *testing.T) {
 // read after the turn that found the lease lost must not re-adopt (fence) the
 // partitions the group gave away during the freeze.
 func TestStaleHeartbeatAfterLeaseLossDoesNotReadopt(t *testing.T) {
-	w := NewWorker(Options{Namespace: "kafkron-test", WorkerID: "w", Concurrency: 1,
-		SessionTimeout: 10 * time.Second, LeaseLossBeats: 3, Registry: NewRegistry(),
-		Bootstrap: []string{"127.0.0.1:1"}, Logger: log.New(io.Discard, "", 0)})
-	var err error
-	if w.consumer, err = kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1")); err != nil {
-		t.Fatal(err)
-	}
+	w := leaseTestWorker(t)
 	defer w.consumer.Close()
-	w.start = time.Now().Add(-100 * time.Second)
 	w.slots[0] = &slot{state: slotLive, lease: 1}
 	w.lastHeard.Store(w.mono()) // s1: last answer read before the freeze
 	// 2 s later a heartbeat goes out (s2), the broker answers it at once (NoError),
@@ -64,4 +50,19 @@ func TestStaleHeartbeatAfterLeaseLossDoesNotReadopt(t *testing.T) {
 	if w.slots[0].state == slotAdopting {
 		t.Fatalf("re-adopted (fencing the new owner) on a heartbeat sent before the freeze")
 	}
+}
+
+// leaseTestWorker: a worker of a 10 s session and the 3-heartbeat lease rule whose
+// clock began 100 s ago, with a consumer that never connects (its pause and resume
+// calls are all the lease code makes of it).
+func leaseTestWorker(t *testing.T) *Worker {
+	w := NewWorker(Options{Namespace: "kafkron-test", WorkerID: "w", Concurrency: 1,
+		SessionTimeout: 10 * time.Second, LeaseLossBeats: 3, Registry: NewRegistry(),
+		Bootstrap: []string{"127.0.0.1:1"}, Logger: log.New(io.Discard, "", 0)})
+	var err error
+	if w.consumer, err = kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1")); err != nil {
+		t.Fatal(err)
+	}
+	w.start = time.Now().Add(-100 * time.Second)
+	return w
 }
