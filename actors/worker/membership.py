@@ -87,7 +87,11 @@ Rules:
   counts from when its request was *sent* (``heartbeat``/``assigned``'s ``sent_ms``):
   a process frozen between the broker's answer and reading it must not renew a
   lease the group has ended; a lost or newly assigned partition is adopted only by
-  an answer sent after it was lost and read while the lease it renews holds.
+  an answer sent after it was lost and read while the lease it renews holds. An
+  assignment holds the lease until ``sent + session_timeout_ms -
+  heartbeat_interval_ms`` (``LeaseRules.sync_hold_ms``): the coordinator restarted
+  the member's session when it answered the SyncGroup, which a follower's request
+  may wait for longer than the heartbeat rule (a slow leader).
 - **Writes.** ``Write(commit)`` carries results and the offset of one partition for
   one transaction; one is in flight per partition. A failed one (aborted, nothing
   visible) is taken again after ``COMMIT_RETRY_MS`` doubling to
@@ -230,10 +234,20 @@ class LeaseRules:
         return self.rebalance_ms - self.heartbeat_interval_ms
 
     @property
+    def sync_hold_ms(self) -> int:
+        """How long after a SyncGroup request was sent its answer holds the lease:
+        the coordinator restarted the member's session when it answered, so the
+        group cannot evict us for a session from then; less a heartbeat interval,
+        the margin the lease rule keeps below the session too."""
+        if self.lease_loss_heartbeats <= 0:
+            return NEVER_MS
+        return self.session_timeout_ms - self.heartbeat_interval_ms
+
+    @property
     def adoption_wait_ms(self) -> int:
         """How long an adopted partition's keyed and rate-limited runs wait for the
         previous owner to stop (docs/DESIGN.md §8.2): the longest it may hold its
-        lease, by the lease rule or by a rebalance's hold. Computed from this
+        lease, by the lease rule, a rebalance's hold or an assignment's. Computed from this
         worker's own timeouts: every worker of a queue must use the same ones.
 
         With the lease rule off (``lease_loss_heartbeats`` 0) a previous owner cut
@@ -243,7 +257,7 @@ class LeaseRules:
         would give a rebalance: it covers an owner still heard by the group."""
         if self.lease_loss_heartbeats <= 0:
             return self.rebalance_ms - self.heartbeat_interval_ms
-        return max(self.lease_loss_ms, self.rebalance_hold_ms)
+        return max(self.lease_loss_ms, self.rebalance_hold_ms, self.sync_hold_ms)
 
 
 NEVER_MS = 1 << 62
@@ -453,11 +467,19 @@ class WorkerMachine:
         ``sent_ms``: when the SyncGroup request this answers was sent (default
         ``now_ms``). The group had us when the broker handled it, which may be long
         before the answer is read: a process frozen in between would otherwise renew
-        a lease the group has ended. An answer read when even that renewal has run
-        out (``now_ms`` past the lease) adopts nothing: the partitions wait, lost,
+        a lease the group has ended. The answer holds the lease until ``sent_ms +
+        LeaseRules.sync_hold_ms`` (the session the coordinator restarted, less a
+        heartbeat). An answer read when even that has run out (``now_ms`` past the
+        lease) adopts nothing: the partitions wait, lost,
         for a heartbeat sent after now (`_heard`)."""
         heard_ms = self._heard(now_ms, sent_ms)
-        self.core.hold_lease_until(0)  # heartbeats count again from here
+        # The coordinator restarted our session when it answered this SyncGroup, after
+        # it was sent: the group cannot evict us before a session from the send. A
+        # follower's request waits for the leader's, for longer than the lease rule's
+        # heartbeats at times; renewed from its send alone, a healthy member found its
+        # lease lost at the assignment and dropped its partitions. From here the hold
+        # of the rebalance ends and heartbeats count again.
+        self.core.hold_lease_until(heard_ms + self.rules.sync_hold_ms)
         fresh = self.core.lease_holds(now_ms)
         wanted = set(partitions)
         # A new assignment means new partition states in the consumer: unpaused,

@@ -29,6 +29,9 @@ from topics.deadlines import TIMEOUT_MARGIN_MS
 from topics.messages import parse_result
 
 RULES = LeaseRules(session_timeout_ms=10_000)  # heartbeat 2 s, lease 6 s, rebalance 20 s
+LOST_MS = T0 + RULES.sync_hold_ms + 1
+"""When a machine assigned at T0 and heard no more loses its lease: the assignment
+holds it for the session less a heartbeat (8 s), past the heartbeat rule's 6 s."""
 
 
 def make_machine(concurrency: int = 4) -> WorkerMachine:
@@ -96,14 +99,15 @@ def test_after_a_lost_lease_the_partition_is_adopted_again_from_its_commit() -> 
     m = live_machine(0)
     m.records([run_record(0), run_record(1)], T0)
     m.job_exited((0, 1, m.lease(0) or 0), Outcome("succeeded"), T0 + 10)
-    lost = m.tick(T0 + RULES.lease_loss_ms + 1)
+    assert of(m.tick(LOST_MS - 1), LeaseLost) == []
+    lost = m.tick(LOST_MS)
     assert of(lost, LeaseLost) and of(lost, CloseProducer)
     assert m.state(0) == "lost" and m.core.assigned == frozenset()
     # The consumer kept fetching meanwhile: nothing of that counts.
-    assert m.records([run_record(o) for o in range(2, 6)], T0 + 7_000) == []
-    [again] = of(m.heartbeat(T0 + 8_000), StartProducer)
-    m.producer_started(0, again.lease, T0 + 8_000)
-    actions = m.committed_read(0, again.lease, 0, None, T0 + 8_000)
+    assert m.records([run_record(o) for o in range(2, 6)], LOST_MS + 1_000) == []
+    [again] = of(m.heartbeat(LOST_MS + 2_000), StartProducer)
+    m.producer_started(0, again.lease, LOST_MS + 2_000)
+    actions = m.committed_read(0, again.lease, 0, None, LOST_MS + 2_000)
     assert Seek(0, 0) in actions  # not wherever the consumer had got to
 
 
@@ -144,18 +148,20 @@ def test_a_partition_handed_over_full_is_resumed_and_its_open_runs_run() -> None
 def test_a_run_delivered_again_after_a_readoption_is_a_new_key() -> None:
     m = live_machine(0)
     [first] = of(m.records([run_record(0)], T0), StartJob)
-    m.tick(T0 + RULES.lease_loss_ms + 1)  # lease lost: the job is asked to stop
-    [again] = of(m.heartbeat(T0 + 7_000), StartProducer)
-    m.producer_started(0, again.lease, T0 + 7_000)
-    m.committed_read(0, again.lease, 0, None, T0 + 7_000)
-    [second] = of(m.records([run_record(0)], T0 + 7_000), StartJob)
+    # lease lost: the job is asked to stop
+    assert of(m.tick(LOST_MS), CancelJob) == [CancelJob(first.key, "lease lost")]
+    back = LOST_MS + 1_000
+    [again] = of(m.heartbeat(back), StartProducer)
+    m.producer_started(0, again.lease, back)
+    m.committed_read(0, again.lease, 0, None, back)
+    [second] = of(m.records([run_record(0)], back), StartJob)
     assert first.key != second.key and first.key[:2] == second.key[:2]
     # The first job (a sync job that ignored the cancel) exits late: nothing recorded
     # for the second one, whose own exit is then recorded.
-    m.job_exited(first.key, Outcome("cancelled"), T0 + 7_100)
+    m.job_exited(first.key, Outcome("cancelled"), back + 100)
     assert m.core.running == 1
-    m.job_exited(second.key, Outcome("succeeded"), T0 + 7_200)
-    [write] = of(m.tick(T0 + 7_200), Write)
+    m.job_exited(second.key, Outcome("succeeded"), back + 200)
+    [write] = of(m.tick(back + 200), Write)
     assert [parse_result(r.value or b"").status for r in write.commit.results] == ["succeeded"]
 
 
@@ -197,12 +203,13 @@ def test_a_fence_of_an_older_producer_of_ours_does_not_drop_the_new_adoption() -
     m.records([run_record(0)], T0)
     # Lease lost, adopted again: the old producer's write is then fenced by our own
     # new producer.
-    m.tick(T0 + RULES.lease_loss_ms + 1)
-    [again] = of(m.heartbeat(T0 + 7_000), StartProducer)
-    m.producer_started(0, again.lease, T0 + 7_000)
-    m.committed_read(0, again.lease, 0, None, T0 + 7_000)
-    m.records([run_record(0)], T0 + 7_000)
-    assert m.fenced(0, old, T0 + 7_100) == [CloseProducer(0, old)]
+    assert of(m.tick(LOST_MS), LeaseLost)
+    back = LOST_MS + 1_000
+    [again] = of(m.heartbeat(back), StartProducer)
+    m.producer_started(0, again.lease, back)
+    m.committed_read(0, again.lease, 0, None, back)
+    m.records([run_record(0)], back)
+    assert m.fenced(0, old, back + 100) == [CloseProducer(0, old)]
     assert m.state(0) == LIVE and m.core.running == 2  # the new run is untouched
 
 
@@ -242,10 +249,16 @@ def test_a_rebalance_we_joined_holds_the_lease_past_the_heartbeat_rule() -> None
     m.rebalance_started(T0 + 1_000)  # heartbeats stop during JoinGroup/SyncGroup
     # A dead member still holds its session: the join waits for it (up to 10 s).
     assert of(m.tick(T0 + 9_000), LeaseLost) == []
-    m.assigned([0], T0 + 11_000, rejoined=False)
+    synced = T0 + 9_500
+    m.assigned([0], synced, rejoined=False)
     assert m.core.running == 1 and m.state(0) == LIVE
-    # Once the rebalance is over, the heartbeat rule alone applies again.
-    assert of(m.tick(T0 + 11_000 + RULES.lease_loss_ms + 1), LeaseLost)
+    # Once the rebalance is over, its hold ends: the assignment's (the session the
+    # coordinator restarted at the SyncGroup, less a heartbeat), then the heartbeat
+    # rule, end the lease before the rebalance's hold would have.
+    rebalance_hold_end = T0 + RULES.rebalance_hold_ms
+    assert synced + RULES.sync_hold_ms < rebalance_hold_end
+    assert of(m.tick(synced + RULES.sync_hold_ms), LeaseLost) == []
+    assert of(m.tick(synced + RULES.sync_hold_ms + 1), LeaseLost)
 
 
 def test_a_rebalance_that_outlasts_its_timeout_loses_the_lease() -> None:
