@@ -3,10 +3,12 @@ package kafkron
 import (
 	"io"
 	"log"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // A SyncGroup answered, then the process frozen 40 s (past the session) before the
@@ -17,9 +19,16 @@ func TestStaleSyncGroupAnswerDoesNotAdopt(t *testing.T) {
 	defer w.consumer.Close()
 	w.lastHeard.Store(w.mono())
 	w.onRebalanceStarted()
+	script, conn := groupConn(w)
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.SetVersion(5)
+	syncAnswer := kmsg.NewPtrSyncGroupResponse()
+	syncAnswer.SetVersion(5)
+	if _, err := conn.Write(request(sync, 1)); err != nil {
+		t.Fatal(err)
+	}
 	w.start = w.start.Add(-40 * time.Second) // frozen with the SyncGroup answer unread
-	heard{w}.OnBrokerE2E(kgo.BrokerMetadata{}, 14, kgo.BrokerE2E{TimeToWrite: time.Millisecond,
-		ReadWait: 40 * time.Second, TimeToRead: time.Millisecond})
+	converse(t, conn, script, nil, answer(syncAnswer, 1))
 	w.onAssigned([]int32{0})
 	if s := w.slots[0]; s != nil && s.state == slotAdopting {
 		t.Fatalf("adopted partition 0 on a SyncGroup answer whose lease ran out %d ms ago",
@@ -38,14 +47,16 @@ func TestStaleHeartbeatAfterLeaseLossDoesNotReadopt(t *testing.T) {
 	// 2 s later a heartbeat goes out (s2), the broker answers it at once (NoError),
 	// and the process is frozen 40 s before reading it.
 	w.start = w.start.Add(-2 * time.Second)
+	script, conn := groupConn(w)
+	if _, err := conn.Write(request(heartbeatRequest(4), 1)); err != nil {
+		t.Fatal(err)
+	}
 	w.start = w.start.Add(-40 * time.Second)
 	w.tick() // first turn after the thaw: the lease is lost
 	if w.slots[0].state != slotLost {
 		t.Fatalf("state %d, want lost", w.slots[0].state)
 	}
-	// the stale answer is read now: written 40 s ago
-	heard{w}.OnBrokerE2E(kgo.BrokerMetadata{}, 12, kgo.BrokerE2E{TimeToWrite: time.Millisecond,
-		ReadWait: 40 * time.Second, TimeToRead: time.Millisecond})
+	converse(t, conn, script, nil, answer(heartbeatAnswer(4, 0), 1)) // the stale answer
 	w.tick()
 	if w.slots[0].state == slotAdopting {
 		t.Fatalf("re-adopted (fencing the new owner) on a heartbeat sent before the freeze")
@@ -65,4 +76,11 @@ func leaseTestWorker(t *testing.T) *Worker {
 	}
 	w.start = time.Now().Add(-100 * time.Second)
 	return w
+}
+
+// groupConn: a connection of w's consumer to the group coordinator, read as the
+// consumer's are (consumerOpts), whose answers the test writes.
+func groupConn(w *Worker) (*scriptConn, net.Conn) {
+	script := &scriptConn{chunk: 4096}
+	return script, w.groupAnswers().watch(script)
 }

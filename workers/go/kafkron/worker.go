@@ -127,25 +127,15 @@ func (w *Worker) post(f func()) {
 	}
 }
 
-type heard struct{ w *Worker }
-
-// OnBrokerE2E: every answer to a group request is the coordinator heard (the lease),
-// as of when its request was sent (WORKER-PROTOCOL 10.1): a process frozen while it
-// waited for the answer reads it late, and must not count the freeze as heard.
-func (h heard) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
-	if (key == 11 || key == 12 || key == 14) && e2e.Err() == nil {
-		sent := sentMs(h.w.mono(), e2e)
-		storeLater(&h.w.lastHeard, sent)
-		if key == 14 { // SyncGroup: the assignment onAssigned applies next
-			storeLater(&h.w.lastSyncSent, sent)
-		}
+// answered: a group request answered without error (group_answers.go) is the
+// coordinator heard (the lease), as of when the request was sent (WORKER-PROTOCOL
+// 10.1): a process frozen while it waited for the answer reads it late, and must not
+// count the freeze as heard.
+func (w *Worker) answered(key int16, sentMs int64) {
+	storeLater(&w.lastHeard, sentMs)
+	if key == keySyncGroup { // the assignment onAssigned applies next
+		storeLater(&w.lastSyncSent, sentMs)
 	}
-}
-
-// sentMs: when the request of an answer read at nowMs was written, on the same clock
-// (the wait for the answer and its read, a freeze within them included, taken off).
-func sentMs(nowMs int64, e2e kgo.BrokerE2E) int64 {
-	return nowMs - e2e.DurationE2E().Milliseconds()
 }
 
 // storeLater keeps the later of the stored instant and at (answers may be read out of
@@ -159,7 +149,15 @@ func storeLater(v *atomic.Int64, at int64) {
 	}
 }
 
-func (w *Worker) consumerOpts() []kgo.Opt {
+// groupAnswers tells answered of the consumer's group answers without error.
+func (w *Worker) groupAnswers() groupAnswers {
+	return groupAnswers{nowMs: w.mono, heard: w.answered}
+}
+
+// consumerOpts: dial is the other clients' dial function (their TLS included); the
+// consumer's connections are read by groupAnswers (DialTLSConfig(nil): franz-go takes
+// one of the two, and dial already dials TLS).
+func (w *Worker) consumerOpts(dial dialFunc) []kgo.Opt {
 	return w.clientOpts(
 		kgo.ClientID("kafkron-worker-"+w.opts.WorkerID),
 		kgo.ConsumerGroup(w.names.WorkerGroup()),
@@ -173,7 +171,8 @@ func (w *Worker) consumerOpts() []kgo.Opt {
 		kgo.RebalanceTimeout(2*w.opts.SessionTimeout),
 		kgo.FetchMaxWait(50*time.Millisecond),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.WithHooks(heard{w}),
+		kgo.DialTLSConfig(nil),
+		kgo.Dialer(w.groupAnswers().dialer(dial)),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, _ map[string][]int32) {
 			w.post(w.onRebalanceStarted)
 		}),
@@ -195,7 +194,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.admin = kadm.NewClient(w.adminCl)
-	if w.consumer, err = kgo.NewClient(w.consumerOpts()...); err != nil {
+	dial, ok := w.adminCl.OptValue(kgo.Dialer).(dialFunc)
+	if !ok || dial == nil {
+		return errors.New("franz-go gave no dial function")
+	}
+	if w.consumer, err = kgo.NewClient(w.consumerOpts(dial)...); err != nil {
 		return err
 	}
 	w.lastHeard.Store(w.mono())
