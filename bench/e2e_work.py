@@ -18,6 +18,19 @@ asyncio executor) firing the same burst of no-op jobs due at one instant, the ba
 a Python user compares a scheduler with. The ratio is kafkron's end-to-end runs/s
 over APScheduler's fires/s (which has no broker, no durability, no second process).
 
+CPU per run: wall-clock rates on a small shared machine swing by a third from run
+to run, the CPU spent on the same work far less. Over the burst (from just before
+its due instant to its last result seen) and over the workers-alone phase, each
+process's user + system CPU (``/proc``, `proc_cpu.py`) divided by the runs:
+``sched_cpu_us_per_run``, ``worker_cpu_us_per_run`` (the workers summed),
+``broker_cpu_us_per_run`` (the broker `kafkron broker` started; -1 for another),
+``total_cpu_us_per_run`` (the three), against APScheduler's CPU per fire in the same
+run: ``cpu_ratio_vs_apscheduler`` is APScheduler's µs per fire over kafkron's per
+run (above 1: kafkron's whole path costs less CPU per run than an in-memory fire).
+The observer (this process's results consumer) is printed but not counted.
+``--profile-worker DIR`` runs the first worker under cProfile (``DIR/worker0.prof``,
+written as it stops); its CPU figures then include the profiler's own cost.
+
 Run: ``python bench/e2e_work.py [--workers 2] [--rate 2000] [--seconds 20]
 [--burst 30000]``. The last line is ``bench e2e_work: ...``.
 """
@@ -40,6 +53,7 @@ from typing import Any
 import measured
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from proc_cpu import Snapshot, broker_pid
 
 from actors.history.recorder import partitions_of
 from actors.views.tail import read_to_end
@@ -54,6 +68,9 @@ from topics.timefmt import format_ms, parse_instant
 REPO = Path(__file__).resolve().parent.parent
 WARMUP_S = 3.0
 LEAD_MS = 8_000  # schedules are created this far ahead of their first fire
+# CPU is read this long before a burst's due instant: every upsert is applied by
+# then (the burst is sent LEAD_MS ahead), and the idle processes spend next to nothing.
+CPU_LEAD_MS = 200
 
 
 def now_ms() -> int:
@@ -70,8 +87,10 @@ def pct(values: list[int], q: float) -> int:
 # --- baseline: APScheduler ---------------------------------------------------------
 
 
-async def apscheduler_burst(count: int) -> tuple[float, int]:
-    """(fires/s, p99 lateness ms) of ``count`` no-op date jobs due at one instant."""
+async def apscheduler_burst(count: int) -> tuple[float, int, float]:
+    """(fires/s, p99 lateness ms, CPU µs per fire) of ``count`` no-op date jobs due at
+    one instant; the CPU is this process's, from just before the due instant to the
+    last fire (adding the jobs is not counted, as kafkron's upserts are not)."""
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
     done: list[int] = []
@@ -89,11 +108,14 @@ async def apscheduler_burst(count: int) -> tuple[float, int]:
     run_date = datetime.fromtimestamp(due_ms / 1000, tz=UTC)
     for _ in range(count):
         scheduler.add_job(fire, "date", run_date=run_date)
+    await asyncio.sleep(max(0.0, (due_ms - now_ms() - CPU_LEAD_MS) / 1000))
+    cpu_before_s = time.process_time()
     while len(done) < count:
         await asyncio.sleep(0.05)
+    cpu_us_per_fire = (time.process_time() - cpu_before_s) * 1e6 / count
     scheduler.shutdown(wait=False)
     span_s = max(0.001, (max(done) - due_ms) / 1000)
-    return count / span_s, pct([d - due_ms for d in done], 0.99)
+    return count / span_s, pct([d - due_ms for d in done], 0.99), cpu_us_per_fire
 
 
 # --- kafkron ----------------------------------------------------------------------------
@@ -264,20 +286,57 @@ async def wait_count(
         await asyncio.sleep(0.1)
 
 
-def start(settings: Settings, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+def start(
+    settings: Settings, argv: list[str], log: Path, profile: Path | None = None
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "KAFKRON_NAMESPACE": settings.namespace,
         "KAFKRON_BOOTSTRAP": settings.bootstrap,
         "PYTHONPATH": os.pathsep.join([str(REPO / "bench"), str(REPO)]),
     }
+    profiler = [] if profile is None else ["-m", "cProfile", "-o", str(profile)]
     return subprocess.Popen(
-        [sys.executable, "-m", "actors.cli", *argv],
+        [sys.executable, *profiler, "-m", "actors.cli", *argv],
         cwd=REPO,
         env=env,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
+
+
+def process_pids(settings: Settings, procs: list[subprocess.Popen[bytes]]) -> dict[str, int]:
+    """The processes whose CPU a run costs, by role: the scheduler, each worker, the
+    broker (when it is the local one `kafkron broker` started) and this process, the
+    observer whose results consumer is not part of the path."""
+    pids = {"sched": procs[0].pid, "observer": os.getpid()}
+    pids.update({f"worker{i}": proc.pid for i, proc in enumerate(procs[1:])})
+    broker = broker_pid(settings.bootstrap)
+    if broker is not None:
+        pids["broker"] = broker
+    return pids
+
+
+def cpu_per_run(prefix: str, spent_s: dict[str, float | None], runs: int) -> dict[str, float]:
+    """µs of CPU per run of each role (the workers summed: each run is one worker's),
+    and of the path (scheduler, workers, broker; -1 when a part could not be read)."""
+
+    def us(names: list[str]) -> float:
+        parts = [spent_s.get(name) for name in names]
+        if not names or any(part is None for part in parts):
+            return -1.0
+        return sum(part for part in parts if part is not None) * 1e6 / runs
+
+    workers = sorted(name for name in spent_s if name.startswith("worker"))
+    out = {
+        f"{prefix}sched_cpu_us_per_run": us(["sched"]),
+        f"{prefix}worker_cpu_us_per_run": us(workers),
+        f"{prefix}broker_cpu_us_per_run": us(["broker"]),
+        f"{prefix}observer_cpu_us_per_run": us(["observer"]),
+    }
+    path = [out[f"{prefix}{role}_cpu_us_per_run"] for role in ("sched", "worker", "broker")]
+    out[f"{prefix}total_cpu_us_per_run"] = -1.0 if min(path) < 0 else sum(path)
+    return out
 
 
 async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
@@ -304,6 +363,7 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
                     *loop,
                 ],
                 logs / f"worker{i}.log",
+                args.profile_worker / "worker0.prof" if args.profile_worker and i == 0 else None,
             )
         )
     seen = Seen()
@@ -369,7 +429,11 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
             settings,
             [upsert(f"burst-{i}", {"at": format_ms(due_ms)}, args.job) for i in range(args.burst)],
         )
+        await asyncio.sleep(max(0.0, (due_ms - now_ms() - CPU_LEAD_MS) / 1000))
+        pids = process_pids(settings, procs)
+        cpu_before = Snapshot.take(pids)
         await wait_count(seen, "burst", args.burst, 600, procs)
+        figures.update(cpu_per_run("", Snapshot.take(pids).spent_since(cpu_before), args.burst))
         seen.settle()
         last_ms = max(seen.visible_ms["burst"])
         figures["burst"] = args.burst
@@ -383,8 +447,11 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
 
         # Workers alone: runs written straight to {ns}.runs (no scheduler in the
         # path); the rate at which their results become visible, first to last.
+        cpu_before = Snapshot.take(pids)
         await write_runs(settings, args.burst, args.job)
         await wait_count(seen, "drain", args.burst, 600, procs)
+        spent = Snapshot.take(pids).spent_since(cpu_before)
+        figures.update(cpu_per_run("drain_", spent, args.burst))
         seen.settle()
         drained = seen.visible_ms["drain"]
         figures["drain_runs_per_s"] = args.burst / max(0.001, (max(drained) - min(drained)) / 1000)
@@ -430,11 +497,23 @@ async def main() -> None:
         default=None,
         help="the event loop of the scheduler and the workers (default: theirs)",
     )
+    parser.add_argument(
+        "--profile-worker",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="run the first worker under cProfile, its profile written to DIR/worker0.prof",
+    )
     measured.add_record_option(parser)
     args = parser.parse_args()
+    if args.profile_worker is not None:
+        args.profile_worker.mkdir(parents=True, exist_ok=True)
 
-    base_rate, base_p99 = await apscheduler_burst(args.burst)
-    print(f"apscheduler burst of {args.burst}: {base_rate:,.0f} fires/s, p99 late {base_p99} ms")
+    base_rate, base_p99, base_cpu_us = await apscheduler_burst(args.burst)
+    print(
+        f"apscheduler burst of {args.burst}: {base_rate:,.0f} fires/s, p99 late {base_p99} ms,"
+        f" {base_cpu_us:.1f} µs CPU per fire (load average {os.getloadavg()[0]:.2f})"
+    )
     f = await kafkron_run(args)
     print(
         f"kafkron steady {f['steady_rate']:.0f}/s: {f['steady_runs']:.0f} of "
@@ -455,13 +534,31 @@ async def main() -> None:
         f"kafkron workers alone, {f['burst']:.0f} runs written straight to the runs topic: "
         f"{f['drain_runs_per_s']:,.0f} runs/s"
     )
+    for phase, prefix in (("burst", ""), ("workers alone", "drain_")):
+        print(
+            f"CPU µs per run, {phase}: scheduler {f[prefix + 'sched_cpu_us_per_run']:.1f}, "
+            f"workers {f[prefix + 'worker_cpu_us_per_run']:.1f}, broker "
+            f"{f[prefix + 'broker_cpu_us_per_run']:.1f}, total "
+            f"{f[prefix + 'total_cpu_us_per_run']:.1f} (observer "
+            f"{f[prefix + 'observer_cpu_us_per_run']:.1f}, not counted)"
+        )
+    total_us = f["total_cpu_us_per_run"]
+    cpu_ratio = base_cpu_us / total_us if total_us > 0 else -1.0
+    load = os.getloadavg()[0]
     print(
         f"bench e2e_work: workers={args.workers} burst_runs_per_s={f['burst_runs_per_s']:.0f} "
         f"steady_rate={f['steady_rate']:.0f} steady_p50_ms={f['p50_ms']:.0f} "
         f"steady_p99_ms={f['p99_ms']:.0f} apscheduler_fires_per_s={base_rate:.0f} "
         f"ratio_vs_apscheduler={f['burst_runs_per_s'] / base_rate:.2f} "
-        f"workers_alone_runs_per_s={f['drain_runs_per_s']:.0f} job={args.job} "
-        f"loop={args.loop or 'asyncio'}"
+        f"workers_alone_runs_per_s={f['drain_runs_per_s']:.0f} "
+        f"sched_cpu_us_per_run={f['sched_cpu_us_per_run']:.1f} "
+        f"worker_cpu_us_per_run={f['worker_cpu_us_per_run']:.1f} "
+        f"broker_cpu_us_per_run={f['broker_cpu_us_per_run']:.1f} "
+        f"total_cpu_us_per_run={total_us:.1f} "
+        f"apscheduler_cpu_us_per_fire={base_cpu_us:.1f} cpu_ratio_vs_apscheduler={cpu_ratio:.2f} "
+        f"drain_worker_cpu_us_per_run={f['drain_worker_cpu_us_per_run']:.1f} "
+        f"drain_broker_cpu_us_per_run={f['drain_broker_cpu_us_per_run']:.1f} "
+        f"load_avg={load:.2f} job={args.job} loop={args.loop or 'asyncio'}"
     )
     measured.record(
         "e2e_work",
