@@ -78,6 +78,7 @@ def drive(batch: list[InRecord], partitions: int, concurrency: int, fetch: int) 
     for partition in range(partitions):
         core.assign(partition, 0, None, T0)
     ok = Outcome(RunStatus.SUCCEEDED)
+    by_turn = hasattr(core, "jobs_exited")
     now_ms = T0 + 1
     committed = 0
     started_s = time.process_time()
@@ -89,10 +90,11 @@ def drive(batch: list[InRecord], partitions: int, concurrency: int, fetch: int) 
                     running.append(action.key)
         while running:  # every job exits in the turn it started; exits start the next
             exited, running = running, []
-            for key in exited:
-                for action in core.job_exited(key, ok, now_ms):
-                    if isinstance(action, StartJob):
-                        running.append(action.key)
+            if by_turn:  # as the runtime reports them: a turn's exits in one call
+                actions = core.jobs_exited([(key, ok) for key in exited], now_ms)
+            else:  # a commit older than `jobs_exited`: one call per exit
+                actions = [a for key in exited for a in core.job_exited(key, ok, now_ms)]
+            running = [action.key for action in actions if isinstance(action, StartJob)]
         for partition in range(partitions):
             commit = core.take_commit(partition)
             if commit is not None:

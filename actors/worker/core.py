@@ -10,6 +10,7 @@ Inputs (methods)                         Outputs
   assign(p, committed, metadata)           -
   receive(run record)                      StartJob / Discarded
   job_exited(key, outcome)                 StartJob (the freed slot's next run)
+  jobs_exited([(key, outcome), ...])       StartJob (a turn's exits, one fill)
   advance(now)                             CancelJob(timeout) / LeaseLost + CancelJob
   lease_renewed(now)                       -
   revoke(p)                                CancelJob(revoked)
@@ -638,9 +639,31 @@ class WorkerCore:
 
     def job_exited(self, key: RunKey, outcome: Outcome, now_ms: int) -> list[Action]:
         """The job of ``key`` returned, raised or was cancelled; its slot is free."""
+        return self.jobs_exited(((key, outcome),), now_ms)
+
+    def jobs_exited(self, exits: Iterable[tuple[RunKey, Outcome]], now_ms: int) -> list[Action]:
+        """The jobs that ended in one turn of the loop, in the order they ended: each
+        is recorded as by `job_exited`, then the freed slots are filled once (the same
+        runs start as after one `job_exited` each, without a pass over the queue, a
+        lease check and an action list per exit: docs/DESIGN.md §8.3)."""
+        backlogged = self._backlogged
+        refill: list[int] = []
+        for key, outcome in exits:
+            exited = self._exited(key, outcome, now_ms)
+            if exited and key[0] in backlogged and key[0] not in refill:
+                refill.append(key[0])
+        if refill:
+            actions = self._refill(refill, now_ms)
+            actions.extend(self._fill(now_ms))
+            return actions
+        return self._fill(now_ms)
+
+    def _exited(self, key: RunKey, outcome: Outcome, now_ms: int) -> bool:
+        """Record the exit of ``key``'s job; False if it was not running (reported
+        twice, or dropped with its partition)."""
         running = self._running.pop(key, None)
         if running is None:
-            return []
+            return False
         concurrency = running.run.job.concurrency
         if concurrency is not None:  # its key's slot is free only now, the job gone
             self._keys.exited(key, concurrency)
@@ -660,11 +683,7 @@ class WorkerCore:
                 )
                 if running.cancel_offset is not None:
                     self._finish(part, running.cancel_offset)
-        if key[0] in self._backlogged:
-            actions = self._refill((key[0],), now_ms)
-            actions.extend(self._fill(now_ms))
-            return actions
-        return self._fill(now_ms)
+        return True
 
     def progress(self, key: RunKey, details: Any, at_ms: int, now_ms: int) -> None:
         """The job of ``key`` reported progress (``ctx.heartbeat(details)`` at ``at_ms``).

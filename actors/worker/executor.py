@@ -3,7 +3,8 @@ inline ones (``@job(name, inline=True)``) on the loop as they start.
 
 The executor does not decide how many jobs run (the core does); it starts what it
 is told, turns how the function ended into an ``Outcome``, and reports the exit on
-the event loop's thread through ``on_exit``. It reports each started job exactly
+the event loop's thread through ``on_exit`` (or ``on_exits``, a turn's exits in one
+call). It reports each started job exactly
 once, and only when the job has really stopped: a sync job asked to stop keeps its
 thread (Python cannot kill one) until it returns or calls ``ctx.heartbeat()``.
 
@@ -33,6 +34,8 @@ from topics.vocabulary import RunStatus
 log = logging.getLogger("kafkron.worker")
 
 ExitCallback = Callable[[RunKey, Outcome], None]
+ExitsCallback = Callable[[list[tuple[RunKey, Outcome]]], None]
+"""The exits of one turn of the loop, in the order they ended (``on_exits``)."""
 CLOSE_WAIT_S = 10.0
 """How long ``close`` waits for cancelled async jobs to end."""
 ProgressReport = Callable[[RunKey, Any, int], None]
@@ -106,12 +109,18 @@ class Executor:
         *,
         threads: int,
         worker: str,
-        on_exit: ExitCallback,
+        on_exit: ExitCallback | None = None,
         on_progress: ProgressReport | None = None,
+        on_exits: ExitsCallback | None = None,
     ) -> None:
+        """Exits are reported to ``on_exits`` (a turn's exits in one call) if given,
+        else to ``on_exit`` one by one."""
+        if (on_exit is None) == (on_exits is None):
+            raise ValueError("give one of on_exit and on_exits")
         self._registry = registry
         self._worker = worker
         self._on_exit = on_exit
+        self._on_exits = on_exits
         self._on_progress = on_progress
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=max(1, threads), thread_name_prefix="kafkron-job"
@@ -196,7 +205,8 @@ class Executor:
         self._reporting = False
         ended, self._ended = self._ended, []
         for key, outcome in ended:
-            self._exited(key, outcome)
+            self._forget(key, outcome)
+        self._hand_over(ended)
 
     def _progress(self, key: RunKey, details: Any, at_ms: int) -> None:
         if key not in self._contexts or self._on_progress is None:
@@ -243,14 +253,31 @@ class Executor:
         self._exited(key, outcome)
 
     def _exited(self, key: RunKey, outcome: Outcome) -> None:
+        self._forget(key, outcome)
+        self._hand_over([(key, outcome)])
+
+    def _forget(self, key: RunKey, outcome: Outcome) -> None:
+        """The job of ``key`` is gone: no context to cancel, its duration observed."""
         self._contexts.pop(key, None)
         started = self._started.pop(key, None)
         if started is not None:
             metrics.job_exited(started[0], outcome.status, time.perf_counter() - started[1])
-        try:
-            self._on_exit(key, outcome)
-        except Exception:
-            log.exception("handling the exit of run %s failed", key)
+
+    def _hand_over(self, exits: list[tuple[RunKey, Outcome]]) -> None:
+        on_exits = self._on_exits
+        if on_exits is not None:
+            try:
+                on_exits(exits)
+            except Exception:
+                log.exception("handling the exits of runs %s failed", [key for key, _ in exits])
+            return
+        on_exit = self._on_exit
+        assert on_exit is not None  # one of the two, checked at construction
+        for key, outcome in exits:
+            try:
+                on_exit(key, outcome)
+            except Exception:
+                log.exception("handling the exit of run %s failed", key)
 
     async def close(self) -> None:
         """Cancel what still runs and wait for async jobs; threads are not waited for."""

@@ -20,6 +20,7 @@ Inputs (methods)                              Outputs
   fenced(p, lease)                              CancelJob..., CloseProducer(p, lease)
   records(records)                              StartJob / Discarded
   job_exited(key, outcome)                      StartJob
+  jobs_exited([(key, outcome), ...])            StartJob
   progress(key, details, at)                    - (a report in the next Write)
   commit_done / commit_failed / commit_refused  WakeAt
   commit_unknown                                StartProducer (a fresh producer)
@@ -663,6 +664,10 @@ class WorkerMachine:
 
     def job_exited(self, key: RunKey, outcome: Outcome, now_ms: int) -> list[Action]:
         return list(self.core.job_exited(key, outcome, now_ms))
+
+    def jobs_exited(self, exits: Iterable[tuple[RunKey, Outcome]], now_ms: int) -> list[Action]:
+        """The jobs that ended in one turn of the loop (`WorkerCore.jobs_exited`)."""
+        return list(self.core.jobs_exited(exits, now_ms))
 
     def progress(self, key: RunKey, details: Any, at_ms: int, now_ms: int) -> list[Action]:
         """A running job's ``ctx.heartbeat(details)``: a progress report to write with

@@ -214,7 +214,7 @@ class WorkerRuntime:
             registry,
             threads=options.concurrency,
             worker=options.worker_id,
-            on_exit=self._job_exited,
+            on_exits=self._jobs_exited,
             on_progress=self._job_progress,
         )
         self._consumer: AIOKafkaConsumer | None = None
@@ -468,8 +468,9 @@ class WorkerRuntime:
         self._apply(self.machine.progress(key, details, at_ms, self._now()))
         self._tick_soon()  # written with the partition's next commit
 
-    def _job_exited(self, key: RunKey, outcome: Outcome) -> None:
-        self._apply(self.machine.job_exited(key, outcome, self._now()))
+    def _jobs_exited(self, exits: list[tuple[RunKey, Outcome]]) -> None:
+        """A turn's exits: one clock read, one pass of the core, one tick for all."""
+        self._apply(self.machine.jobs_exited(exits, self._now()))
         self._tick_soon()
 
     def _woken(self) -> None:
