@@ -87,7 +87,8 @@ type Worker struct {
 	// monotonic ms the last answered SyncGroup request was sent (its assignment's lease)
 	lastSyncSent atomic.Int64
 	rebalance    bool
-	holdUntil    int64
+	holdUntil    int64 // a rebalance's hold (only while rebalance)
+	syncHold     int64 // the last assignment's hold (lease.go)
 	lostAt       int64
 	live         string
 }
@@ -315,12 +316,15 @@ func (w *Worker) onAssigned(partitions []int32) {
 	w.rebalance = false
 	// The assignment renews the lease from when its SyncGroup request was sent, not
 	// from when it was applied: a stale answer re-adopts nothing lost after it was sent.
-	storeLater(&w.lastHeard, w.lastSyncSent.Load())
+	// It holds it for the session from then, less a heartbeat (syncHoldMs): a
+	// follower's SyncGroup waits for the leader's, at times longer than the lease rule.
+	sent := w.lastSyncSent.Load()
+	storeLater(&w.lastHeard, sent)
+	w.syncHold = sent + w.syncHoldMs()
 	// An answer read after the lease it renews ran out (a freeze between its send and
 	// its read) adopts nothing: the group may have given those partitions away since.
 	// They wait, lost, for a heartbeat sent from now on (checkLease's tick adopts them).
-	expired := w.opts.LeaseLossBeats > 0 &&
-		w.mono() > w.lastHeard.Load()+int64(w.opts.LeaseLossBeats)*w.heartbeatInterval().Milliseconds()
+	expired := !w.leaseHolds(w.mono())
 	wanted := map[int32]bool{}
 	for _, p := range partitions {
 		wanted[p] = true
@@ -580,36 +584,6 @@ func (w *Worker) tick() {
 		}
 	}
 	w.settle()
-}
-
-// checkLease is the lease rule (§10.1): no answer of the coordinator for
-// LeaseLossBeats heartbeat intervals (held during a rebalance we joined): drop all.
-func (w *Worker) checkLease() {
-	if w.opts.LeaseLossBeats <= 0 {
-		return
-	}
-	mono := w.mono()
-	expires := w.lastHeard.Load() + int64(w.opts.LeaseLossBeats)*w.heartbeatInterval().Milliseconds()
-	if w.rebalance && w.holdUntil > expires {
-		expires = w.holdUntil
-	}
-	if mono <= expires {
-		return
-	}
-	var lost []int32
-	for p, s := range w.slots {
-		if s.state != slotLost {
-			lost = append(lost, p)
-			w.drop(p, "lease lost")
-			// Lost as of now, not of the last answer: only a request sent after this
-			// (a heartbeat answered) adopts it again, never one in flight across a freeze.
-			s.state, s.since, s.writing = slotLost, mono, false
-		}
-	}
-	if len(lost) > 0 {
-		w.opts.Logger.Printf("worker %s: no heartbeat reached the group coordinator for %d ms; cancelling the runs of partitions %v",
-			w.opts.WorkerID, mono-w.lastHeard.Load(), lost)
-	}
 }
 
 func (w *Worker) onCommitOutcome(commit *Commit, outcome WriteOutcome) {
