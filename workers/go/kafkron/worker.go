@@ -299,6 +299,7 @@ func (w *Worker) startJob(act StartJob) {
 		cancel()
 		w.post(func() {
 			delete(w.jobs, key)
+			w.checkLease() // the exit may start the next queued run: not past the lease
 			w.apply(w.core.JobExited(key, out, w.now()))
 		})
 	}()
@@ -374,8 +375,17 @@ func (w *Worker) drop(p int32, reason string) {
 }
 
 func (w *Worker) adopt(p int32) {
-	w.nextLease++
 	s := w.slots[p]
+	// Past the lease no adoption starts: its producer's init would fence the
+	// partition's new owner, retry after retry while the group coordinator is out of
+	// reach and the transaction coordinator is not. Lost as of now: only a request sent
+	// after this adopts it again.
+	if mono := w.mono(); !w.leaseHolds(mono) {
+		w.checkLease()
+		s.state, s.since, s.writing = slotLost, mono, false
+		return
+	}
+	w.nextLease++
 	s.state, s.lease, s.writing = slotAdopting, w.nextLease, false
 	lease := s.lease
 	w.consumer.PauseFetchPartitions(map[string][]int32{w.names.Topic("runs"): {p}})
@@ -454,6 +464,9 @@ func (w *Worker) readCommitted(ctx context.Context, p int32) (int64, string, err
 }
 
 func (w *Worker) adopted(p int32, lease int, producer *kgo.Client, start int64, metadata string, end int64, err error) {
+	// Answered past the lease (a process thawed mid-adoption, before the tick that finds
+	// the lease gone): the partition is lost with the rest and this producer closed.
+	w.checkLease()
 	s, ok := w.slots[p]
 	if !ok || s.lease != lease || s.state != slotAdopting {
 		if producer != nil {
@@ -525,6 +538,9 @@ func (w *Worker) settle() {
 // --- records ----------------------------------------------------------------------
 
 func (w *Worker) onFetches(fs kgo.Fetches) {
+	// No run starts past the lease, even in a turn that comes before the tick (a
+	// thawed process's first fetch): the partitions go first.
+	w.checkLease()
 	mono := w.mono()
 	var appended int64
 	var records []Record
