@@ -354,7 +354,6 @@ class WorkerCore:
         # Its rate limits' buckets are empty once the previous owner is known stopped.
         self.rates.adopted(partition, now_ms, part.keyed_from_ms)
         self._partitions[partition] = part
-        self._lease_renewed_ms = max(self._lease_renewed_ms, now_ms)
 
     def catching_up(self) -> frozenset[int]:
         """Partitions adopted and not yet read to their end (report `caught_up`)."""
@@ -799,6 +798,10 @@ class WorkerCore:
     def lease_holds(self, now_ms: int) -> bool:
         """The lease still holds at ``now_ms`` (the last instant included)."""
         return now_ms <= self._lease_expires_ms()
+
+    def lease_ends_ms(self) -> int:
+        """The last instant the lease holds, as the answers heard so far say."""
+        return self._lease_expires_ms()
 
     def _lease_expires_ms(self) -> int:
         return max(self._lease_renewed_ms + self._lease_loss_ms, self._lease_held_until_ms)

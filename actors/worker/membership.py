@@ -537,6 +537,8 @@ class WorkerMachine:
     # --- adoption -------------------------------------------------------------------
 
     def producer_started(self, partition: int, lease: int, now_ms: int) -> list[Action]:
+        if not self.core.lease_holds(now_ms):
+            return self._past_lease(partition, lease, now_ms)
         renewed = self._current(partition, lease, LIVE)
         if renewed is not None and renewed.renewing:
             # The fresh producer after a refusal fenced whoever holds the id now:
@@ -562,6 +564,8 @@ class WorkerMachine:
         """The committed offset (and metadata) read after the fence; ``end_offset``,
         the partition's last stable offset read then, is where its catch-up ends
         (`WorkerCore.assign`: no run starts before the consumer has read that far)."""
+        if not self.core.lease_holds(now_ms):
+            return self._past_lease(partition, lease, now_ms)
         renewed = self._current(partition, lease, LIVE)
         if renewed is not None and renewed.renewing and not renewed.renew_producer:
             return self._reread(partition, renewed, (offset, metadata), now_ms)
@@ -582,6 +586,18 @@ class WorkerMachine:
         position = core.fetch_position(partition)
         actions: list[Action] = [Seek(partition, offset if position is None else position)]
         return self._settle(actions, now_ms)
+
+    def _past_lease(self, partition: int, lease: int, now_ms: int) -> list[Action]:
+        """An adoption's (or a renewal's) step answered past the lease: a process
+        thawed mid-adoption reads it before the tick that finds the lease gone. It
+        goes no further: that tick now, which loses every partition and closes the
+        producers of their leases; then the answering producer, if older."""
+        actions = self.tick(now_ms)
+        self.counts.stale_answers += 1
+        close = CloseProducer(partition, lease)
+        if close not in actions:
+            actions.insert(0, close)
+        return actions
 
     def adoption_failed(self, partition: int, lease: int, reason: str, now_ms: int) -> list[Action]:
         actions: list[Action] = [CloseProducer(partition, lease)]
@@ -793,7 +809,14 @@ class WorkerMachine:
         """Time passed: deadlines, the lease, retries; then writes, pauses, the next wake."""
         core = self.core
         actions: list[Action] = list(core.advance(now_ms))
-        if any(isinstance(a, LeaseLost) for a in actions):
+        reported = any(isinstance(a, LeaseLost) for a in actions)
+        if reported or not core.lease_holds(now_ms):
+            # The core reports LeaseLost only while it holds a live partition: the
+            # partitions being adopted, read or backed off go with the lease too, or
+            # a worker cut from the group coordinator (and reaching the transaction
+            # coordinator) would keep retrying, each init_transactions fencing the
+            # partition's new owner.
+            lapsed = []
             for p, slot in sorted(self._slots.items()):
                 if slot.state in (ADOPTING, READING, LIVE, BACKOFF):
                     if slot.producer:
@@ -801,6 +824,9 @@ class WorkerMachine:
                     slot.producer = False
                     slot.state = LOST
                     slot.since_ms = now_ms
+                    lapsed.append(p)
+            if lapsed and not reported:
+                actions.append(LeaseLost(tuple(lapsed), now_ms - self._last_heartbeat_ms))
         for p, slot in sorted(self._slots.items()):
             if slot.state == BACKOFF and slot.since_ms <= now_ms:
                 actions.extend(self._adopt(p, slot))
@@ -844,13 +870,18 @@ class WorkerMachine:
         are succeeding (the simulation, while its member is heard) needs no wake-up
         just to find that out.
         """
-        due = self.core.next_due_ms(lease=lease)
+        core = self.core
+        due = core.next_due_ms(lease=lease)
         for slot in self._slots.values():
             at = None
             if slot.state == BACKOFF:
                 at = slot.since_ms
             elif slot.state == LIVE and slot.write_after_ms:
                 at = slot.write_after_ms
+            if lease and slot.state in (ADOPTING, READING, BACKOFF):
+                # The core's lease check covers live partitions only.
+                ends = core.lease_ends_ms() + 1
+                at = ends if at is None else min(at, ends)
             if at is not None and (due is None or at < due):
                 due = at
         return due
