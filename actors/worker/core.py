@@ -70,7 +70,9 @@ Decisions made here:
   it still owns once the coordinator answers again. No run starts past the lease,
   even before the turn that declares it lost: a process thawed after a freeze may
   handle a fetched batch or a job's exit first, and its partitions may be another
-  owner's by then (``_fill``).
+  owner's by then (``_fill``). Only the group's answers renew the lease: ``assign``
+  (an adoption) does not, or a partition gone live at the lease's last instant
+  would stretch it past the session.
 - A partition holds at most ``max_open_per_partition`` delivered, unfinished runs
   (which bounds the commit metadata). Records fetched beyond that wait in the
   partition's backlog, undelivered: no commit mentions them, so losing the partition

@@ -37,6 +37,7 @@ Each partition the group assigns to us goes through
                                                                  |
     live --fenced / lease lost--> lost --heartbeat--> adopting   |
     live --commit_unknown / too many failed commits--> adopting  +
+    adopting, reading, backoff --lease lost--> lost
 
 and leaves the machine when a new assignment no longer has it. Every adoption gets a
 new ``lease`` (a number unique in this process): a producer, a committed-offset read,
@@ -92,7 +93,15 @@ Rules:
   assignment holds the lease until ``sent + session_timeout_ms -
   heartbeat_interval_ms`` (``LeaseRules.sync_hold_ms``): the coordinator restarted
   the member's session when it answered the SyncGroup, which a follower's request
-  may wait for longer than the heartbeat rule (a slow leader).
+  may wait for longer than the heartbeat rule (a slow leader). The lease ends an
+  adoption too: the core reports ``LeaseLost`` only while it holds a live
+  partition, so ``tick`` moves every partition being adopted, read or backed off to
+  lost once the lease no longer holds (and says ``LeaseLost`` for them), and a
+  ``producer_started`` or ``committed_read`` answered past the lease goes no further
+  (a process thawed mid-adoption); going live does not renew the lease. Otherwise a
+  worker cut from the group coordinator but reaching the transaction coordinator
+  retried its adoptions for as long as the split lasted, each ``init_transactions``
+  fencing the partition's new owner.
 - **Writes.** ``Write(commit)`` carries results and the offset of one partition for
   one transaction; one is in flight per partition. A failed one (aborted, nothing
   visible) is taken again after ``COMMIT_RETRY_MS`` doubling to
