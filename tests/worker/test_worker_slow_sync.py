@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from actors.worker.core import LeaseLost, StartJob
 from actors.worker.membership import LIVE, LeaseRules, StartProducer
+from tests.kit.worker import now_ms
 from tests.worker.test_worker_core import run_record
 from tests.worker.test_worker_membership import RULES, T0, live_machine, of
+from tests.worker.test_worker_stale_answers import _live, _runtime, _synced
 
 
 def test_the_sync_hold_is_the_session_less_a_heartbeat() -> None:
@@ -75,3 +77,19 @@ def test_an_assignment_read_at_the_last_instant_of_the_hold_adopts() -> None:
     read = sync_sent + RULES.sync_hold_ms
     actions = m.assigned([0, 1], read, rejoined=False, sent_ms=sync_sent)
     assert [a.partition for a in of(actions, StartProducer)] == [1]
+
+
+async def test_the_runtime_keeps_a_partition_whose_sync_group_was_answered_7s_late() -> None:
+    # The real runtime over aiokafka's own SyncGroup request: the broker holds the
+    # answer 7 s (a slow leader), the time stamped is the request's send.
+    clock = [now_ms()]  # the runtime's lease starts at the real clock
+    runtime, coordinator, _ = _runtime(clock)
+    await _live(runtime, coordinator, clock)
+    runtime.rebalance_started()
+    rules = runtime.options.lease_rules
+    sent = clock[0]
+    coordinator.freeze_ms = rules.lease_loss_ms + 1_000
+    await _synced(runtime, coordinator)
+    assert runtime.machine.state(0) == LIVE
+    assert not of(runtime.machine.tick(clock[0]), LeaseLost)
+    assert of(runtime.machine.tick(sent + rules.sync_hold_ms + 1), LeaseLost)
