@@ -28,8 +28,8 @@ process's user + system CPU (``/proc``, `proc_cpu.py`) divided by the runs:
 run: ``cpu_ratio_vs_apscheduler`` is APScheduler's µs per fire over kafkron's per
 run (above 1: kafkron's whole path costs less CPU per run than an in-memory fire).
 The observer (this process's results consumer) is printed but not counted.
-``--profile-worker DIR`` runs the first worker under cProfile (``DIR/worker0.prof``,
-written as it stops); its CPU figures then include the profiler's own cost.
+``--profile-worker DIR`` runs the first worker under `sampler.py` (where its CPU
+goes, sampled every ms of CPU: ``DIR/worker0.txt``, written as it stops).
 
 Run: ``python bench/e2e_work.py [--workers 2] [--rate 2000] [--seconds 20]
 [--burst 30000]``. The last line is ``bench e2e_work: ...``.
@@ -295,7 +295,7 @@ def start(
         "KAFKRON_BOOTSTRAP": settings.bootstrap,
         "PYTHONPATH": os.pathsep.join([str(REPO / "bench"), str(REPO)]),
     }
-    profiler = [] if profile is None else ["-m", "cProfile", "-o", str(profile)]
+    profiler = [] if profile is None else [str(REPO / "bench" / "sampler.py"), str(profile)]
     return subprocess.Popen(
         [sys.executable, *profiler, "-m", "actors.cli", *argv],
         cwd=REPO,
@@ -363,7 +363,7 @@ async def kafkron_run(args: argparse.Namespace) -> dict[str, float]:
                     *loop,
                 ],
                 logs / f"worker{i}.log",
-                args.profile_worker / "worker0.prof" if args.profile_worker and i == 0 else None,
+                args.profile_worker / "worker0.txt" if args.profile_worker and i == 0 else None,
             )
         )
     seen = Seen()
@@ -502,7 +502,7 @@ async def main() -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="run the first worker under cProfile, its profile written to DIR/worker0.prof",
+        help="sample where the first worker's CPU goes, written to DIR/worker0.txt",
     )
     measured.add_record_option(parser)
     args = parser.parse_args()
