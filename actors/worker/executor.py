@@ -46,20 +46,7 @@ def _cancelled_outcome(reason: str) -> Outcome:
     return Outcome(RunStatus.CANCELLED, {"type": "RunCancelled", "message": reason or "cancelled"})
 
 
-async def _call_async(spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]) -> Outcome:
-    """A task on the loop: the whole job, and the mapping of its ending. The worker's
-    own cancel propagates out, to be read by the task's done callback."""
-    try:
-        await spec.func(ctx, **args)
-    except RunCancelled as exc:
-        return _cancelled_outcome(exc.reason)
-    except asyncio.CancelledError:
-        if ctx.cancelled:
-            raise
-        return _stray_cancel()
-    except BaseException as exc:  # as for sync jobs: a job's SystemExit must not end the worker
-        return Outcome(RunStatus.FAILED, error_of(exc))
-    return Outcome(RunStatus.SUCCEEDED)
+SUCCEEDED = Outcome(RunStatus.SUCCEEDED)  # frozen: one for every job that returned
 
 
 async def _call_builtin(spec: JobSpec, ctx: RunContext, run: Run) -> Outcome:
@@ -97,7 +84,7 @@ def _call_sync(spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]) -> Outco
         return _cancelled_outcome(exc.reason)
     except BaseException as exc:  # a job's SystemExit must not take the worker down
         return Outcome(RunStatus.FAILED, error_of(exc))
-    return Outcome(RunStatus.SUCCEEDED)
+    return SUCCEEDED
 
 
 class Executor:
@@ -181,11 +168,21 @@ class Executor:
             if spec.builtin:
                 outcome = await _call_builtin(spec, ctx, run)
             else:
-                outcome = await _call_async(spec, ctx, run.job.args)
+                # The job's own ending mapped here, not in a coroutine of its own:
+                # a no-op job's cost is mostly such machinery (one coroutine per run).
+                try:
+                    await spec.func(ctx, **run.job.args)
+                    outcome = SUCCEEDED
+                except RunCancelled as exc:
+                    outcome = _cancelled_outcome(exc.reason)
+                except asyncio.CancelledError:
+                    if ctx.cancelled:
+                        raise  # the worker's own cancel: to the outer handler
+                    outcome = _stray_cancel()
         except asyncio.CancelledError:
             raise  # the worker's cancel: reported by the callback `cancel` added
-        except BaseException as exc:  # the helpers map every ending; never left unreported
-            outcome = Outcome(RunStatus.FAILED, error_of(exc))
+        except BaseException as exc:  # as for sync jobs: a job's SystemExit must not end
+            outcome = Outcome(RunStatus.FAILED, error_of(exc))  # the worker
         if self._tasks.pop(key, None) is not None:
             self._report(key, outcome, self._loop)
 
