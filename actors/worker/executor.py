@@ -267,6 +267,12 @@ class Executor:
                 on_exits(exits)
             except Exception:
                 log.exception("handling the exits of runs %s failed", [key for key, _ in exits])
+                if len(exits) > 1:
+                    # Each again alone, so one exit that cannot be handled does not
+                    # keep the others' slots taken; an exit handled before the
+                    # failure is not running any more and is ignored the second time.
+                    for one in exits:
+                        self._hand_over([one])
             return
         on_exit = self._on_exit
         assert on_exit is not None  # one of the two, checked at construction

@@ -135,3 +135,25 @@ def test_an_executor_reports_to_exactly_one_of_its_two_callbacks() -> None:
         Executor(
             _registry(), threads=1, worker="w", on_exit=lambda k, o: None, on_exits=lambda e: None
         )
+
+
+def test_a_turn_whose_exits_cannot_be_handled_together_hands_each_over_alone() -> None:
+    calls: list[list[RunKey]] = []
+
+    def on_exits(exits: list[tuple[RunKey, Outcome]]) -> None:
+        calls.append([key for key, _ in exits])
+        if len(exits) > 1 or exits[0][0][1] == 1:
+            raise RuntimeError("a bug in handling an exit")
+
+    async def scenario() -> None:
+        executor = Executor(_registry(), threads=2, worker="w", on_exits=on_exits)
+        for offset in range(3):
+            executor.start(*_run("noop", offset))
+        for _ in range(100):
+            if executor.running == 0:
+                break
+            await asyncio.sleep(0.01)
+        await executor.close()
+
+    asyncio.run(scenario())
+    assert calls == [[(0, 0, 1), (0, 1, 1), (0, 2, 1)], [(0, 0, 1)], [(0, 1, 1)], [(0, 2, 1)]]
