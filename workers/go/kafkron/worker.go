@@ -150,9 +150,12 @@ func storeLater(v *atomic.Int64, at int64) {
 	}
 }
 
-// groupAnswers tells answered of the consumer's group answers without error.
+// groupAnswers tells answered of the consumer's group answers without error, and the
+// log of a connection whose answers it stops reading.
 func (w *Worker) groupAnswers() groupAnswers {
-	return groupAnswers{nowMs: w.mono, heard: w.answered}
+	return groupAnswers{nowMs: w.mono, heard: w.answered, logf: func(format string, args ...any) {
+		w.opts.Logger.Printf("worker %s: "+format, append([]any{w.opts.WorkerID}, args...)...)
+	}}
 }
 
 // consumerOpts: dial is the other clients' dial function (their TLS included); the
