@@ -18,9 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from aiokafka import TopicPartition
 from aiokafka.consumer.group_coordinator import CoordinatorGroupRebalance, GroupCoordinator
-from aiokafka.errors import RebalanceInProgressError
+from aiokafka.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    KafkaError,
+    NotCoordinatorError,
+    RebalanceInProgressError,
+)
 from aiokafka.protocol.group import SyncGroupRequest
 
 from actors.worker.core import LeaseLost, StartJob
@@ -197,6 +204,36 @@ async def test_a_rebalance_in_progress_answer_renews_nothing() -> None:
     loss_ms = runtime.options.lease_rules.lease_loss_ms
     assert clock[0] > heard_ms + loss_ms
     assert [a for a in runtime.machine.tick(clock[0]) if isinstance(a, LeaseLost)]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [NotCoordinatorError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError],
+)
+async def test_a_coordinator_move_longer_than_the_lease_drops_everything_then_re_adopts(
+    error: type[Exception],
+) -> None:
+    # None of these answers proves membership: the lease runs out from the last NoError
+    # answer, and the first NoError answer after the move adopts the partitions again.
+    clock = [now_ms()]  # the runtime's lease starts at the real clock
+    runtime, coordinator, applied = _runtime(clock)
+    await _live(runtime, coordinator, clock)
+    heard_ms = clock[0]
+    coordinator.error_code = error.errno  # type: ignore[attr-defined]
+    for _ in range(5):
+        clock[0] += runtime.options.heartbeat_interval_ms
+        try:
+            assert not await coordinator._do_heartbeat()
+        except KafkaError:  # raised to aiokafka's heartbeat routine, which retries
+            assert error is CoordinatorLoadInProgressError
+    assert clock[0] > heard_ms + runtime.options.lease_rules.lease_loss_ms
+    assert [a for a in runtime.machine.tick(clock[0]) if isinstance(a, LeaseLost)]
+    assert runtime.machine.state(0) == "lost"
+    applied.clear()
+    coordinator.error_code = 0
+    clock[0] += 1
+    assert await coordinator._do_heartbeat()
+    assert [a for a in applied if isinstance(a, StartProducer)]
 
 
 async def test_an_answer_read_at_once_renews_the_lease_as_before() -> None:

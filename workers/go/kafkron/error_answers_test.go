@@ -5,10 +5,13 @@ import (
 	"time"
 )
 
-// Error codes a group answer may carry that say this member is not (or soon not) in
-// the group's current generation.
+// Error codes a group answer may carry: those that say this member is not (or soon
+// not) in the group's current generation, and those of a coordinator moving or
+// loading, which prove no membership either (a move longer than the lease drops every
+// partition; the next answer without error adopts them again).
 var groupErrors = map[string]int16{"REBALANCE_IN_PROGRESS": 27, "UNKNOWN_MEMBER_ID": 25,
-	"ILLEGAL_GENERATION": 22, "FENCED_INSTANCE_ID": 82, "NOT_COORDINATOR": 16}
+	"ILLEGAL_GENERATION": 22, "FENCED_INSTANCE_ID": 82, "NOT_COORDINATOR": 16,
+	"COORDINATOR_LOAD_IN_PROGRESS": 14, "COORDINATOR_NOT_AVAILABLE": 15}
 
 // A heartbeat answered with an error renews nothing (WORKER-PROTOCOL 10.1): 5 s after
 // the last answer heard (the lease is 3 intervals of 2 s), a heartbeat answered
