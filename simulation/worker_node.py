@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from actors.worker.clock import BrokerFloor
+from actors.worker.clock import BrokerFloor, TimeMoves
 from actors.worker.core import (
     CancelJob,
     Commit,
@@ -131,6 +131,7 @@ class WorkerNode:
         self.slow_factor = 1.0
         self.false_lease_losses: list[tuple[int, str]] = []  # (true ms, why it was false)
         self.floor = BrokerFloor()
+        self.moves = TimeMoves()
         self.machine = self._new_machine(0)
         self._wake_ms: int | None = None
         self._unbounded: dict[int, dict[bytes | None, OutRecord]] = {}  # broken variant only
@@ -142,8 +143,14 @@ class WorkerNode:
         return self.machine.core
 
     def _now(self) -> int:
-        """The machine's time, read as the runtime reads it (``clock.BrokerFloor``)."""
-        return self.floor.now_ms(self.clock.now_ms(), self.clock.mono_ms())
+        """The machine's time, read as the runtime reads it (``clock.BrokerFloor``); a
+        move off the monotonic clock moves the machine's waits first (``TimeMoves``)."""
+        mono_ms = self.clock.mono_ms()
+        now_ms = self.floor.now_ms(self.clock.now_ms(), mono_ms)
+        moved_ms = self.moves.moved_ms(now_ms, mono_ms)
+        if moved_ms:
+            self.machine.time_moved(moved_ms)
+        return now_ms
 
     def _now_at(self, true_ms: int) -> int:
         """The machine's time at the past true instant ``true_ms``."""
@@ -190,6 +197,7 @@ class WorkerNode:
         self.state = "up"
         self.incarnation += 1
         self.floor = BrokerFloor()  # a new process knows nothing of the broker's clock
+        self.moves = TimeMoves()
         self.machine = self._new_machine(self._now())
         self.running, self.producers, self.positions, self.paused = {}, {}, {}, set()
         self.assigned, self.generation, self._wake_ms = frozenset(), -1, None

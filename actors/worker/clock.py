@@ -63,3 +63,46 @@ class BrokerFloor:
     def behind_ms(self, wall_ms: int, mono_ms: int) -> int:
         """How far the wall clock is behind the floor (0 if it is not)."""
         return self.now_ms(wall_ms, mono_ms) - wall_ms
+
+
+MOVE_REPORTED_MS = 50
+"""How far the worker's time must have moved off the monotonic clock before the move
+is reported (`TimeMoves`): a wall clock and a monotonic clock read one after the
+other, in whole milliseconds, disagree by a millisecond back and forth at every
+reading, and a wait 50 ms off is well inside any wait it guards."""
+
+
+class TimeMoves:
+    """How far the worker's time moved other than with the monotonic clock: a step of
+    the wall clock (NTP, a VM restored), or the broker floor raising a wall clock that
+    was behind (a fresh worker's first fetch).
+
+    The worker's time is right for instants the broker judges (a deadline), but a
+    wait measured on it is cut short by a forward move: a partition adopted at 10:00:00
+    by a worker 10 s behind, whose first fetch raises its time to the broker's, would
+    end an 18 s adoption wait (docs/DESIGN.md §8.2) after 8 s, and start a key's runs
+    beside the previous owner's. So every reading reports the move since the last
+    report, and the core moves its waits by as much (`WorkerCore.time_moved`): they
+    are then measured on the monotonic clock, whatever the wall clock does.
+
+    Pure: the executors (the aiokafka runtime, the simulation) read the clocks."""
+
+    __slots__ = ("_base_ms",)
+
+    def __init__(self) -> None:
+        # The worker's time less the monotonic clock at the last report (None: none yet).
+        self._base_ms: int | None = None
+
+    def moved_ms(self, now_ms: int, mono_ms: int) -> int:
+        """The worker's time ``now_ms`` was read at ``mono_ms``: how far it moved off the
+        monotonic clock since the last move reported (0 below `MOVE_REPORTED_MS`)."""
+        base = now_ms - mono_ms
+        last = self._base_ms
+        if last is None:
+            self._base_ms = base
+            return 0
+        moved = base - last
+        if -MOVE_REPORTED_MS < moved < MOVE_REPORTED_MS:
+            return 0
+        self._base_ms = base
+        return moved

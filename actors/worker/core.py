@@ -788,6 +788,18 @@ class WorkerCore:
             actions.extend(self._fill(now_ms))
         return actions
 
+    def time_moved(self, moved_ms: int) -> None:
+        """The worker's time moved ``moved_ms`` off the monotonic clock (`clock.TimeMoves`:
+        a wall clock stepped, a clock behind raised to the broker's): the waits are
+        moved with it, so each lasts as long as it was meant to. An adopted partition's
+        keyed runs still wait out the previous owner's longest hold (§8.2), and a rate
+        limit's bucket gains no token from the move (§8.5). The instants the broker
+        judges (deadlines) stay where they are; held runs are judged again at once."""
+        for part in self._partitions.values():
+            part.keyed_from_ms += moved_ms
+        self.rates.time_moved(moved_ms)
+        self._keys_due_ms = 0
+
     def lease_renewed(self, now_ms: int) -> None:
         """A group heartbeat succeeded at ``now_ms``: our partitions are still ours."""
         self._lease_renewed_ms = max(self._lease_renewed_ms, now_ms)

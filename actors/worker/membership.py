@@ -814,6 +814,13 @@ class WorkerMachine:
 
     # --- time -------------------------------------------------------------------------
 
+    def time_moved(self, moved_ms: int) -> None:
+        """The worker's time moved off the monotonic clock (`clock.TimeMoves`): the
+        core's waits move with it (`WorkerCore.time_moved`). The lease's instants do
+        not: a forward move only ends it sooner, and a backward one is bounded by the
+        broker floor (`clock.BrokerFloor`)."""
+        self.core.time_moved(moved_ms)
+
     def tick(self, now_ms: int) -> list[Action]:
         """Time passed: deadlines, the lease, retries; then writes, pauses, the next wake."""
         core = self.core

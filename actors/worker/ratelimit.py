@@ -122,6 +122,16 @@ class RateGate:
         for slot in [slot for slot in self._buckets if slot[0] == partition]:
             del self._buckets[slot]
 
+    def time_moved(self, moved_ms: int) -> None:
+        """The worker's time moved ``moved_ms`` off the monotonic clock
+        (`WorkerCore.time_moved`): the buckets move with it, so a clock stepped forward
+        (or raised to the broker's) adds no token, and one stepped back takes none."""
+        for partition, start_ms in self._start_ms.items():
+            self._start_ms[partition] = start_ms + moved_ms
+        for bucket in self._buckets.values():
+            bucket.tat += moved_ms * bucket.per_ks
+        self.due_ms = 0  # held runs are judged again at once
+
     def revoked(self, partition: int) -> None:
         self._start_ms.pop(partition, None)
         for slot in [slot for slot in self._buckets if slot[0] == partition]:

@@ -57,7 +57,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from actors.monotonic import monotonic_ms
 from actors.observe import metrics
 from actors.observe.flow_metrics import HIGH_LANE, NORMAL_LANE, LaneView
-from actors.worker.clock import BrokerFloor
+from actors.worker.clock import BrokerFloor, TimeMoves
 from actors.worker.committer import CommitStats, write_commit
 from actors.worker.core import (
     CancelJob,
@@ -230,11 +230,21 @@ class WorkerRuntime:
         self._commit_stats = CommitStats()
         self.on_result_committed: Callable[[Commit], None] | None = None
         self._floor = BrokerFloor()
+        self._moves = TimeMoves()
 
     def _now(self) -> int:
         """The time every decision is made at: the wall clock, never behind the
         broker's as the fetched runs show it (``clock.BrokerFloor``)."""
-        return self._floor.now_ms(now_ms(), monotonic_ms())
+        return self._read_time(monotonic_ms())
+
+    def _read_time(self, mono_ms: int) -> int:
+        """`_now` at ``mono_ms``; a move of the time off the monotonic clock moves the
+        machine's waits first (``clock.TimeMoves``), before any decision is made at it."""
+        now = self._floor.now_ms(now_ms(), mono_ms)
+        moved = self._moves.moved_ms(now, mono_ms)
+        if moved:
+            self.machine.time_moved(moved)
+        return now
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -432,7 +442,7 @@ class WorkerRuntime:
             default=0,
         )
         self._floor.observe(appended_ms, mono)
-        now = self._floor.now_ms(now_ms(), mono)
+        now = self._read_time(mono)
         records = [
             InRecord(
                 TopicKind.RUNS,

@@ -1,0 +1,186 @@
+"""A wait is measured on the monotonic clock, whatever the worker's time does
+(``actors.worker.clock.TimeMoves``, docs/DESIGN.md §8.2 and §8.5).
+
+A fresh worker whose wall clock is 4 s behind the broker's adopts a partition: its
+keyed runs wait out the previous owner's longest hold (18 s with a 10 s session),
+counted from the adoption as its time read then. Its first fetch raises its time to
+the broker's (``BrokerFloor``): counted on that time, the wait ended 4 s early, and a
+key's run started beside the previous owner's, whose lease had not run out yet. The
+same for a wall clock stepped forward by NTP, and for a rate limit's bucket, which
+filled by the step.
+
+The runtime here is the real one, fed records the way aiokafka hands them over
+(``_receive``); only its wall and monotonic clocks are the test's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from actors.worker import runtime as runtime_module
+from actors.worker.clock import MOVE_REPORTED_MS, TimeMoves
+from actors.worker.core import StartJob
+from actors.worker.registry import Registry
+from actors.worker.runtime import LOG_APPEND_TIME, WorkerOptions, WorkerRuntime
+from tests.worker.test_worker_keys import keyed
+from tests.worker.test_worker_ratelimit import limited
+from topics.names import Settings
+from topics.ratelimits import RateLimit
+
+WALL0 = 1_790_000_000_000
+# The worker's wall clock behind the broker's, or stepped forward: less than the lease
+# rule's 6 s, so the lease holds across the move and only the wait is at stake (a
+# move past the lease ends it sooner, which is safe; DESIGN §8.2).
+MOVE_MS = 4_000
+
+
+class _Clocks:
+    def __init__(self) -> None:
+        self.wall_ms = WALL0
+        self.mono_ms = 1_000_000
+
+    def elapse(self, ms: int) -> None:
+        self.wall_ms += ms
+        self.mono_ms += ms
+
+
+async def _noop() -> None:
+    pass
+
+
+def _runtime(clocks: _Clocks, monkeypatch: pytest.MonkeyPatch) -> tuple[WorkerRuntime, list[Any]]:
+    monkeypatch.setattr(runtime_module, "now_ms", lambda: clocks.wall_ms)
+    monkeypatch.setattr(runtime_module, "monotonic_ms", lambda: clocks.mono_ms)
+    registry = Registry()
+    registry.register("noop", _noop)
+    runtime = WorkerRuntime(
+        Settings(bootstrap="127.0.0.1:1", namespace="t"), registry, WorkerOptions()
+    )
+    runtime.core.rates.known = True
+    applied: list[Any] = []
+    runtime._apply = applied.extend  # type: ignore[method-assign]
+    return runtime, applied
+
+
+def _adopt(runtime: WorkerRuntime) -> int:
+    """Partition 0 assigned, its producer started and its commit read: live. The
+    instant of the adoption, as the worker's time read it."""
+    runtime.rebalanced({TopicPartition(runtime._runs_topic, 0)})
+    machine = runtime.machine
+    lease = machine.lease(0)
+    assert lease is not None
+    now = runtime._now()
+    machine.heartbeat(now, sent_ms=now)
+    machine.producer_started(0, lease, now)
+    machine.committed_read(0, lease, 0, None, now, end_offset=0)
+    assert machine.state(0) == "live"
+    return now
+
+
+def _heard(runtime: WorkerRuntime, clocks: _Clocks, ms: int) -> None:
+    """``ms`` pass with the group answering every heartbeat: the lease holds."""
+    step_ms = runtime.options.heartbeat_interval_ms
+    for _ in range(ms // step_ms):
+        clocks.elapse(step_ms)
+        now = runtime._now()
+        runtime._apply(runtime.machine.heartbeat(now, sent_ms=now))
+    clocks.elapse(ms % step_ms)
+
+
+def _fetched(
+    runtime: WorkerRuntime,
+    applied: list[Any],
+    broker_ms: int,
+    offset: int = 0,
+    rate: RateLimit | None = None,
+) -> list[Any]:
+    """One run fetched (keyed, or under ``rate``), appended by the broker at
+    ``broker_ms``; what it started."""
+    deadline_ms = broker_ms + 600_000
+    record = (
+        keyed(offset, deadline_ms=deadline_ms)
+        if rate is None
+        else limited(offset, rate, deadline_ms=deadline_ms)
+    )
+    fetched = ConsumerRecord(
+        runtime._runs_topic,
+        0,
+        offset,
+        broker_ms,
+        LOG_APPEND_TIME,
+        record.key,
+        record.value,
+        None,
+        0,
+        len(record.value or b""),
+        (),
+    )
+    before = len(applied)
+    runtime._receive({TopicPartition(runtime._runs_topic, 0): [fetched]})
+    return [a for a in applied[before:] if isinstance(a, StartJob)]
+
+
+def test_a_clock_behind_raised_by_the_first_fetch_does_not_cut_the_adoption_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clocks = _Clocks()
+    runtime, applied = _runtime(clocks, monkeypatch)
+    _adopt(runtime)
+    wait_ms = runtime.options.lease_rules.adoption_wait_ms
+    # Past the wait less the 4 s the clock was behind, not past the wait itself:
+    _heard(runtime, clocks, wait_ms - MOVE_MS + 1_000)
+    held = _fetched(runtime, applied, clocks.wall_ms + MOVE_MS)
+    assert not held, "a keyed run started before the previous owner's hold ended"
+    # Once the wait has passed on the monotonic clock, it starts.
+    _heard(runtime, clocks, MOVE_MS)
+    started = [a for a in runtime.machine.tick(runtime._now()) if isinstance(a, StartJob)]
+    assert started, "the keyed run never started after the wait"
+
+
+def test_a_wall_clock_stepped_forward_does_not_cut_the_adoption_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clocks = _Clocks()
+    runtime, applied = _runtime(clocks, monkeypatch)
+    _adopt(runtime)
+    wait_ms = runtime.options.lease_rules.adoption_wait_ms
+    _heard(runtime, clocks, wait_ms - MOVE_MS + 1_000)
+    clocks.wall_ms += MOVE_MS  # NTP steps the wall clock forward
+    assert not _fetched(runtime, applied, clocks.wall_ms), "the step ended the adoption wait"
+
+
+def test_a_wall_clock_stepped_forward_adds_no_token_to_a_rate_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clocks = _Clocks()
+    runtime, applied = _runtime(clocks, monkeypatch)
+    _adopt(runtime)
+    wait_ms = runtime.options.lease_rules.adoption_wait_ms
+    _heard(runtime, clocks, wait_ms)
+    rate = RateLimit("payments", 0.5, 1)  # one start every 2 s, no burst
+    # The bucket starts empty at the end of the adoption wait: 2 s later, one start.
+    _heard(runtime, clocks, 10_000)
+    assert _fetched(runtime, applied, clocks.wall_ms, offset=0, rate=rate)
+    clocks.elapse(500)
+    clocks.wall_ms += MOVE_MS  # 0.5 s later by the monotonic clock, 4.5 s by the wall
+    stepped = _fetched(runtime, applied, clocks.wall_ms, offset=1, rate=rate)
+    assert not stepped, "the step filled the bucket"
+    # Its token comes 2 s after the first start, by the monotonic clock.
+    clocks.elapse(1_600)
+    now = runtime._now()
+    runtime.machine.heartbeat(now, sent_ms=now)  # (the step shortened the lease: 6 s by the wall)
+    assert [a for a in runtime.machine.tick(now) if isinstance(a, StartJob)]
+
+
+def test_moves_below_the_reported_bound_are_not_reported_and_add_up() -> None:
+    moves = TimeMoves()
+    assert moves.moved_ms(WALL0, 0) == 0  # the first reading: nothing to compare
+    assert moves.moved_ms(WALL0 + 1_001, 1_000) == 0  # a millisecond of jitter
+    assert moves.moved_ms(WALL0 + 1_999, 2_000) == 0
+    assert moves.moved_ms(WALL0 + 3_000 + MOVE_REPORTED_MS, 3_000) == MOVE_REPORTED_MS
+    assert moves.moved_ms(WALL0 + 4_000 + MOVE_REPORTED_MS, 4_000) == 0
+    assert moves.moved_ms(WALL0 + 5_000 - 40_000, 5_000) == -40_000 - MOVE_REPORTED_MS
