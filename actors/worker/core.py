@@ -132,6 +132,13 @@ old job's late exit can never be taken for the new one's."""
 
 JOB_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 
+UNENCODABLE_ERROR = {
+    "type": "UnencodableResult",
+    "message": "the result of this attempt could not be encoded as JSON (a bug)",
+}
+"""The error of a result written in place of one that could not be encoded (text
+no UTF-8 can carry, a value JSON cannot): the exit still finishes its offset."""
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
@@ -662,29 +669,52 @@ class WorkerCore:
     def _exited(self, key: RunKey, outcome: Outcome, now_ms: int) -> bool:
         """Record the exit of ``key``'s job; False if it was not running (reported
         twice, or dropped with its partition)."""
-        running = self._running.pop(key, None)
+        running = self._running.get(key)
         if running is None:
             return False
-        concurrency = running.run.job.concurrency
-        if concurrency is not None:  # its key's slot is free only now, the job gone
-            self._keys.exited(key, concurrency)
         if not running.decided and not running.dropped:
             part = self._partitions.get(key[0])
             if part is not None and part.lease == key[2]:
-                cancelled = running.cancelled
-                self._record(
-                    part,
-                    key[1],
-                    running.run,
-                    outcome.status if cancelled is None else RunStatus.CANCELLED,
-                    running.started_ms,
-                    now_ms,
-                    outcome.error if cancelled is None else cancelled,
-                    outcome.target if cancelled is None else None,
-                )
+                # Recorded before the run leaves `_running`: a result that cannot be
+                # encoded must not lose the exit (its offset unfinished for good).
+                self._record_exit(part, key[1], running, outcome, now_ms)
                 if running.cancel_offset is not None:
                     self._finish(part, running.cancel_offset)
+        del self._running[key]
+        concurrency = running.run.job.concurrency
+        if concurrency is not None:  # its key's slot is free only now, the job gone
+            self._keys.exited(key, concurrency)
         return True
+
+    def _record_exit(
+        self, part: _Partition, offset: int, running: _Running, outcome: Outcome, now_ms: int
+    ) -> None:
+        cancelled = running.cancelled
+        status = outcome.status if cancelled is None else RunStatus.CANCELLED
+        try:
+            self._record(
+                part,
+                offset,
+                running.run,
+                status,
+                running.started_ms,
+                now_ms,
+                outcome.error if cancelled is None else cancelled,
+                outcome.target if cancelled is None else None,
+            )
+        except (TypeError, ValueError):  # what the outcome carries is not JSON (a bug)
+            # A cancelled attempt stays cancelled (final: a retry would run what was
+            # stopped on purpose); any other becomes failed, so it is retried.
+            self.counts["unencodable"] = self.counts.get("unencodable", 0) + 1
+            self._record(
+                part,
+                offset,
+                running.run,
+                RunStatus.CANCELLED if status == RunStatus.CANCELLED else RunStatus.FAILED,
+                running.started_ms,
+                now_ms,
+                UNENCODABLE_ERROR,
+            )
 
     def progress(self, key: RunKey, details: Any, at_ms: int, now_ms: int) -> None:
         """The job of ``key`` reported progress (``ctx.heartbeat(details)`` at ``at_ms``).

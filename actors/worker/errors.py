@@ -64,12 +64,27 @@ class RunCancelled(Exception):
 
 
 def error_of(exc: BaseException) -> dict[str, str]:
-    """The ``{"type", "message"}`` a failed result carries for ``exc``."""
-    name = type(exc).__name__
-    message = str(exc)
+    """The ``{"type", "message"}`` a failed result carries for ``exc``.
+
+    Total: it never raises, whatever the exception (a ``__str__`` with a bug of its
+    own), and its text is valid UTF-8, so the result can always be written."""
+    name = utf8_text(type(exc).__name__)
+    try:
+        message = utf8_text(str(exc))
+    except BaseException:  # the job author's `__str__` raised: the exit must still count
+        message = f"<unprintable {name}>"
     if isinstance(exc, NonRetryable) and type(exc) is not NonRetryable:
         message = f"{name}: {message}" if message else name
         name = NON_RETRYABLE_TYPE
     if len(message) > MAX_ERROR_MESSAGE_CHARS:
         message = message[: MAX_ERROR_MESSAGE_CHARS - 1] + "…"
     return {"type": name, "message": message}
+
+
+def utf8_text(text: str) -> str:
+    """``text`` as a result can carry it: a lone surrogate (a file name from
+    ``os.listdir`` that is not UTF-8) becomes its escape (``\\udcff``) instead of
+    making the whole result impossible to encode."""
+    if text.isascii():  # the common case, at the cost of one scan
+        return text
+    return text.encode("utf-8", "backslashreplace").decode()

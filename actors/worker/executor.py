@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -26,7 +27,7 @@ from typing import Any
 from actors.observe import metrics
 from actors.worker.context import RunContext
 from actors.worker.core import Outcome, RunKey
-from actors.worker.errors import RunCancelled, error_of
+from actors.worker.errors import RunCancelled, error_of, utf8_text
 from actors.worker.registry import JobSpec, Registry
 from topics.messages import Run
 from topics.vocabulary import RunStatus
@@ -43,7 +44,28 @@ ProgressReport = Callable[[RunKey, Any, int], None]
 
 
 def _cancelled_outcome(reason: str) -> Outcome:
-    return Outcome(RunStatus.CANCELLED, {"type": "RunCancelled", "message": reason or "cancelled"})
+    message = utf8_text(reason) if type(reason) is str and reason else "cancelled"
+    return Outcome(RunStatus.CANCELLED, {"type": "RunCancelled", "message": message})
+
+
+AWAITABLE_RETURNED = Outcome(
+    RunStatus.FAILED,
+    {
+        "type": "TypeError",
+        "message": "the job returned a coroutine: register the async function itself",
+    },
+)
+"""A job whose call returned an awaitable (a plain wrapper of an async function
+without ``functools.wraps``, an async job returning a coroutine): its work never
+ran, so it did not succeed."""
+
+
+def _awaitable_returned(result: Any) -> Outcome:
+    close = getattr(result, "close", None)
+    if close is not None:
+        with contextlib.suppress(BaseException):  # no "never awaited" warning
+            close()
+    return AWAITABLE_RETURNED
 
 
 SUCCEEDED = Outcome(RunStatus.SUCCEEDED)  # frozen: one for every job that returned
@@ -79,11 +101,13 @@ def _stray_cancel() -> Outcome:
 def _call_sync(spec: JobSpec, ctx: RunContext, args: Mapping[str, Any]) -> Outcome:
     """Runs in a pool thread: the whole job, and the mapping of its ending."""
     try:
-        spec.func(ctx, **args)
+        result = spec.func(ctx, **args)
     except RunCancelled as exc:
         return _cancelled_outcome(exc.reason)
     except BaseException as exc:  # a job's SystemExit must not take the worker down
         return Outcome(RunStatus.FAILED, error_of(exc))
+    if result is not None and inspect.isawaitable(result):
+        return _awaitable_returned(result)
     return SUCCEEDED
 
 
@@ -143,7 +167,11 @@ class Executor:
             self._tasks[key] = loop.create_task(coro)
             return
         if spec.inline:  # on the loop, now: no thread, no task (`@job(inline=True)`)
-            self._report(key, _call_sync(spec, ctx, args), loop)
+            try:
+                outcome = _call_sync(spec, ctx, args)
+            except BaseException as exc:  # a job's own bug must not raise out of `start`
+                outcome = Outcome(RunStatus.FAILED, error_of(exc))
+            self._report(key, outcome, loop)
             return
         future = self._pool.submit(_call_sync, spec, ctx, args)
 
@@ -154,6 +182,14 @@ class Executor:
                 loop.call_soon_threadsafe(self._sync_exited, key, fut)
 
         future.add_done_callback(done)
+
+    def failed_to_start(self, key: RunKey, exc: BaseException) -> None:
+        """``start`` raised for ``key`` (a bug): its exit is reported failed from the
+        next turn like any other, so the core frees its slot and finishes its offset."""
+        loop = self._loop
+        if loop is None:  # the first start raised before asking for the loop
+            loop = self._loop = asyncio.get_running_loop()
+        self._report(key, Outcome(RunStatus.FAILED, error_of(exc)), loop)
 
     async def _run_async(self, key: RunKey, spec: JobSpec, ctx: RunContext, run: Run) -> None:
         """An async job's task: the job, then its exit reported with the others that
@@ -171,8 +207,11 @@ class Executor:
                 # The job's own ending mapped here, not in a coroutine of its own:
                 # a no-op job's cost is mostly such machinery (one coroutine per run).
                 try:
-                    await spec.func(ctx, **run.job.args)
-                    outcome = SUCCEEDED
+                    result = await spec.func(ctx, **run.job.args)
+                    if result is not None and inspect.isawaitable(result):
+                        outcome = _awaitable_returned(result)
+                    else:
+                        outcome = SUCCEEDED
                 except RunCancelled as exc:
                     outcome = _cancelled_outcome(exc.reason)
                 except asyncio.CancelledError:

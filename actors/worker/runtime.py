@@ -533,45 +533,53 @@ class WorkerRuntime:
     # --- actions -----------------------------------------------------------------------
 
     def _apply(self, actions: Iterable[Action]) -> None:
+        """Carry out the core's actions, each on its own: one that raises (a bug) is
+        logged and the others still run, so a turn's exits cannot lose the starts and
+        cancels that follow (a StartJob that raised is reported as a failed exit)."""
         for action in actions:
-            if isinstance(action, StartJob):
-                self._executor.start(action.key, action.run)
-            elif isinstance(action, CancelJob):
-                if action.reason != "revoked" or log.isEnabledFor(logging.DEBUG):
-                    log.info("cancelling run at %s: %s", action.key, action.reason)
-                self._executor.cancel(action.key, action.reason)
-            elif isinstance(action, Write):
-                self._spawn(self._write(action))
-            elif isinstance(action, WakeAt):
-                self._arm_timer(action.at_ms)
-            elif isinstance(action, Seek | Pause | Resume):
-                self._position(action)
-            elif isinstance(action, StartProducer):
-                self._spawn(self._start_producer(action.partition, action.lease), adoption=True)
-            elif isinstance(action, ReadCommitted):
-                self._spawn(self._read_committed(action.partition, action.lease), adoption=True)
-            elif isinstance(action, CloseProducer):
-                self._close_producer(action.partition, action.lease)
-            elif isinstance(action, Owns):
-                log.info(
-                    "worker %s owns runs partitions %s",
-                    self.options.worker_id,
-                    list(action.partitions) or "none",
-                )
-            elif isinstance(action, Note):
-                log.log(logging.WARNING if action.warning else logging.INFO, "%s", action.text)
-            elif isinstance(action, Discarded):
-                log.warning(
-                    "skipping record %s of %s: %s", action.key, self._runs_topic, action.reason
-                )
-            elif isinstance(action, LeaseLost):
-                log.error(
-                    "worker %s: no heartbeat reached the group coordinator for %d ms; "
-                    "cancelling the runs of partitions %s (another worker may own them now)",
-                    self.options.worker_id,
-                    action.silent_ms,
-                    list(action.partitions),
-                )
+            try:
+                if isinstance(action, StartJob):
+                    self._executor.start(action.key, action.run)
+                elif isinstance(action, CancelJob):
+                    if action.reason != "revoked" or log.isEnabledFor(logging.DEBUG):
+                        log.info("cancelling run at %s: %s", action.key, action.reason)
+                    self._executor.cancel(action.key, action.reason)
+                elif isinstance(action, Write):
+                    self._spawn(self._write(action))
+                elif isinstance(action, WakeAt):
+                    self._arm_timer(action.at_ms)
+                elif isinstance(action, Seek | Pause | Resume):
+                    self._position(action)
+                elif isinstance(action, StartProducer):
+                    self._spawn(self._start_producer(action.partition, action.lease), adoption=True)
+                elif isinstance(action, ReadCommitted):
+                    self._spawn(self._read_committed(action.partition, action.lease), adoption=True)
+                elif isinstance(action, CloseProducer):
+                    self._close_producer(action.partition, action.lease)
+                elif isinstance(action, Owns):
+                    log.info(
+                        "worker %s owns runs partitions %s",
+                        self.options.worker_id,
+                        list(action.partitions) or "none",
+                    )
+                elif isinstance(action, Note):
+                    log.log(logging.WARNING if action.warning else logging.INFO, "%s", action.text)
+                elif isinstance(action, Discarded):
+                    log.warning(
+                        "skipping record %s of %s: %s", action.key, self._runs_topic, action.reason
+                    )
+                elif isinstance(action, LeaseLost):
+                    log.error(
+                        "worker %s: no heartbeat reached the group coordinator for %d ms; "
+                        "cancelling the runs of partitions %s (another worker may own them now)",
+                        self.options.worker_id,
+                        action.silent_ms,
+                        list(action.partitions),
+                    )
+            except Exception as exc:
+                log.exception("applying %s failed", type(action).__name__)
+                if isinstance(action, StartJob):
+                    self._executor.failed_to_start(action.key, exc)
 
     def _position(self, action: Seek | Pause | Resume) -> None:
         consumer = self._consumer
