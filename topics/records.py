@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from topics.names import TopicKind
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen __init__ costs ~0.5 us per record consumed
 class InRecord:
-    """A record consumed from one of our topics."""
+    """A record consumed from one of our topics (treat it as immutable)."""
 
     topic: TopicKind
     partition: int
