@@ -39,6 +39,7 @@ from topics.vocabulary import RunStatus
 BROKEN_VARIANTS = ("no-starvation-bound", "no-high-first")
 _START_MS = 1_800_000_000_000
 _HOUR_MS = 3_600_000
+_SUCCEEDED = Outcome(RunStatus.SUCCEEDED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +199,16 @@ def run_lanes(scenario: LaneScenario) -> LaneLog:
                 log.low_arrivals += 1
             carry(now_ms, lane, core.receive(what.record, now_ms))
         else:
-            carry(now_ms, lane, core.job_exited(what.key, Outcome(RunStatus.SUCCEEDED), now_ms))
+            # The lane's exits due at this instant reach its core in one call, as the
+            # executor hands over a turn's exits (ties kept in the heap's order).
+            keys = [what.key]
+            while events and events[0][0] == now_ms and events[0][1] == 0:
+                nxt = events[0][3]
+                if not isinstance(nxt, _Exit) or nxt.lane is not lane:
+                    break
+                heapq.heappop(events)
+                keys.append(nxt.key)
+            carry(now_ms, lane, core.jobs_exited([(k, _SUCCEEDED) for k in keys], now_ms))
         while woken:  # the pool's wake-ups, at once (the runtime's call_soon)
             other = woken.pop(0)
             carry(now_ms, other, cores[other].advance(now_ms))

@@ -128,6 +128,9 @@ class WorkerNode:
         self.paused: set[int] = set()
         self.producers: dict[tuple[int, int], int] = {}  # (partition, lease) -> epoch
         self.running: dict[RunKey, _Job] = {}
+        # true ms -> the exits due then, (incarnation, key, job) in the order they
+        # were scheduled: handed to the core together (`_exits_due_now`).
+        self._exits_due: dict[int, list[tuple[int, RunKey, _Job]]] = {}
         self.slow_factor = 1.0
         self.false_lease_losses: list[tuple[int, str]] = []  # (true ms, why it was false)
         self.floor = BrokerFloor()
@@ -494,27 +497,46 @@ class WorkerNode:
     # -- jobs -------------------------------------------------------------------------
 
     def _at_exit(self, true_ms: int, key: RunKey, job: _Job) -> None:
-        incarnation = self.incarnation
-        self.host.at(true_ms, lambda: self._exited(incarnation, key, job))
+        due = self._exits_due.get(true_ms)
+        if due is None:
+            due = self._exits_due[true_ms] = []
+            self.host.at(true_ms, lambda: self._exits_due_now(true_ms))
+        due.append((self.incarnation, key, job))
 
-    def _exited(self, incarnation: int, key: RunKey, job: _Job) -> None:
+    def _exits_due_now(self, true_ms: int) -> None:
+        """The jobs that end at this instant reach the core in one `jobs_exited`, as
+        the executor hands over a turn's exits (docs/DESIGN.md §8.3), in the order
+        they were scheduled, so a seed replays the same batches. They are handed
+        over at once, with no event between an exit and its report: a cancel that
+        reached the core after the job returned would turn its success into
+        ``cancelled`` (WORKER-PROTOCOL §9.1, "whatever it returned")."""
+        exits: list[tuple[RunKey, Outcome]] = []
+        for incarnation, key, job in self._exits_due.pop(true_ms, ()):
+            if self._exited(incarnation, key, job):
+                exits.append((key, job.outcome))
+        if exits:
+            self._act(self.machine.jobs_exited(exits, self._now()))
+            self.wake(self.host.time.true_ms)
+
+    def _exited(self, incarnation: int, key: RunKey, job: _Job) -> bool:
+        """Whether the job's exit is to be reported now (its effect done if it did
+        its work); an exit that is stale or waits for a thaw is False."""
         if incarnation != self.incarnation:
-            return
+            return False
         if "run-key-no-lease" in self.host.broken:
             self._exited_by_offset(key, job)
-            return
+            return False
         if self.running.get(key) is not job:
-            return
+            return False
         if self.state == "paused":  # a frozen process finishes nothing; try again later
             self._at_exit(self.host.time.true_ms + PAUSED_RETRY_MS, key, job)
-            return
+            return False
         del self.running[key]
         if job.execution is not None:
             job.execution.end_ms = self.host.time.true_ms
         if job.outcome.status == RunStatus.SUCCEEDED:
             self.jobs.effect(job.run, job.execution)
-        self._act(self.machine.job_exited(key, job.outcome, self._now()))
-        self.wake(self.host.time.true_ms)
+        return True
 
     def _exited_by_offset(self, key: RunKey, job: _Job) -> None:
         """The fix of finding 3 undone: the executor knows a job by (partition, offset)
