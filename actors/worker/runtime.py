@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -220,6 +221,11 @@ class WorkerRuntime:
         self._consumer: AIOKafkaConsumer | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._producers: dict[tuple[int, int], AIOKafkaProducer] = {}
+        # The _start_producer task of each (partition, lease) not yet finished: its
+        # init_transactions (and the upgrade modes' fence_others) retries for up to
+        # ADOPT_STEP_TIMEOUT_S and producer.stop() does not end that loop, so a
+        # CloseProducer cancels the task, or its start would fence the next owner.
+        self._starting: dict[tuple[int, int], asyncio.Future[Any]] = {}
         self._member: str | None = None
         self._synced_ms: int | None = None  # the last SyncGroup request answered: sent when
         self._timer: asyncio.TimerHandle | None = None
@@ -551,7 +557,10 @@ class WorkerRuntime:
                 elif isinstance(action, Seek | Pause | Resume):
                     self._position(action)
                 elif isinstance(action, StartProducer):
-                    self._spawn(self._start_producer(action.partition, action.lease), adoption=True)
+                    key = (action.partition, action.lease)
+                    task = self._spawn(self._start_producer(*key), adoption=True)
+                    self._starting[key] = task
+                    task.add_done_callback(functools.partial(self._started, key))
                 elif isinstance(action, ReadCommitted):
                     self._spawn(self._read_committed(action.partition, action.lease), adoption=True)
                 elif isinstance(action, CloseProducer):
@@ -669,7 +678,17 @@ class WorkerRuntime:
             )
         )
 
+    def _started(self, key: tuple[int, int], task: asyncio.Future[Any]) -> None:
+        if self._starting.get(key) is task:  # not a renewal's later start of the same key
+            del self._starting[key]
+
     def _close_producer(self, partition: int, lease: int) -> None:
+        # Only the start in flight now: a renewal's StartProducer of the same key is
+        # applied after this CloseProducer and registers a task of its own. A task not
+        # yet run is cancelled too (it has registered no producer).
+        starting = self._starting.pop((partition, lease), None)
+        if starting is not None:
+            starting.cancel()
         producer = self._producers.pop((partition, lease), None)
         if producer is not None:
             what = f"stopping the producer of runs partition {partition}"
@@ -719,13 +738,14 @@ class WorkerRuntime:
             self._apply(machine.commit_failed(commit, outcome.reason, now))
         self._tick_soon()
 
-    def _spawn(self, coro: Awaitable[Any], *, adoption: bool = False) -> None:
+    def _spawn(self, coro: Awaitable[Any], *, adoption: bool = False) -> asyncio.Future[Any]:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         if adoption:
             self._adoptions.add(task)
             task.add_done_callback(self._adoptions.discard)
+        return task
 
 
 def _task_name(task: asyncio.Future[Any]) -> str:
