@@ -23,7 +23,8 @@ Inputs (methods)                              Outputs
   jobs_exited([(key, outcome), ...])            StartJob
   progress(key, details, at)                    - (a report in the next Write)
   commit_done / commit_failed / commit_refused  WakeAt
-  commit_unknown                                StartProducer (a fresh producer)
+  commit_unknown                                StartProducer (a fresh producer; past
+                                                the lease, as tick: LeaseLost)
   heartbeat                                     StartProducer (recovery)
   tick                                          Write(commit), CancelJob(timeout), LeaseLost,
                                                 StartProducer (a retry), Pause / Resume, WakeAt
@@ -758,7 +759,7 @@ class WorkerMachine:
         slot.commit_failures += 1
         if slot.commit_failures >= COMMIT_FAILURES_BEFORE_READOPT:
             why = f"{slot.commit_failures} commits failed in a row ({reason})"
-            return self._readopt(commit.partition, why, now_ms)
+            return self._readopt(commit, why, now_ms, recorded=True)
         delay = min(COMMIT_RETRY_MAX_MS, COMMIT_RETRY_MS << (slot.commit_failures - 1))
         slot.write_after_ms = now_ms + delay
         return self._wake(
@@ -810,7 +811,7 @@ class WorkerMachine:
         if slot is None or slot.lease != commit.lease or slot.state != LIVE:
             self.core.commit_failed(commit, now_ms, COMMIT_GUARD_MS)
             return []
-        return self._readopt(commit.partition, f"commit outcome unknown ({reason})", now_ms)
+        return self._readopt(commit, f"commit outcome unknown ({reason})", now_ms, recorded=False)
 
     # --- time -------------------------------------------------------------------------
 
@@ -926,7 +927,17 @@ class WorkerMachine:
             slot.producer = False
         return actions
 
-    def _readopt(self, partition: int, reason: str, now_ms: int) -> list[Action]:
+    def _readopt(self, commit: Commit, reason: str, now_ms: int, *, recorded: bool) -> list[Action]:
+        """Adopt ``commit``'s partition afresh after its write failed (``recorded``: the
+        core already has the failure)."""
+        partition = commit.partition
+        if not self.core.lease_holds(now_ms):
+            # Read past the lease (a thawed process whose queued write step runs before
+            # the overdue tick): a StartProducer now would fence the partition's new
+            # owner. The tick loses every partition; the next heartbeat re-adopts.
+            if not recorded:
+                self.core.commit_failed(commit, now_ms, COMMIT_GUARD_MS)
+            return self.tick(now_ms)
         self.counts.readoptions += 1
         slot = self._slots[partition]
         actions = self._drop(partition, reason)

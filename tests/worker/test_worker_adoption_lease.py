@@ -13,6 +13,7 @@ from __future__ import annotations
 from actors.worker.core import LeaseLost, StartJob, WorkerCore
 from actors.worker.membership import (
     ADOPT_RETRY_MS,
+    COMMIT_FAILURES_BEFORE_READOPT,
     LIVE,
     CloseProducer,
     LeaseRules,
@@ -135,6 +136,37 @@ def test_a_renewal_whose_offset_is_read_past_the_lease_writes_nothing() -> None:
     m.producer_started(0, lease, T0)
     actions = m.committed_read(0, lease, 0, None, LOST_MS)
     assert of(actions, Write) == [] and m.state(0) == "lost"
+
+
+def test_a_commit_of_unknown_outcome_read_past_the_lease_adopts_nothing() -> None:
+    # Frozen with the EndTxn outcome (unknown) ready to read; evicted meanwhile. The
+    # re-adoption's init_transactions would fence the partition's new owner.
+    m = live_machine(0)
+    lease = m.lease(0) or 0
+    write = _finished(m, 0, T0, deadline_ms=T0 + 3_600_000)
+    actions = m.commit_unknown(write.commit, "KafkaConnectionError", LOST_MS + 30_000)
+    assert of(actions, StartProducer) == [], actions
+    assert of(actions, LeaseLost) and CloseProducer(0, lease) in actions
+    assert m.state(0) == "lost"
+    # The next heartbeat re-adopts it.
+    back = LOST_MS + 31_000
+    assert of(m.heartbeat(back, sent_ms=back), StartProducer)
+
+
+def test_a_last_failed_commit_read_past_the_lease_adopts_nothing() -> None:
+    m = live_machine(0)
+    lease = m.lease(0) or 0
+    now = T0
+    write = _finished(m, 0, now, deadline_ms=T0 + 3_600_000)
+    for _ in range(COMMIT_FAILURES_BEFORE_READOPT - 1):
+        m.commit_failed(write.commit, "NotCoordinator", now)
+        now += 5_000
+        m.heartbeat(now)
+        [write] = of(m.tick(now), Write)
+    actions = m.commit_failed(write.commit, "NotCoordinator", now + 40_000)
+    assert of(actions, StartProducer) == [], actions
+    assert of(actions, LeaseLost) and CloseProducer(0, lease) in actions
+    assert m.state(0) == "lost"
 
 
 def test_with_the_lease_rule_off_an_adoption_retries_for_ever() -> None:
