@@ -255,6 +255,7 @@ class WorkerCore:
         now_ms: int,
         lease_loss_ms: int,
         rebalance_hold_ms: int = 0,
+        sync_hold_ms: int = 0,
         max_open_per_partition: int = MAX_OPEN_PER_PARTITION,
         max_backlog_per_partition: int = MAX_BACKLOG_PER_PARTITION,
         key_adoption_wait_ms: int | None = None,
@@ -276,12 +277,13 @@ class WorkerCore:
         # How long an adopted partition's keyed and rate-limited runs wait for the
         # previous owner to stop starting them and to stop its jobs: the longest it
         # may hold its lease, by its lease rule (`lease_loss_ms` after its last
-        # heartbeat) or, in a rebalance it joined whose SyncGroup answer it never
-        # got, by the rebalance's hold (`LeaseRules.rebalance_hold_ms` after it,
-        # `hold_lease_until`); docs/DESIGN.md §8.2. The executors pass
-        # ``LeaseRules.adoption_wait_ms`` (finite with the lease rule off too); a
-        # broken variant of the simulation passes 0.
-        adoption_wait_ms = max(lease_loss_ms, rebalance_hold_ms)
+        # heartbeat), in a rebalance it joined whose SyncGroup answer it never got,
+        # by the rebalance's hold (`LeaseRules.rebalance_hold_ms` after it,
+        # `hold_lease_until`), or after an assignment by the SyncGroup's hold
+        # (`LeaseRules.sync_hold_ms` after its send): ``LeaseRules.adoption_wait_ms``,
+        # docs/DESIGN.md §8.2. The executors pass that (finite with the lease rule off
+        # too); a broken variant of the simulation passes 0.
+        adoption_wait_ms = max(lease_loss_ms, rebalance_hold_ms, sync_hold_ms)
         self._key_wait_ms = (
             adoption_wait_ms if key_adoption_wait_ms is None else key_adoption_wait_ms
         )

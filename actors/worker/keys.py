@@ -11,8 +11,9 @@ What the next owner inherits: the runs the previous owner had not finished are t
 open offsets of its last commit, delivered again to the next owner, which runs them
 under the same limit. What it cannot see is whether the previous owner's jobs have
 stopped: so a partition's keyed runs start only once the previous owner's longest
-hold of its lease has passed since its adoption (`WorkerCore.assign`: ``max(
-lease_loss_ms, rebalance_hold_ms)``), by when the previous owner has stopped its jobs
+hold of its lease has passed since its adoption (`WorkerCore.assign`:
+``LeaseRules.adoption_wait_ms``, the longest of ``lease_loss_ms``, ``rebalance_hold_ms`` and
+``sync_hold_ms``), by when the previous owner has stopped its jobs
 on the revocation, or at its lease's end if it lost the group or never got the
 rebalance's answer.
 """

@@ -16,7 +16,7 @@ cell rate algorithm, a token bucket kept as one number): with the emission inter
 
 **A next owner starts the bucket empty**, and not before the previous owner is known
 stopped: a partition adopted at ``t0`` makes each key's bucket empty at ``t1 = t0 +
-max(lease_loss_ms, rebalance_hold_ms)`` (the instant from which a concurrency key's
+LeaseRules.adoption_wait_ms`` (the instant from which a concurrency key's
 runs start too, §8.2):
 ``tat = t1 + B T``, the first start at ``t1 + T``. The bucket is nowhere else: nothing
 is written, nothing is read back, and a failover can only make it emptier, never full.

@@ -3,9 +3,10 @@ longest hold of its lease (docs/DESIGN.md §8.2, §8.5).
 
 The previous owner stops starting runs at the end of its lease: `lease_loss_ms`
 after its last heartbeat, or, in a rebalance it joined (no heartbeats while it
-rejoins), `rebalance_hold_ms` after it. If the SyncGroup answer that would tell it
-its partition went away is lost, it keeps the lease that long, and may start a run
-of the key until then: the new owner waits the longer of the two.
+rejoins), `rebalance_hold_ms` after it, or, after an assignment, `sync_hold_ms`
+after its SyncGroup's send. If the SyncGroup answer that would tell it its partition
+went away is lost, it keeps the lease that long, and may start a run of the key until
+then: the new owner waits the longest (`LeaseRules.adoption_wait_ms`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def new_core() -> WorkerCore:
         now_ms=T0,
         lease_loss_ms=RULES.lease_loss_ms,
         rebalance_hold_ms=RULES.rebalance_hold_ms,
+        sync_hold_ms=RULES.sync_hold_ms,
     )
 
 
@@ -45,6 +47,7 @@ def old_owner() -> WorkerMachine:
         now_ms=T0 - 60_000,
         lease_loss_ms=RULES.lease_loss_ms,
         rebalance_hold_ms=RULES.rebalance_hold_ms,
+        sync_hold_ms=RULES.sync_hold_ms,
     )
     machine = WorkerMachine(core, RULES, T0 - 60_000)
     machine.assigned([0], T0 - 60_000, rejoined=False)
@@ -98,6 +101,27 @@ def test_without_a_longer_hold_the_wait_is_the_lease_rule() -> None:
     core.assign(0, 0, None, T0)
     assert starts(core.receive(keyed(0), T0)) == []
     assert core.next_due_ms(lease=False) == T0 + 6_000
+
+
+def test_the_default_wait_covers_an_assignments_hold_too() -> None:
+    # A previous owner whose SyncGroup answer came holds its lease `sync_hold_ms`
+    # after the request's send, longer than the lease rule. Given no rebalance hold
+    # (the default, 0), the core's own wait is still the longest of the holds it is
+    # given, as `LeaseRules.adoption_wait_ms` is.
+    assert RULES.sync_hold_ms > RULES.lease_loss_ms
+    core = WorkerCore(
+        worker="w1",
+        concurrency=8,
+        known_job=lambda n: n == "noop",
+        now_ms=T0,
+        lease_loss_ms=RULES.lease_loss_ms,
+        sync_hold_ms=RULES.sync_hold_ms,
+    )
+    core.assign(0, 0, None, T0)
+    assert starts(core.receive(keyed(0), T0)) == []
+    assert core.next_due_ms(lease=False) == T0 + RULES.sync_hold_ms
+    assert starts(core.advance(heard(core, T0 + RULES.sync_hold_ms - 1))) == []
+    assert starts(core.advance(heard(core, T0 + RULES.sync_hold_ms))) == [0]
 
 
 async def _noop() -> None:
