@@ -65,11 +65,12 @@ class BrokerFloor:
         return self.now_ms(wall_ms, mono_ms) - wall_ms
 
 
-MOVE_REPORTED_MS = 50
+MOVE_REPORTED_MS = 5
 """How far the worker's time must have moved off the monotonic clock before the move
 is reported (`TimeMoves`): a wall clock and a monotonic clock read one after the
 other, in whole milliseconds, disagree by a millisecond back and forth at every
-reading, and a wait 50 ms off is well inside any wait it guards."""
+reading; a wait at most 5 ms off lets a rate limit of R a second at most 0.005·R
+more starts in a window."""
 
 
 class TimeMoves:
@@ -83,7 +84,10 @@ class TimeMoves:
     end an 18 s adoption wait (docs/DESIGN.md §8.2) after 8 s, and start a key's runs
     beside the previous owner's. So every reading reports the move since the last
     report, and the core moves its waits by as much (`WorkerCore.time_moved`): they
-    are then measured on the monotonic clock, whatever the wall clock does.
+    are then measured on the monotonic clock, whatever the wall clock does. A backward
+    move moves the lease too (`WorkerMachine.time_moved`): a clock ahead of the
+    broker's, which the floor cannot see, stepped back would otherwise hold the lease
+    for the whole step.
 
     Pure: the executors (the aiokafka runtime, the simulation) read the clocks."""
 

@@ -832,6 +832,13 @@ class WorkerCore:
         self.rates.time_moved(moved_ms)
         self._keys_due_ms = 0
 
+    def lease_moved(self, moved_ms: int) -> None:
+        """A backward move of the worker's time (`WorkerMachine.time_moved`): the lease's
+        instants move with it, so it holds no longer than its rule says."""
+        self._lease_renewed_ms += moved_ms
+        if self._lease_held_until_ms:
+            self._lease_held_until_ms += moved_ms
+
     def lease_renewed(self, now_ms: int) -> None:
         """A group heartbeat succeeded at ``now_ms``: our partitions are still ours."""
         self._lease_renewed_ms = max(self._lease_renewed_ms, now_ms)

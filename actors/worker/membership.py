@@ -817,10 +817,21 @@ class WorkerMachine:
 
     def time_moved(self, moved_ms: int) -> None:
         """The worker's time moved off the monotonic clock (`clock.TimeMoves`): the
-        core's waits move with it (`WorkerCore.time_moved`). The lease's instants do
-        not: a forward move only ends it sooner, and a backward one is bounded by the
-        broker floor (`clock.BrokerFloor`)."""
+        core's waits move with it (`WorkerCore.time_moved`), and a backward move moves the
+        lease's instants too. A clock ahead of the broker's (which the floor cannot see)
+        stepped back by NTP would otherwise hold the lease for the whole step after the
+        group gave the partitions away: runs started twice. A forward move leaves the
+        lease as it is: it may be time the monotonic clock did not count (a suspended
+        host), and then ending the lease sooner is right."""
         self.core.time_moved(moved_ms)
+        if moved_ms >= 0:
+            return
+        self.core.lease_moved(moved_ms)
+        self._last_heartbeat_ms += moved_ms
+        for slot in self._slots.values():
+            slot.since_ms += moved_ms  # a loss's instant, or a backoff's end
+            if slot.write_after_ms:
+                slot.write_after_ms += moved_ms
 
     def tick(self, now_ms: int) -> list[Action]:
         """Time passed: deadlines, the lease, retries; then writes, pauses, the next wake."""

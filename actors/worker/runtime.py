@@ -237,20 +237,27 @@ class WorkerRuntime:
         self.on_result_committed: Callable[[Commit], None] | None = None
         self._floor = BrokerFloor()
         self._moves = TimeMoves()
+        # The sum of the backward moves so far (<= 0): a group request's send instant is
+        # kept without them and re-expressed with those made since when its answer is
+        # read (`_sent_stamp`, `_heard`), as the lease's instants were moved meanwhile.
+        self._moved_back_ms = 0
 
     def _now(self) -> int:
         """The time every decision is made at: the wall clock, never behind the
-        broker's as the fetched runs show it (``clock.BrokerFloor``)."""
-        return self._read_time(monotonic_ms())
-
-    def _read_time(self, mono_ms: int) -> int:
-        """`_now` at ``mono_ms``; a move of the time off the monotonic clock moves the
-        machine's waits first (``clock.TimeMoves``), before any decision is made at it."""
-        now = self._floor.now_ms(now_ms(), mono_ms)
-        moved = self._moves.moved_ms(now, mono_ms)
+        broker's as the fetched runs show it (``clock.BrokerFloor``); a move of it off the
+        monotonic clock moves the machine's waits first (``clock.TimeMoves``)."""
+        mono = monotonic_ms()
+        now = self._floor.now_ms(now_ms(), mono)
+        moved = self._moves.moved_ms(now, mono)
         if moved:
+            if moved < 0:
+                self._moved_back_ms += moved
             self.machine.time_moved(moved)
         return now
+
+    def _sent_stamp(self) -> int:
+        """A group request's send instant, without the backward moves so far."""
+        return self._now() - self._moved_back_ms
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -448,7 +455,7 @@ class WorkerRuntime:
             default=0,
         )
         self._floor.observe(appended_ms, mono)
-        now = self._read_time(mono)
+        now = self._now()  # a fresh monotonic reading beside the wall clock's (TimeMoves)
         records = [
             InRecord(
                 TopicKind.RUNS,
@@ -528,11 +535,13 @@ class WorkerRuntime:
     def _watch_heartbeats(self, consumer: AIOKafkaConsumer) -> None:
         """Tell the machine about every successful Heartbeat and SyncGroup answer,
         stamped with its request's send time (``group_answers``)."""
-        watch_group_answers(consumer._coordinator, self._now, self._heard)
+        watch_group_answers(consumer._coordinator, self._sent_stamp, self._heard)
 
-    def _heard(self, kind: str, sent_ms: int) -> None:
+    def _heard(self, kind: str, stamp_ms: int) -> None:
+        now = self._now()  # first: it reports a move made while the request was out
+        sent_ms = stamp_ms + self._moved_back_ms  # in the lease's instants as they are now
         if kind == HEARTBEAT:
-            self._apply(self.machine.heartbeat(self._now(), sent_ms=sent_ms))
+            self._apply(self.machine.heartbeat(now, sent_ms=sent_ms))
         else:  # the assignment it carries reaches `rebalanced` next, from the listener
             self._synced_ms = sent_ms
 

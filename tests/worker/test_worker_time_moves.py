@@ -23,7 +23,8 @@ from aiokafka.structs import ConsumerRecord
 
 from actors.worker import runtime as runtime_module
 from actors.worker.clock import MOVE_REPORTED_MS, TimeMoves
-from actors.worker.core import StartJob
+from actors.worker.core import LeaseLost, StartJob
+from actors.worker.group_answers import HEARTBEAT
 from actors.worker.registry import Registry
 from actors.worker.runtime import LOG_APPEND_TIME, WorkerOptions, WorkerRuntime
 from tests.worker.test_worker_keys import keyed
@@ -184,3 +185,63 @@ def test_moves_below_the_reported_bound_are_not_reported_and_add_up() -> None:
     assert moves.moved_ms(WALL0 + 3_000 + MOVE_REPORTED_MS, 3_000) == MOVE_REPORTED_MS
     assert moves.moved_ms(WALL0 + 4_000 + MOVE_REPORTED_MS, 4_000) == 0
     assert moves.moved_ms(WALL0 + 5_000 - 40_000, 5_000) == -40_000 - MOVE_REPORTED_MS
+
+
+AHEAD_MS = 30_000  # a worker's wall clock 30 s ahead of the broker's
+
+
+def _live_past_the_wait(runtime: WorkerRuntime, applied: list[Any], clocks: _Clocks) -> None:
+    """Partition 0 adopted and heard through the adoption wait; a keyed run fetched (the
+    floor learns the broker's time, 30 s behind this wall) and started."""
+    machine = runtime.machine
+    rules = runtime.options.lease_rules
+    _adopt(runtime)
+    step_ms = rules.heartbeat_interval_ms
+    for _ in range(rules.adoption_wait_ms // step_ms + 1):
+        clocks.elapse(step_ms)
+        now = runtime._now()
+        machine.heartbeat(now, sent_ms=now)
+    assert _fetched(runtime, applied, clocks.wall_ms - AHEAD_MS)
+
+
+def test_a_wall_clock_ahead_stepped_back_does_not_stretch_the_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The floor cannot see a clock ahead of the broker's; NTP steps it back 30 s. Had
+    # the lease stayed where it was, it held 36 s after the last answer: the group
+    # evicts us after 10 s and the next owner runs the partition from then.
+    clocks = _Clocks()
+    runtime, applied = _runtime(clocks, monkeypatch)
+    machine = runtime.machine
+    rules = runtime.options.lease_rules
+    _live_past_the_wait(runtime, applied, clocks)
+    now = runtime._now()
+    machine.heartbeat(now, sent_ms=now)  # the last heartbeat the group answers
+    clocks.wall_ms -= AHEAD_MS
+    lost_after_ms = None
+    for silent_ms in range(500, 29_001, 500):  # cut off from the group coordinator
+        clocks.elapse(500)
+        runtime._apply(machine.tick(runtime._now()))
+        if lost_after_ms is None and not runtime.core.assigned:
+            lost_after_ms = silent_ms
+    late = _fetched(runtime, applied, clocks.wall_ms, offset=1, rate=RateLimit("payments", 0.5, 1))
+    assert not late, "a run of a partition the group gave away 19 s ago started"
+    assert lost_after_ms is not None and lost_after_ms <= rules.lease_loss_ms + 500, lost_after_ms
+
+
+def test_a_heartbeat_sent_before_a_backward_step_renews_from_its_send(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its send instant is re-expressed with the step made while it was in flight: read
+    # as it was stamped, it would renew the lease 30 s past its send.
+    clocks = _Clocks()
+    runtime, applied = _runtime(clocks, monkeypatch)
+    rules = runtime.options.lease_rules
+    _live_past_the_wait(runtime, applied, clocks)
+    stamp = runtime._sent_stamp()  # the heartbeat request goes out
+    clocks.wall_ms -= AHEAD_MS  # NTP steps the wall back while it is in flight
+    clocks.elapse(100)
+    runtime._heard(HEARTBEAT, stamp)  # its answer is read
+    clocks.elapse(rules.lease_loss_ms)  # and nothing is heard after it
+    lost = [a for a in runtime.machine.tick(runtime._now()) if isinstance(a, LeaseLost)]
+    assert lost, "an answer sent before the step renewed the lease by the step"
