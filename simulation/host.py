@@ -55,6 +55,8 @@ BROKEN_VARIANTS = (
     "key-no-adoption-wait",
     # A new owner's rate-limit buckets start full, not empty (§8.5)
     "rate-adoption-full",
+    # A move of the worker's wall clock off its monotonic clock leaves its waits (§8.5)
+    "worker-time-moves-ignored",
     # A loading group coordinator's answer taken for "nothing committed" (topics.committed)
     "committed-silence-trusted",
 )

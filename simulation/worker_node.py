@@ -151,7 +151,7 @@ class WorkerNode:
         mono_ms = self.clock.mono_ms()
         now_ms = self.floor.now_ms(self.clock.now_ms(), mono_ms)
         moved_ms = self.moves.moved_ms(now_ms, mono_ms)
-        if moved_ms:
+        if moved_ms and "worker-time-moves-ignored" not in self.host.broken:
             self.machine.time_moved(moved_ms)
         return now_ms
 

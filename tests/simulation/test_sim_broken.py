@@ -93,6 +93,9 @@ WORKER_VARIANTS = [
     # A new owner's rate-limit bucket started full: its first burst (the runs it takes
     # over, run again) adds to the previous owner's last one within a second.
     ("rate-adoption-full", "rate-limited-key-through-worker-crash", "rate-limits"),
+    # The worker's waits kept on its wall clock alone: a step forward cuts a new owner's
+    # adoption wait short and fills its bucket, beside the previous owner's last burst.
+    ("worker-time-moves-ignored", "rate-limited-key-with-skewed-workers", "rate-limits"),
     # A restore that drops which deadline alerts a run's shard wrote: the new owner
     # alerts the same late run again.
     ("restore-forgets-alerts", "deadlines-across-takeovers", "deadlines"),

@@ -45,6 +45,7 @@ SWEEPS = {
     "backfill-across-takeovers": 15,
     "concurrency-key-through-failovers": 10,
     "rate-limited-key-through-worker-crash": 10,
+    "rate-limited-key-with-skewed-workers": 10,
 }
 
 
