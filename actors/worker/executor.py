@@ -27,7 +27,7 @@ from typing import Any
 from actors.observe import metrics
 from actors.worker.context import RunContext
 from actors.worker.core import Outcome, RunKey
-from actors.worker.errors import RunCancelled, error_of, utf8_text
+from actors.worker.errors import NON_RETRYABLE_TYPE, RunCancelled, error_of, utf8_text
 from actors.worker.registry import JobSpec, Registry
 from topics.messages import Run
 from topics.vocabulary import RunStatus
@@ -51,20 +51,27 @@ def _cancelled_outcome(reason: str) -> Outcome:
 AWAITABLE_RETURNED = Outcome(
     RunStatus.FAILED,
     {
-        "type": "TypeError",
-        "message": "the job returned a coroutine: register the async function itself",
+        "type": NON_RETRYABLE_TYPE,
+        "message": "TypeError: the job returned an awaitable (a coroutine, a task or a"
+        " future): register the async function itself",
     },
 )
 """A job whose call returned an awaitable (a plain wrapper of an async function
-without ``functools.wraps``, an async job returning a coroutine): its work never
-ran, so it did not succeed."""
+without ``functools.wraps``, an async job returning a coroutine or a task): it did
+not succeed, and another attempt would do the same (a registration bug), so it is
+not retried."""
 
 
 def _awaitable_returned(result: Any) -> Outcome:
-    close = getattr(result, "close", None)
-    if close is not None:
-        with contextlib.suppress(BaseException):  # no "never awaited" warning
-            close()
+    # A coroutine is closed (its work never ran; no "never awaited" warning); a task
+    # or a future is cancelled: left running, its work would go on unwatched, beside
+    # whatever the run's outcome lets happen next.
+    for stop in ("close", "cancel"):
+        method = getattr(result, stop, None)
+        if method is not None:
+            with contextlib.suppress(BaseException):
+                method()
+            break
     return AWAITABLE_RETURNED
 
 

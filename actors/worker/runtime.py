@@ -521,10 +521,10 @@ class WorkerRuntime:
         rejoined = self._member is not None and member_id != self._member
         self._member = member_id
         partitions = {tp.partition for tp in assigned if tp.topic == self._runs_topic}
-        sent_ms, self._synced_ms = self._synced_ms, None
-        self._apply(
-            self.machine.assigned(partitions, self._now(), rejoined=rejoined, sent_ms=sent_ms)
-        )
+        now = self._now()  # first: it reports a move made since the SyncGroup went out
+        stamp, self._synced_ms = self._synced_ms, None
+        sent_ms = None if stamp is None else stamp + self._moved_back_ms
+        self._apply(self.machine.assigned(partitions, now, rejoined=rejoined, sent_ms=sent_ms))
 
     def _member_id(self) -> str | None:
         consumer = self._consumer
@@ -538,12 +538,12 @@ class WorkerRuntime:
         watch_group_answers(consumer._coordinator, self._sent_stamp, self._heard)
 
     def _heard(self, kind: str, stamp_ms: int) -> None:
-        now = self._now()  # first: it reports a move made while the request was out
-        sent_ms = stamp_ms + self._moved_back_ms  # in the lease's instants as they are now
         if kind == HEARTBEAT:
+            now = self._now()  # first: it reports a move made while the request was out
+            sent_ms = stamp_ms + self._moved_back_ms  # in the lease's instants as they are now
             self._apply(self.machine.heartbeat(now, sent_ms=sent_ms))
-        else:  # the assignment it carries reaches `rebalanced` next, from the listener
-            self._synced_ms = sent_ms
+        else:  # the assignment it carries reaches `rebalanced` next, from the listener,
+            self._synced_ms = stamp_ms  # which re-expresses it with the moves made by then
 
     # --- actions -----------------------------------------------------------------------
 

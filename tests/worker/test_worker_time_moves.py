@@ -24,7 +24,7 @@ from aiokafka.structs import ConsumerRecord
 from actors.worker import runtime as runtime_module
 from actors.worker.clock import MOVE_REPORTED_MS, TimeMoves
 from actors.worker.core import LeaseLost, StartJob
-from actors.worker.group_answers import HEARTBEAT
+from actors.worker.group_answers import HEARTBEAT, SYNC_GROUP
 from actors.worker.registry import Registry
 from actors.worker.runtime import LOG_APPEND_TIME, WorkerOptions, WorkerRuntime
 from tests.worker.test_worker_keys import keyed
@@ -245,3 +245,30 @@ def test_a_heartbeat_sent_before_a_backward_step_renews_from_its_send(
     clocks.elapse(rules.lease_loss_ms)  # and nothing is heard after it
     lost = [a for a in runtime.machine.tick(runtime._now()) if isinstance(a, LeaseLost)]
     assert lost, "an answer sent before the step renewed the lease by the step"
+
+
+SYNC_LATENCY_MS = 3_000  # a follower's SyncGroup waits for the leader's assignment
+
+
+def _lease_left_after_sync(monkeypatch: pytest.MonkeyPatch, step_back: bool) -> int:
+    clocks = _Clocks()
+    runtime, applied = _runtime(clocks, monkeypatch)
+    _live_past_the_wait(runtime, applied, clocks)
+    runtime._apply(runtime.machine.rebalance_started(runtime._now()))
+    stamp = runtime._sent_stamp()  # the SyncGroup request goes out
+    clocks.elapse(SYNC_LATENCY_MS)
+    runtime._heard(SYNC_GROUP, stamp)  # its answer is read
+    if step_back:  # NTP steps the wall back before the listener hands over the assignment
+        clocks.wall_ms -= AHEAD_MS
+    runtime.rebalanced({TopicPartition(runtime._runs_topic, 0)})
+    return runtime.core.lease_ends_ms() - runtime._now()
+
+
+def test_a_step_between_the_sync_answer_and_its_assignment_does_not_stretch_the_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Kept as it was stamped, the send instant lay in the old reading's frame: the
+    # assignment's hold ended the SyncGroup's latency later than the group's guarantee.
+    held = _lease_left_after_sync(monkeypatch, step_back=False)
+    stepped = _lease_left_after_sync(monkeypatch, step_back=True)
+    assert stepped <= held + 5, (held, stepped)
