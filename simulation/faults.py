@@ -39,7 +39,7 @@ REPLAN_TICKS = 60  # the longest quiet stretch drawn at once
 NODE_KINDS = ("crash", "pause", "skew")
 BROKER_KINDS = ("broker", "refuse", "runs_denied", "coordinator_busy", "results_refused")
 """Faults of the broker as a whole (one target each, named after the kind)."""
-WORKER_KINDS = ("slow_job", "worker_crash_mid_job")
+WORKER_KINDS = ("slow_job", "worker_crash_mid_job", "group_cut")
 
 
 class FaultInjector:

@@ -43,6 +43,11 @@ class Group:
         self._rebalance()
         return member_id
 
+    def leader(self) -> str | None:
+        """The member that computes the assignment: the oldest one (members keep
+        their joining order), as a broker keeps its leader while it stays."""
+        return next(iter(self.members), None)
+
     def leave(self, member_id: str) -> None:
         """A clean leave (consumer.stop()): the partitions move at once."""
         if self.members.pop(member_id, None) is not None:

@@ -59,6 +59,12 @@ BROKEN_VARIANTS = (
     "worker-time-moves-ignored",
     # A loading group coordinator's answer taken for "nothing committed" (topics.committed)
     "committed-silence-trusted",
+    # An assignment holds the lease from its SyncGroup's send by the heartbeat rule
+    # alone, not the session it restarted (LeaseRules.sync_hold_ms 0, docs/DESIGN.md §8)
+    "no-sync-hold",
+    # The tick leaves partitions being adopted, read or backed off alone when the
+    # lease ends: a worker cut from the group coordinator keeps retrying (§8)
+    "adoption-outlives-lease",
 )
 
 
@@ -87,6 +93,10 @@ class Host(Protocol):
 
     def join_ms(self) -> int:
         """A drawn duration of a worker's rejoin (JoinGroup + SyncGroup)."""
+        ...
+
+    def sync_wait_ms(self) -> int:
+        """A drawn wait of a follower's SyncGroup for the leader's (0: answered at once)."""
         ...
 
     def adopt_delay_ms(self) -> int:

@@ -92,6 +92,7 @@ FAULT_KINDS = (
     "worker_crash_mid_job",  # a worker running a job dies; restarted after the duration
     "coordinator_busy",  # InitProducerId and OffsetFetch answer COORDINATOR_LOAD_IN_PROGRESS
     "results_refused",  # the broker refuses workers' result batches (NOT_ENOUGH_REPLICAS)
+    "group_cut",  # one worker cannot reach the group coordinator; produces go through
 )
 SCRIPT_ACTIONS = (
     "crash",
@@ -109,6 +110,8 @@ SCRIPT_ACTIONS = (
     "coordinator_ok",  # ... and off again
     "results_refused",
     "results_ok",
+    "group_cut",  # worker ``node`` cannot reach the group coordinator ...
+    "group_ok",  # ... and reaches it again
     "pause_owner",  # freeze whoever owns ``shard`` then (resumed ``restart_after_s`` later)
     "crash_mid_commit",  # worker ``node`` dies with its next transaction open (kill -9)
     "stop",  # ``node`` stops cleanly (SIGTERM); restarted ``restart_after_s`` after exit
@@ -216,6 +219,9 @@ class WorkerClient:
     join_ms: tuple[int, int] = (0, 0)
     """How long a rejoin (JoinGroup + SyncGroup) takes, drawn per rebalance: while it
     lasts no heartbeat is sent (a join waiting for a dead member's session)."""
+    sync_wait_ms: tuple[int, int] = (0, 0)
+    """How long a follower's SyncGroup waits for the leader's, drawn per rebalance:
+    the broker answers the followers only when the slow leader's request arrives."""
     adopt_delay_ms: tuple[int, int] = (0, 0)
     """Extra time InitProducerId and the committed-offset read take, drawn per call."""
     fetch_during_adoption: bool = False
@@ -339,7 +345,7 @@ def _scenario(data: dict[str, Any], path: str) -> Scenario:
         if action == "pause_owner" and (shard is None or restart is None):
             raise ScenarioError("script: pause_owner needs shard and restart_after_s")
         workers = {n.name for n in nodes if n.role == "worker"}
-        if action == "crash_mid_commit" and node not in workers:
+        if action in ("crash_mid_commit", "group_cut", "group_ok") and node not in workers:
             raise ScenarioError(f"script: {action} needs node, one of {sorted(workers)}")
         if action == "stop" and node is None:
             raise ScenarioError(f"script: stop needs node, one of {names}")
@@ -436,6 +442,7 @@ def _seconds_range(value: Any, name: str) -> tuple[int, int]:
 def _worker_client(data: dict[str, Any]) -> WorkerClient:
     known = {
         "join_s",
+        "sync_wait_s",
         "adopt_delay_s",
         "fetch_during_adoption",
         "max_result_bytes",
@@ -452,6 +459,7 @@ def _worker_client(data: dict[str, Any]) -> WorkerClient:
         )
     return WorkerClient(
         join_ms=_seconds_range(data.get("join_s", 0), "join_s"),
+        sync_wait_ms=_seconds_range(data.get("sync_wait_s", 0), "sync_wait_s"),
         adopt_delay_ms=_seconds_range(data.get("adopt_delay_s", 0), "adopt_delay_s"),
         fetch_during_adoption=bool(data.get("fetch_during_adoption", False)),
         max_result_bytes=None if max_bytes is None else int(max_bytes),

@@ -71,6 +71,7 @@ from actors.worker.membership import (
     WorkerMachine,
     Write,
 )
+from simulation.broken_machine import AdoptionOutlivesLease, NoSyncHold
 from simulation.clock import NodeClock
 from simulation.host import Host
 from simulation.jobs import Execution, Jobs
@@ -117,12 +118,17 @@ class WorkerNode:
         self.jobs = jobs
         self.concurrency = concurrency
         self._max_fetch = host.max_fetch_records() or MAX_FETCH
-        self.rules = LeaseRules(session_timeout_ms=host.worker_group.session_timeout_ms)
+        session_ms = host.worker_group.session_timeout_ms
+        # The fix undone: an assignment holds the lease by the heartbeat rule alone.
+        rules = NoSyncHold if "no-sync-hold" in host.broken else LeaseRules
+        self.rules = rules(session_timeout_ms=session_ms)
         self.state = "down"
         self.incarnation = 0
         self.member_id: str | None = None
         self.generation = -1
         self.joining_until_ms: int | None = None  # true ms: a rejoin in progress
+        self.sync_sent_ms: int | None = None  # true ms: the rejoin's SyncGroup went out
+        self.group_cut = False  # the group coordinator unreachable, the rest reachable
         self.assigned: frozenset[int] = frozenset()  # the consumer's assignment
         self.positions: dict[int, int] = {}
         self.paused: set[int] = set()
@@ -132,7 +138,9 @@ class WorkerNode:
         # were scheduled: handed to the core together (`_exits_due_now`).
         self._exits_due: dict[int, list[tuple[int, RunKey, _Job]]] = {}
         self.slow_factor = 1.0
-        self.false_lease_losses: list[tuple[int, str]] = []  # (true ms, why it was false)
+        # (true ms, what): a lease lost while the group counted us, an adoption after
+        # it removed us (the lease checker's evidence)
+        self.lease_breaches: list[tuple[int, str]] = []
         self.floor = BrokerFloor()
         self.moves = TimeMoves()
         self.machine = self._new_machine(0)
@@ -189,6 +197,8 @@ class WorkerNode:
             # burst adds to the previous owner's last one (docs/DESIGN.md §8.5).
             rate_adoption_full="rate-adoption-full" in self.host.broken,
         )
+        if "adoption-outlives-lease" in self.host.broken:
+            return AdoptionOutlivesLease(core, self.rules, now_ms)
         return WorkerMachine(core, self.rules, now_ms)
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -205,6 +215,7 @@ class WorkerNode:
         self.running, self.producers, self.positions, self.paused = {}, {}, {}, set()
         self.assigned, self.generation, self._wake_ms = frozenset(), -1, None
         self.joining_until_ms = None
+        self.sync_sent_ms = None
         self._unbounded = {}
         self._by_offset = {}
         self.member_id = self.host.worker_group.join(self.name)
@@ -244,6 +255,16 @@ class WorkerNode:
         now = self.host.time.true_ms
         self.state = "up"
         self._log(now, "resume", "process thawed")
+        self.wake(now)
+
+    def cut_from_group(self, cut: bool) -> None:
+        """The group coordinator stops (or starts again) answering this process alone."""
+        if self.group_cut == cut:
+            return
+        self.group_cut = cut
+        now = self.host.time.true_ms
+        text = "cut from the group coordinator (heartbeats fail; produces still go through)"
+        self._log(now, "cut", text if cut else "reaches the group coordinator again")
         self.wake(now)
 
     def held(self) -> list[int]:
@@ -288,6 +309,11 @@ class WorkerNode:
         group = self.host.worker_group
         true_ms = self.host.time.true_ms
         assert self.member_id is not None
+        if self.group_cut:
+            # Heartbeats, JoinGroup and SyncGroup fail: the group stops hearing us
+            # (its session runs out), while produces still go through.
+            group.silent(self.member_id, true_ms)
+            return
         if self.joining_until_ms is not None:
             if true_ms < self.joining_until_ms:
                 return  # still in JoinGroup/SyncGroup: no heartbeat
@@ -301,8 +327,13 @@ class WorkerNode:
                 # turn stands for them); the last one was at most an interval ago.
                 self._act(self.machine.heartbeat(now_ms - self.rules.heartbeat_interval_ms))
             join_ms = self.host.join_ms()
-            if join_ms > 0 and not rejoin:
-                self.joining_until_ms = true_ms + join_ms
+            # A follower's SyncGroup is answered only once the leader's arrives (a
+            # slow leader): sent after the JoinGroup, read that much later.
+            leader = rejoin or group.leader() == self.member_id
+            sync_ms = 0 if leader else self.host.sync_wait_ms()
+            if join_ms + sync_ms > 0 and not rejoin:
+                self.joining_until_ms = true_ms + join_ms + sync_ms
+                self.sync_sent_ms = true_ms + join_ms if sync_ms > 0 else None
                 if "rebalance-not-held" not in self.host.broken:
                     self._act(self.machine.rebalance_started(now_ms))
                 self.wake(self.joining_until_ms)
@@ -323,6 +354,19 @@ class WorkerNode:
         group.heard(self.member_id)
         self.generation = group.generation
         assigned = group.assigned(self.member_id) or frozenset()
+        sent_ms = None
+        if self.sync_sent_ms is not None:
+            # The answer proves the group had us when the broker handled the request,
+            # after its send: the machine counts it from there (sync_hold_ms).
+            waited_ms = true_ms - self.sync_sent_ms
+            sent_ms = self._now_at(self.sync_sent_ms)
+            self.sync_sent_ms = None
+            if waited_ms > self.rules.lease_loss_ms:
+                self._log(
+                    true_ms,
+                    "sync",
+                    f"SyncGroup answered {waited_ms} ms after its send (the leader's was late)",
+                )
         # New partition states: fetch from the committed offset, unpaused.
         self.positions = {
             p: self.host.kafka.committed_offset(self.host.settings.worker_group, TopicKind.RUNS, p)
@@ -333,7 +377,7 @@ class WorkerNode:
         self._log(
             true_ms, "own", f"generation {group.generation}: runs partitions {sorted(assigned)}"
         )
-        self._act(self.machine.assigned(assigned, now_ms, rejoined=rejoined))
+        self._act(self.machine.assigned(assigned, now_ms, rejoined=rejoined, sent_ms=sent_ms))
 
     def _fetch(self, now_ms: int) -> None:
         kafka = self.host.kafka
@@ -420,7 +464,13 @@ class WorkerNode:
         if self.host.kafka.available and member is not None and member.silent_since_ms is None:
             # The group never stopped counting us: nobody could have taken them.
             why = "rejoining" if self.joining_until_ms is not None else "heard by the group"
-            self.false_lease_losses.append((true_ms, why))
+            self.lease_breaches.append(
+                (
+                    true_ms,
+                    f"declared its lease lost while {why}: every job of its partitions "
+                    "was cancelled for nothing",
+                )
+            )
 
     # -- adoption ---------------------------------------------------------------------
 
@@ -441,6 +491,16 @@ class WorkerNode:
 
     def _start_producer(self, p: int, lease: int) -> None:
         host = self.host
+        if self.member_id is None or host.worker_group.assigned(self.member_id) is None:
+            # Sent after the group removed us (its session ran out): nothing proves the
+            # lease, and the partition may be the next owner's, whom the init fences.
+            self.lease_breaches.append(
+                (
+                    host.time.true_ms,
+                    f"started a producer of runs partition {p} after the group had removed "
+                    "it: its init_transactions fences the partition's new owner",
+                )
+            )
 
         def answer() -> None:
             now_ms = self._now()
@@ -673,6 +733,7 @@ class WorkerNode:
         # to find that out would cost a turn every few seconds.
         heard = (
             kafka.available
+            and not self.group_cut
             and self.joining_until_ms is None
             and self.member_id is not None
             and group.assigned(self.member_id) is not None

@@ -132,6 +132,10 @@ class World:
         low, high = self.scenario.worker_client.join_ms
         return 0 if high == 0 else self.rng.randint(low, high)
 
+    def sync_wait_ms(self) -> int:
+        low, high = self.scenario.worker_client.sync_wait_ms
+        return 0 if high == 0 else self.rng.randint(low, high)
+
     def adopt_delay_ms(self) -> int:
         low, high = self.scenario.worker_client.adopt_delay_ms
         return 0 if high == 0 else self.rng.randint(low, high)
@@ -195,6 +199,8 @@ class World:
             target.wake(self.time.true_ms)
         elif kind == "slow_job" and isinstance(target, WorkerNode):
             target.slow_factor = self.scenario.slow_factor if start else 1.0
+        elif kind == "group_cut" and isinstance(target, WorkerNode):
+            target.cut_from_group(start)
 
     def _broker(self, *, up: bool) -> None:
         now = self.time.true_ms
@@ -344,6 +350,10 @@ class World:
                 self._worker_fault("coordinator_busy", action == "coordinator_busy")
             elif action in ("results_refused", "results_ok"):
                 self._worker_fault("results_refused", action == "results_refused")
+            elif action in ("group_cut", "group_ok"):
+                target = self.nodes[node or ""]
+                if isinstance(target, WorkerNode):
+                    target.cut_from_group(action == "group_cut")
             elif action in ("closes_hang", "closes_ok"):
                 self.kafka.closes_hang = action == "closes_hang"
             elif action == "crash_mid_commit":
@@ -528,6 +538,7 @@ class World:
         for node in self.nodes.values():
             if isinstance(node, WorkerNode):
                 node.slow_factor = 1.0
+                node.cut_from_group(False)
             skew = node.clock.skew_ms
             spec = next(s for s in self.scenario.nodes if s.name == node.name)
             baseline = spec.offset_ms

@@ -103,9 +103,9 @@ class Evidence:
     idempotent_runs: set[str]
     owners: dict[str, dict[int, list[str]]]  # group -> partition -> live owners at the end
     partitions: dict[str, int]
-    # Workers that dropped their partitions for a lost lease while the group still
-    # counted them as live members: (worker, true ms, what they were doing).
-    false_lease_losses: list[tuple[str, int, str]] = field(default_factory=list)
+    # Breaches of the lease rule (docs/DESIGN.md §8): a worker dropped its partitions
+    # while the group counted it, or adopted after the group removed it (worker, ms, what).
+    lease_breaches: list[tuple[str, int, str]] = field(default_factory=list)
     # Cancel records on {ns}.runs: (run_id, attempt, append ms).
     cancels: list[tuple[str, int, int]] = field(default_factory=list)
     # Kafka targets' records a read_committed reader of their topics sees, and those
@@ -421,13 +421,13 @@ def gather(world: Any) -> Evidence:
         for p in node.held():
             owners[node.role].setdefault(p, []).append(node.name)
     ledger = world.jobs.ledger
-    false_losses = [
-        (node.name, at_ms, why)
+    breaches = [
+        (node.name, at_ms, what)
         for node in world.nodes.values()
-        for at_ms, why in getattr(node, "false_lease_losses", ())
+        for at_ms, what in getattr(node, "lease_breaches", ())
     ]
     return Evidence(
-        false_lease_losses=sorted(false_losses, key=lambda f: f[1]),
+        lease_breaches=sorted(breaches, key=lambda f: f[1]),
         **_fields_of(topics),
         start_ms=scenario.start_ms,
         heal_ms=scenario.heal_ms,

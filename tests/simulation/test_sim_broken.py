@@ -99,6 +99,12 @@ WORKER_VARIANTS = [
     # A restore that drops which deadline alerts a run's shard wrote: the new owner
     # alerts the same late run again.
     ("restore-forgets-alerts", "deadlines-across-takeovers", "deadlines"),
+    # An assignment held by the heartbeat rule alone: a follower whose SyncGroup waited
+    # for a slow leader longer than the lease drops its partitions while heard.
+    ("no-sync-hold", "worker-sync-waits-for-leader", "lease"),
+    # Adoptions outliving the lease: a worker cut from the group coordinator alone
+    # retries after the group removed it, fencing the partitions' new owner.
+    ("adoption-outlives-lease", "worker-cut-from-group-coordinator", "lease"),
 ]
 
 

@@ -46,6 +46,8 @@ SWEEPS = {
     "concurrency-key-through-failovers": 10,
     "rate-limited-key-through-worker-crash": 10,
     "rate-limited-key-with-skewed-workers": 10,
+    "worker-sync-waits-for-leader": 6,
+    "worker-cut-from-group-coordinator": 6,
 }
 
 
