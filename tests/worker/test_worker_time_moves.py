@@ -125,15 +125,24 @@ def _fetched(
     return [a for a in applied[before:] if isinstance(a, StartJob)]
 
 
-def test_a_clock_behind_raised_by_the_first_fetch_does_not_cut_the_adoption_wait(
+def _short_of_the_wait_by_the_move(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
+) -> tuple[_Clocks, WorkerRuntime, list[Any]]:
+    """Partition 0 adopted and heard until 1 s past the adoption wait less `MOVE_MS`:
+    a move of the time by `MOVE_MS` now would end the wait, were it not moved too."""
     clocks = _Clocks()
     runtime, applied = _runtime(clocks, monkeypatch)
     _adopt(runtime)
     wait_ms = runtime.options.lease_rules.adoption_wait_ms
-    # Past the wait less the 4 s the clock was behind, not past the wait itself:
     _heard(runtime, clocks, wait_ms - MOVE_MS + 1_000)
+    return clocks, runtime, applied
+
+
+def test_a_clock_behind_raised_by_the_first_fetch_does_not_cut_the_adoption_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Past the wait less the 4 s the clock was behind, not past the wait itself:
+    clocks, runtime, applied = _short_of_the_wait_by_the_move(monkeypatch)
     held = _fetched(runtime, applied, clocks.wall_ms + MOVE_MS)
     assert not held, "a keyed run started before the previous owner's hold ended"
     # Once the wait has passed on the monotonic clock, it starts.
@@ -145,11 +154,7 @@ def test_a_clock_behind_raised_by_the_first_fetch_does_not_cut_the_adoption_wait
 def test_a_wall_clock_stepped_forward_does_not_cut_the_adoption_wait(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    clocks = _Clocks()
-    runtime, applied = _runtime(clocks, monkeypatch)
-    _adopt(runtime)
-    wait_ms = runtime.options.lease_rules.adoption_wait_ms
-    _heard(runtime, clocks, wait_ms - MOVE_MS + 1_000)
+    clocks, runtime, applied = _short_of_the_wait_by_the_move(monkeypatch)
     clocks.wall_ms += MOVE_MS  # NTP steps the wall clock forward
     assert not _fetched(runtime, applied, clocks.wall_ms), "the step ended the adoption wait"
 
