@@ -20,6 +20,12 @@ this checkout on both sides, with ``--new-args`` given to the new side only::
     python bench/compare.py main~3 --bench shard_core --rounds 5
     python bench/compare.py . --bench e2e_work --new-args 'e2e_work=--loop uvloop'
     python bench/compare.py main~3 --args 'shard_core=--schedules 200000'
+    python bench/compare.py 8f193a3 --bench e2e_fire --this-scripts
+
+``--this-scripts`` runs this checkout's benchmark scripts on both sides: they are
+copied into the old side's worktree (over its own), so each drives that side's code
+and starts that side's processes, and a figure added since that commit is measured
+on both sides. A benchmark script the old commit does not have is always copied.
 
 Every run is bounded by ``--timeout-s``; progress goes to stderr; the last line is
 ``bench compare: ...``, or says which benchmark could not be measured.
@@ -30,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -99,8 +106,6 @@ def run_bench(side: Side, bench: str, timeout_s: float) -> dict[str, float] | No
     the path; its figures, or None if it could not measure."""
     env = side_env(side)
     script = side.root / "bench" / f"{bench}.py"
-    if not script.exists():  # a benchmark newer than the old commit: this checkout's
-        script = REPO / "bench" / f"{bench}.py"  # script, driving the old side's code
     command = [sys.executable, str(script), *side.args.get(bench, [])]
     log(f"{side.name}: {' '.join(command[1:])}")
     started = time.monotonic()
@@ -161,6 +166,20 @@ def worktree_of(commit: str, into: Path) -> Path:
     return path
 
 
+def copy_scripts(into: Path, benches: list[str], every: bool) -> None:
+    """This checkout's benchmark scripts into another checkout's ``bench/``: all of
+    them (``every``: its helpers too, as a script imports them from there), else only
+    the benchmarks that checkout lacks. Copied, not run from here: a script starts the
+    scheduler and workers from its own checkout (its ``REPO``), which must be that
+    side's."""
+    target = into / "bench"
+    target.mkdir(exist_ok=True)
+    names = [p.name for p in (REPO / "bench").glob("*.py")] if every else []
+    names += [f"{b}.py" for b in benches if not (target / f"{b}.py").exists()]
+    for name in sorted(set(names)):
+        shutil.copyfile(REPO / "bench" / name, target / name)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old", help="the previous commit (anything git takes), or . for this one")
@@ -175,7 +194,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout-s", type=float, default=3600.0, help="bound of each run")
     parser.add_argument("--max-load", type=float, default=None, help="wait for a load below it")
     parser.add_argument("--load-wait-s", type=float, default=600.0)
+    parser.add_argument(
+        "--this-scripts",
+        action="store_true",
+        help="this checkout's benchmark scripts on both sides (copied into the old one's)",
+    )
     args = parser.parse_args(argv)
+    if args.this_scripts and args.old == ".":
+        parser.error("--this-scripts compares with another commit; . already runs these scripts")
     benches = args.bench or list(BENCHES)
 
     def split(pairs: list[str]) -> dict[str, list[str]]:
@@ -194,6 +220,7 @@ def main(argv: list[str]) -> int:
             if old_root is None:
                 log(f"checking out {args.old} in a worktree of its own ...")
                 old_root = worktree_of(args.old, Path(tmp))
+                copy_scripts(old_root, benches, args.this_scripts)
             described = subprocess.run(
                 ["git", "-C", str(old_root), "rev-parse", "--short", "HEAD"],
                 capture_output=True,
@@ -222,6 +249,8 @@ def main(argv: list[str]) -> int:
                     capture_output=True,
                 )
     words = [f"old={described}", f"rounds={args.rounds}"]
+    if args.this_scripts:
+        words.append("scripts=this")
     words.append(f"load_max={max(loads):.2f}")
     missing = []
     for bench in benches:

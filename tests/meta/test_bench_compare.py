@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 from tests.kit.paths import REPO
 
@@ -38,3 +41,42 @@ def test_ratios_pair_rounds_and_skip_what_one_side_lacks_or_is_zero() -> None:
     new = [{"rate": 110.0, "p99_ms": 9.0, "extra": 1.0}, {"rate": 99.0, "p99_ms": 5.0}, {}]
     old = [{"rate": 100.0, "p99_ms": 10.0}, {"rate": 100.0, "p99_ms": 0.0}, {"rate": 50.0}]
     assert _compare().ratios(new, old) == {"rate": [1.1, 0.99], "p99_ms": [0.9]}
+
+
+def _checkouts(tmp_path: Path) -> tuple[Path, Path]:
+    this, other = tmp_path / "this", tmp_path / "other"
+    (this / "bench").mkdir(parents=True)
+    (other / "bench").mkdir(parents=True)
+    for name in ("e2e_fire.py", "midnight_e2e.py", "measured.py"):
+        (this / "bench" / name).write_text(f"# this {name}\n")
+    (other / "bench" / "e2e_fire.py").write_text("# other e2e_fire.py\n")
+    (other / "bench" / "measured.py").write_text("# other measured.py\n")
+    return this, other
+
+
+def test_a_benchmark_the_old_side_lacks_is_copied_into_it_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Copied, so it starts that side's processes from that side's checkout."""
+    this, other = _checkouts(tmp_path)
+    compare = _compare()
+    monkeypatch.setattr(compare, "REPO", this)
+    compare.copy_scripts(other, ["e2e_fire", "midnight_e2e"], every=False)
+    texts = {p.name: p.read_text() for p in (other / "bench").iterdir()}
+    assert texts == {
+        "e2e_fire.py": "# other e2e_fire.py\n",  # its own, kept
+        "measured.py": "# other measured.py\n",
+        "midnight_e2e.py": "# this midnight_e2e.py\n",
+    }
+
+
+def test_this_scripts_replace_the_old_sides_scripts_and_their_helpers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    this, other = _checkouts(tmp_path)
+    compare = _compare()
+    monkeypatch.setattr(compare, "REPO", this)
+    compare.copy_scripts(other, ["e2e_fire"], every=True)
+    texts = {p.name: p.read_text() for p in (other / "bench").iterdir()}
+    assert texts == {name: f"# this {name}\n" for name in texts}
+    assert sorted(texts) == ["e2e_fire.py", "measured.py", "midnight_e2e.py"]
