@@ -104,6 +104,7 @@ from actors.worker.offsets import (
     MAX_OPEN_PER_PARTITION,
     PartitionOffsets,
 )
+from actors.worker.outcome import Outcome as Outcome  # where executors and tests name it
 from actors.worker.ratelimit import RateGate
 from actors.worker.waiting import Waiting
 from topics.concurrency import CONCURRENCY_ERROR
@@ -138,17 +139,6 @@ UNENCODABLE_ERROR = {
 }
 """The error of a result written in place of one that could not be encoded (text
 no UTF-8 can carry, a value JSON cannot): the exit still finishes its offset."""
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """How a job exited, as the executor saw it."""
-
-    status: RunStatus  # one of JOB_STATUSES
-    error: Mapping[str, str] | None = None
-    target: Mapping[str, Any] | None = None
-    """What a target's call did (the result's ``target``: an HTTP target's status,
-    duration and body), for a built-in target job; None for a job."""
 
 
 @dataclass(frozen=True, slots=True)

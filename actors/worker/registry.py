@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from actors.worker.core import Outcome
+from actors.worker.outcome import Outcome
 from topics.messages import Run
 from topics.targets import RESERVED_JOB_PREFIX
 
