@@ -363,6 +363,7 @@ class ShardCore:
         alerts = self._runs.alerts
         alerts.restored(now_ms)  # nothing judged by silence before the results are read
         timer_ms = alerts.timer_ms
+        margin_ms = TIMEOUT_MARGIN_MS
         resolve = defs.get
         # A million schedules pass here: one dict lookup resolves a version-2 key (a
         # definition's JSON is never a key of ``defs``), and the definitions' users
@@ -387,7 +388,10 @@ class ShardCore:
             runs = state._runs
             if runs:
                 for run in runs.values():
-                    if run.placed is not None and run.placed.cancel_owed is not None:
+                    if run.placed is None and run.watch is None:  # most: `attempt_due_ms`
+                        retry_ms = run.retry_ms  # inline (a herd's runs in flight pass here)
+                        arm(run, run.deadline_ms + margin_ms if retry_ms is None else retry_ms)
+                    elif run.placed is not None and run.placed.cancel_owed is not None:
                         arm(run, now_ms)  # an owed cancel record: try it at once (§8.1)
                     else:
                         arm(run, timer_ms(run))

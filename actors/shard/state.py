@@ -951,13 +951,19 @@ def decode_schedule(
     state.next_ms = None if text is None else instant_ms(text)
     text = doc["last_fired"]
     state.last_fired_ms = None if text is None else instant_ms(text)
-    text = doc.get("passed")
-    state.passed_ms = None if text is None else instant_ms(text)
     runs = doc.get("runs")
     if runs:
         at = len(state.id) + 1  # the scheduled instant is spelled inside the run id
         for entry in runs:
             run_id = entry["run_id"]
+            if len(entry) == _PLAIN_RUN_FIELDS:  # the four every run has, nothing else
+                run = RunState(
+                    state, run_id, instant_ms(run_id[at : at + 24]), None, entry["attempt"], 1
+                )
+                run.fired_ms = instant_ms(entry["fired"])
+                run.deadline_ms = instant_ms(entry["deadline"])
+                state.runs[run_id] = run
+                continue
             run = RunState(
                 state,
                 run_id,
@@ -982,6 +988,27 @@ def decode_schedule(
             if watch is not None:
                 run.watch = Watch.from_wire(watch)
             state.runs[run_id] = run
+    if not _RARE_FIELDS.isdisjoint(doc):
+        _decode_rare_fields(doc, state)
+    return state
+
+
+# A run's fields besides run_id, attempt, fired and deadline, and a schedule's besides
+# v, id, def, paused, next, last_fired and runs, are each set by a capability most
+# schedules never use (a retry, a queue, a deadline, a pause, max_runs, a backfill, a
+# calendar). A record without any is decoded without looking each one up.
+_PLAIN_RUN_FIELDS = 4
+_RARE_FIELDS = frozenset(
+    {"passed", "buffered", "dead", "dag", "fired_count", "completed", "pause"}
+    | {"backfill", "waiting"}
+)
+
+
+def _decode_rare_fields(doc: dict[str, Any], state: ScheduleState) -> None:
+    """`decode_schedule`'s part for the fields in `_RARE_FIELDS` (each absent one left
+    at the fresh state's default)."""
+    text = doc.get("passed")
+    state.passed_ms = None if text is None else instant_ms(text)
     buffered = doc.get("buffered")
     if buffered:
         state.buffered = [instant_ms(text) for text in buffered]
@@ -1002,7 +1029,6 @@ def decode_schedule(
     waiting = doc.get("waiting")
     if waiting is not None:
         state._aside_made().waiting = waiting
-    return state
 
 
 _V2_ID = b'{"v":2,"id":"'
