@@ -90,9 +90,11 @@ def command_module(argv: Sequence[str]) -> str | None:
     or help asked before it): then the whole parser answers, as it always did."""
     tokens = iter(argv)
     for token in tokens:
-        if token == "--client-config":  # the one global option that takes a value
+        # argparse takes a long option's prefix for it (``--client``): so does this.
+        spelled = len(token) > 2 and "=" not in token
+        if spelled and "--client-config".startswith(token):  # the one that takes a value
             next(tokens, None)
-        elif token in ("-h", "--help"):
+        elif token == "-h" or (spelled and "--help".startswith(token)):
             return None
         elif not token.startswith("-"):
             module = f"{token}_cmd"

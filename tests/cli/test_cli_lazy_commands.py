@@ -30,6 +30,9 @@ def test_each_command_module_registers_the_command_it_is_named_for(module: str) 
         (["--client-config", "x.properties", "worker", "--help"], "worker_cmd"),
         (["--client-config", "ls", "ls"], "ls_cmd"),  # the option's value is no command
         (["--client-config=x.properties", "next", "every 5m"], "next_cmd"),
+        (["--client", "ls", "history"], "history_cmd"),  # argparse's prefix of the option
+        (["--c", "web", "worker"], "worker_cmd"),
+        (["--he", "worker"], None),  # a prefix of --help
         (["-h", "scheduler"], None),  # the whole parser's help, as before
         (["--help"], None),
         (["schedulr"], None),  # the whole parser says it is no command, and what are
@@ -38,6 +41,14 @@ def test_each_command_module_registers_the_command_it_is_named_for(module: str) 
 )
 def test_the_command_named_picks_its_module(argv: list[str], module: str | None) -> None:
     assert command_module(argv) == module
+
+
+def test_an_option_prefix_whose_value_names_a_command_parses_as_before() -> None:
+    """A properties file named like a command, given with ``--client``: its value is
+    the file, the command is the next word."""
+    argv = ["--client", "ls", "history"]
+    args = build_parser(command_module(argv)).parse_args(argv)
+    assert (args.client_config, args.command) == ("ls", "history")
 
 
 def test_a_command_parsed_alone_reads_its_arguments_as_with_every_command() -> None:
