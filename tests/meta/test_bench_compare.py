@@ -3,23 +3,16 @@ new/old ratio of each figure round by round. Pure: nothing is measured here."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tests.kit.paths import REPO
+from tests.kit.bench import load_bench
 
 
 def _compare() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_compare", REPO / "bench" / "compare.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("compare")
 
 
 def test_the_last_bench_line_gives_the_numeric_figures() -> None:

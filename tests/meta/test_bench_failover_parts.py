@@ -3,25 +3,15 @@ scheduler's log says shard 0 was handed to it. The parsing only: no scheduler ru
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 
-from tests.kit.paths import REPO
+from tests.kit.bench import load_bench
 
 
 def _e2e_fire() -> ModuleType:
-    bench = str(REPO / "bench")
-    if bench not in sys.path:  # the script imports its siblings (measured)
-        sys.path.insert(0, bench)
-    spec = importlib.util.spec_from_file_location("bench_e2e_fire", REPO / "bench" / "e2e_fire.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("e2e_fire")
 
 
 def _local_ms(text: str) -> int:

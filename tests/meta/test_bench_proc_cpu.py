@@ -4,27 +4,17 @@ here (the one CPU reading is of this test's own process)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import time
 from types import ModuleType
 
 import pytest
 
-from tests.kit.paths import REPO
+from tests.kit.bench import load_bench
 
 
 def _bench(name: str) -> ModuleType:
-    bench = str(REPO / "bench")
-    if bench not in sys.path:  # the scripts import their siblings (measured, proc_cpu)
-        sys.path.insert(0, bench)
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench(name)
 
 
 def test_a_stat_line_gives_user_plus_system_seconds_whatever_the_command_name() -> None:
